@@ -1,0 +1,1 @@
+"""ALFWorld: household tasks of ALFWorld's six types, played on TextWorld's PDDL engine."""

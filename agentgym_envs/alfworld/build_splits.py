@@ -1,0 +1,33 @@
+"""Regenerate ``splits.json``: ``python -m agentgym_envs.alfworld.build_splits``.
+
+Item ``i`` is the generated game of task type ``TASK_TYPES[i % 6]``. Items 0-199 are the test
+split (200 games, like AgentGym's ALFWorld evaluation set, about 33 per task type); items
+200-3199 are the train split. Games are generated (and cached) on first use, not here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agentgym_envs.alfworld.generator import SUBTASK_OF_TYPE, TASK_TYPES
+
+TEST_ITEMS = 200
+TRAIN_ITEMS = 3000
+
+
+def build() -> dict[str, dict[str, list[int]]]:
+    splits: dict[str, dict[str, list[int]]] = {}
+    for index, task_type in enumerate(TASK_TYPES):
+        name = SUBTASK_OF_TYPE[task_type]
+        splits[name] = {
+            "train": [i for i in range(TEST_ITEMS, TEST_ITEMS + TRAIN_ITEMS) if i % len(TASK_TYPES) == index],
+            "test": [i for i in range(TEST_ITEMS) if i % len(TASK_TYPES) == index],
+        }
+    return splits
+
+
+if __name__ == "__main__":
+    path = Path(__file__).with_name("splits.json")
+    path.write_text(json.dumps(build(), indent=1) + "\n")
+    print(f"wrote {path}")

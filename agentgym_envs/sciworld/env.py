@@ -1,0 +1,338 @@
+"""ScienceWorld as a text Gymnasium env (``AgentGym/SciWorld-v0`` and five sub-task ids).
+
+An item id names a (task type, variation) pair (see ``catalog.py``). The first observation is the
+task description and the room the agent starts in; then every action's text from the simulator.
+``info["score"]`` is the simulator's 0-100 score, the reward its normalised increase, and
+``info["success"]`` is set when the simulator declares the task completed.
+
+The simulator runs in a JVM owned by the env (``jvm.py``): started at the first reset, reused by
+the following ones, stopped by ``close()``. If it dies or hangs, the episode in flight ends
+truncated with ``info["engine_error"]``, and the next reset starts a new JVM.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections import OrderedDict
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from agentgym_envs.core import Outcome, Start, TextEnv, normalize_command, require
+from agentgym_envs.sciworld.catalog import TaskType, decode
+from agentgym_envs.sciworld.jvm import JvmConfig, ScienceWorldJvm, SimulatorCrashed, SimulatorRejected
+
+INSTRUCTION = (
+    "You are a scientist in ScienceWorld, a text simulation of a house with a kitchen, a workshop, a greenhouse, "
+    "an art studio and other rooms. Each episode gives you one science task (measuring a melting point, testing "
+    "electrical conductivity, finding a living thing, mixing chemicals, comparing lifespans, ...). Complete it by "
+    "exploring and using the objects around you. Partial progress earns partial score."
+    """
+
+Commands (OBJ and LOC are names as they appear in the text):
+- look around: describe the room you are in
+- look at OBJ / look in OBJ / examine OBJ / read OBJ: inspect something
+- go to LOC: walk to an adjacent room (its door must be open)
+- open OBJ / close OBJ
+- pick up OBJ / put down OBJ / move OBJ to OBJ: carry or place things
+- pour OBJ into OBJ / dunk OBJ into OBJ / mix OBJ
+- activate OBJ / deactivate OBJ: switch devices such as a stove or a sink on or off
+- connect OBJ to OBJ / disconnect OBJ: wire up electrical components
+- use OBJ on OBJ: use a tool, e.g. a thermometer on a substance
+- eat OBJ / flush OBJ
+- focus on OBJ: declare the object the task is about. Focus only on what the task asks for: focusing on the
+  wrong object fails the task.
+- wait / wait1: let 10 steps / 1 step of time pass
+- inventory / task: show what you carry / repeat the task
+- check valid actions: list every command that works right now
+
+If the simulator asks which of several objects you meant, answer with the number of your choice; any other
+command cancels the question.
+
+Every turn, answer in this format and give exactly one command:
+Thought:
+<your reasoning>
+
+Action:
+<the command>"""
+)
+
+#: Simulator replies that mean the command was not understood (nothing happened).
+_NOT_UNDERSTOOD = ("No known action matches that input.", "Unknown action.")
+_AMBIGUOUS = "Ambiguous request"
+#: The simulator's command verbs, longest first so 'look around' wins over 'look'.
+_VERBS = sorted(
+    ["activate", "close", "connect", "deactivate", "disconnect", "dunk", "eat", "examine", "flush", "focus on", "go to",
+     "inventory", "look around", "look at", "look in", "mix", "move", "open", "pick up", "pour", "put down", "read",
+     "task", "use", "wait", "wait1"],
+    key=len,
+    reverse=True,
+)
+_LIST_COMMANDS = {
+    "check valid actions", "check valid action", "valid actions", "check available actions", "available actions",
+}
+_MAX_COMMAND_LENGTH = 300
+_GOLD_CACHE_SIZE = 4096
+_generated_gold: OrderedDict[tuple[str, int], tuple[str, ...]] = OrderedDict()
+
+
+@lru_cache(maxsize=1)
+def stored_gold() -> dict[int, tuple[str, ...]]:
+    """Gold action sequences shipped for the test items (``gold.json``, built by ``build_splits``)."""
+    path = resources.files("agentgym_envs.sciworld").joinpath("gold.json")
+    with path.open("r", encoding="utf-8") as handle:
+        return {int(item): tuple(actions) for item, actions in json.load(handle).items()}
+
+
+class SciWorldEnv(TextEnv):
+    family = "sciworld"
+
+    def __init__(
+        self,
+        task_id: str,
+        render_mode: str | None = None,
+        heap_mb: int | None = None,
+        step_timeout: float | None = None,
+        load_timeout: float | None = None,
+        start_timeout: float | None = None,
+    ):
+        super().__init__(task_id, render_mode=render_mode)
+        require("scienceworld", extra="sciworld")
+        self._jvm_config = JvmConfig.from_environment(
+            heap_mb=heap_mb, step_timeout=step_timeout, load_timeout=load_timeout, start_timeout=start_timeout
+        )
+        self._jvm: ScienceWorldJvm | None = None
+        self._task_type: TaskType | None = None
+        self._variation = 0
+        self._sent: list[tuple[str, bool]] = []  # (command, from the agent?) sent to the simulator this episode
+        self._gold: tuple[str, ...] | None = None
+        self._awaiting_choice = False
+        self._lost: str | None = None
+        self._valid_cache: tuple[int, list[str]] | None = None
+
+    # ---- episode ------------------------------------------------------------------------------
+    @property
+    def jvm(self) -> ScienceWorldJvm:
+        """This env's simulator JVM (created lazily; the process itself starts at the first load)."""
+        if self._jvm is None:
+            self._jvm = ScienceWorldJvm(self._jvm_config)
+        return self._jvm
+
+    def _start(self, item_id: int, rng: np.random.Generator) -> Start:
+        task, variation = decode(item_id)
+        self._task_type, self._variation = task, variation
+        self._sent = []
+        self._gold = stored_gold().get(item_id) or _generated_gold.get((task.name, variation))
+        self._awaiting_choice = False
+        self._lost = None
+        self._valid_cache = None
+        failure: Exception | None = None
+        for _ in range(2):  # a JVM found dead here is restarted once before giving up
+            try:
+                description, room = self.jvm.start_episode(task.name, variation)
+                break
+            except SimulatorCrashed as error:
+                failure = error
+        else:
+            raise RuntimeError(f"ScienceWorld could not start item {item_id}: {failure}") from failure
+        info = {"sciworld_task": task.name, "sciworld_task_number": task.number, "variation": variation}
+        return Start(INSTRUCTION, f"{description.strip()}\n\n{room.strip()}", info)
+
+    def _act(self, action: str) -> Outcome:
+        if self._lost is not None:
+            return self._lost_outcome()
+        command = normalize_command(action)
+        problem = self._reject(command)
+        if problem is not None:
+            return self._keep(problem, valid=False)
+        if command in _LIST_COMMANDS:
+            return self._list_valid_actions()
+        try:
+            if self._awaiting_choice and not command.isdigit():
+                self._send("", by_agent=False)  # a blank line cancels the simulator's "which one did you mean?"
+            result = self._send(command, by_agent=True)
+        except SimulatorCrashed as error:
+            self._lost = str(error)
+            return self._lost_outcome()
+        except SimulatorRejected as error:
+            message = f"The simulator could not carry out '{command}' ({error}). Try another command."
+            return self._keep(message, valid=False)
+        refusal = next((reply for reply in _NOT_UNDERSTOOD if result.observation.startswith(reply)), None)
+        understood = refusal is None
+        self._awaiting_choice = result.observation.startswith(_AMBIGUOUS)
+        score = int(round(100 * result.score))
+        failed = score < 0
+        success = result.completed and not failed
+        observation = result.observation.strip()
+        if not understood:
+            observation = f"{refusal} {self._hint(command)}"
+        elif success:
+            observation += "\n\nThe task is complete."
+        elif failed:
+            observation += "\n\nThat was not what the task asked for: the task has failed and the episode is over."
+        return Outcome(
+            observation,
+            progress=max(score, 0) / 100.0,
+            score=float(score),
+            done=success or failed,
+            success=success,
+            valid=understood,
+        )
+
+    def _send(self, command: str, by_agent: bool) -> Any:
+        self._sent.append((command, by_agent))
+        self._valid_cache = None
+        return self.jvm.step(command)
+
+    # ---- the text interface's own rules -------------------------------------------------------
+    @staticmethod
+    def _reject(command: str) -> str | None:
+        """Why a command cannot be sent to the simulator, or ``None`` if it can."""
+        if not command:
+            return "The command is empty. Write one ScienceWorld command, e.g. 'look around'."
+        if len(command) > _MAX_COMMAND_LENGTH:
+            return (
+                f"That command is {len(command)} characters long; ScienceWorld commands are short "
+                "(e.g. 'open door to kitchen'). Write one command."
+            )
+        if not command.isascii():
+            return (
+                "ScienceWorld understands plain English commands made of words and numbers, "
+                "e.g. 'pick up thermometer' or 'go to kitchen'. Send 'check valid actions' to list them."
+            )
+        if command == "reset task":
+            return "'reset task' is not available: each episode is one attempt. Continue with another command."
+        return None
+
+    def _hint(self, command: str) -> str:
+        """A pointer to the closest valid commands (valid actions are computed only here, on demand).
+
+        The verb is matched first ('opne door' -> 'open'), then the closest commands with that verb:
+        comparing whole strings would mostly suggest 'connect ...', the largest group.
+        """
+        try:
+            valid = self.valid_actions()
+        except (SimulatorCrashed, SimulatorRejected):
+            valid = []
+        target = command
+        verb = next((v for v in _VERBS if command == v or command.startswith(v + " ")), None)
+        if verb is None:
+            first = command.split(" ", 1)
+            guess = difflib.get_close_matches(first[0], [v for v in _VERBS if " " not in v], n=1, cutoff=0.6)
+            if guess:
+                verb = guess[0]
+                target = " ".join([verb, *first[1:]])
+        same_verb = [a for a in valid if verb is not None and (a == verb or a.startswith(verb + " "))]
+        pool = same_verb or valid
+        close = difflib.get_close_matches(target, pool, n=3, cutoff=0.5)
+        suggestion = f" Did you mean: {', '.join(repr(c) for c in close)}?" if close else ""
+        return (
+            f"'{command}' is not a command ScienceWorld understands here.{suggestion} "
+            "Send 'check valid actions' to list every command that works now."
+        )
+
+    def _list_valid_actions(self) -> Outcome:
+        try:
+            actions = self.valid_actions()
+        except SimulatorCrashed as error:
+            self._lost = str(error)
+            return self._lost_outcome()
+        except SimulatorRejected as error:
+            return self._keep(f"The simulator could not list its valid actions ({error}).", valid=False)
+        return self._keep("Valid actions:\n" + "\n".join(actions), valid=True)
+
+    def _keep(self, observation: str, valid: bool) -> Outcome:
+        """An outcome that leaves the episode as it is (no simulator step)."""
+        return Outcome(observation, progress=self._progress, score=self._score, valid=valid)
+
+    def _lost_outcome(self) -> Outcome:
+        return Outcome(
+            f"The ScienceWorld simulator stopped ({self._lost}). "
+            "This episode cannot continue; call reset() to start a new one.",
+            progress=self._progress,
+            score=self._score,
+            valid=False,
+            truncated=True,
+            info={"engine_error": self._lost},
+        )
+
+    # ---- actions on demand, oracle, random agent ----------------------------------------------
+    def valid_actions(self) -> list[str]:
+        """Every command that works in the current state, sorted (asks the simulator: tens of ms)."""
+        if self._lost is not None:
+            raise SimulatorCrashed(self._lost)
+        if self._valid_cache is None or self._valid_cache[0] != len(self._sent):
+            self._valid_cache = (len(self._sent), sorted(set(self.jvm.valid_actions()) - {"reset task"}))
+        return list(self._valid_cache[1])
+
+    def gold_actions(self) -> tuple[str, ...]:
+        """The simulator's gold action sequence for this episode (shipped for test items, else planned once)."""
+        assert self._task_type is not None, "call reset() first"
+        if self._gold is None:
+            key = (self._task_type.name, self._variation)
+            self.jvm.load(key[0], key[1], gold=True)
+            gold = tuple(self.jvm.gold_actions())
+            # reload without the planner and replay this episode so far: the world is exactly as before
+            self.jvm.load(key[0], key[1])
+            for command, _ in self._sent:
+                self.jvm.step(command)
+            self._valid_cache = None
+            _generated_gold[key] = gold
+            while len(_generated_gold) > _GOLD_CACHE_SIZE:
+                _generated_gold.popitem(last=False)
+            self._gold = gold
+        return self._gold
+
+    def oracle_action(self) -> str:
+        """The next gold action, counting the gold actions this episode has sent in order.
+
+        A gold action counts once sent, understood or not: the gold agent's plan contains a few
+        commands the simulator refuses at that point (e.g. naming a substance by a state it has not
+        reached yet), and the plan still succeeds without them.
+        """
+        assert self._task_type is not None, "call reset() first"
+        if self._lost is not None:
+            return "Thought:\nThe simulator stopped; nothing I do will count.\n\nAction:\nlook around"
+        try:
+            gold = self.gold_actions()
+        except (SimulatorCrashed, SimulatorRejected) as error:
+            self._lost = str(error)
+            return "Thought:\nThe simulator stopped; nothing I do will count.\n\nAction:\nlook around"
+        position = 0
+        for command, by_agent in self._sent:
+            if by_agent and position < len(gold) and command == normalize_command(gold[position]):
+                position += 1
+        if position >= len(gold):
+            return "Thought:\nI have carried out the whole plan.\n\nAction:\nlook around"
+        return f"Thought:\nStep {position + 1} of {len(gold)} of my plan.\n\nAction:\n{gold[position]}"
+
+    def random_action(self, rng: np.random.Generator) -> str:
+        """A valid command: first a random verb, then a random command using it (so 'connect' does not dominate)."""
+        try:
+            actions = self.valid_actions()
+        except (SimulatorCrashed, SimulatorRejected):
+            return "look around"
+        if not actions:
+            return "look around"
+        by_verb: dict[str, list[str]] = {}
+        for action in actions:
+            by_verb.setdefault(action.split(" ", 1)[0], []).append(action)
+        verbs = sorted(by_verb)
+        choices = by_verb[verbs[int(rng.integers(len(verbs)))]]
+        return choices[int(rng.integers(len(choices)))]
+
+    def accepts_item(self, item_id: int) -> bool:
+        try:
+            task, _ = decode(item_id)
+        except KeyError:
+            return False
+        return task.subtask in self.task.subtasks
+
+    def _release(self) -> None:
+        if self._jvm is not None:
+            self._jvm.close()
+            self._jvm = None
+        self._lost = None

@@ -1,0 +1,156 @@
+"""Wordle: the packaged word lists, the feedback rules, bad guesses, the solver, the splits."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import agentgym_envs
+from agentgym_envs.wordle import build_splits, words
+from agentgym_envs.wordle.game import ABSENT, CORRECT, PRESENT, _answer_codes, _code, _patterns, score_guess, solver_guess
+
+ENV_ID = "AgentGym/Wordle-v0"
+
+
+@pytest.fixture
+def env():
+    env = gym.make(ENV_ID)
+    yield env
+    env.close()
+
+
+def test_word_lists_come_from_the_installed_dictionaries() -> None:
+    from english_words import get_english_words_set
+
+    answers = words.answers()
+    assert len(answers) == words.ANSWERS_COUNT == 1668 and list(answers) == sorted(answers)
+    assert words._fingerprint(answers) == words.ANSWERS_SHA256
+    allowed = words.allowed_guesses()
+    assert len(allowed) > 10_000 and set(answers) <= allowed
+    web2 = get_english_words_set(["web2"], lower=False, alpha=True)
+    assert all(w in web2 for w in answers[:200])  # every answer is a dictionary entry
+    assert {"crane", "house", "water", "apple"} <= set(answers)
+    assert {"aalii", "zymic"} <= allowed and not {"aalii", "zymic"} & set(answers)  # rare words: guesses only
+
+
+def test_answer_list_built_from_packages_matches_the_disk_cache(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("AGENTGYM_CACHE", str(tmp_path))
+    rebuilt = words._build_lists()
+    assert tuple(w for w, _ in rebuilt["answers"]) == words.answers()
+    assert set(rebuilt["allowed"]) | set(words.answers()) == words.allowed_guesses()
+
+
+@pytest.mark.parametrize("guess, answer, expected", [
+    ("crane", "crane", (2, 2, 2, 2, 2)),
+    ("speed", "abide", (0, 0, 1, 0, 1)),  # one e in the answer: only the first e is marked
+    ("eerie", "there", (1, 0, 1, 0, 2)),  # the green e uses up one e, the first e gets the other
+    ("llama", "hello", (1, 1, 0, 0, 0)),
+    ("abbey", "babes", (1, 1, 2, 2, 0)),
+    ("geese", "eerie", (0, 2, 1, 0, 2)),
+])
+def test_feedback_follows_wordle_rules_for_repeated_letters(guess: str, answer: str, expected: tuple) -> None:
+    assert score_guess(guess, answer) == expected
+
+
+def test_vectorised_feedback_equals_the_rule() -> None:
+    codes = _answer_codes()
+    rng = np.random.default_rng(0)
+    for guess in ["speed", "eerie", "llama", "mamma", "crane", *rng.choice(words.answers(), 10)]:
+        expected = [_code(score_guess(guess, answer)) for answer in words.answers()]
+        assert _patterns(guess, codes).tolist() == expected
+
+
+def test_feedback_text_per_letter_and_guess_count(env) -> None:
+    env.reset(options={"split": "test", "index": 0})
+    answer = env.unwrapped.answer
+    guess = "crane" if answer != "crane" else "house"
+    obs, reward, terminated, _, info = env.step(f"Thought: a common opener.\nAction: guess {guess}")
+    pattern = score_guess(guess, answer)
+    labels = {CORRECT: "in the word and in the correct position", PRESENT: "in the word but in the wrong position",
+              ABSENT: "not in the word"}
+    lines = obs.splitlines()
+    assert lines[0] == f"Guess 1 of 6: {guess}"
+    assert lines[1:6] == [f"{letter}: {labels[mark]}" for letter, mark in zip(guess, pattern)]
+    assert "5 guesses left" in obs and info["guesses_left"] == 5 and info["valid_action"] and not terminated
+
+
+@pytest.mark.parametrize("response, message", [
+    ("guess cat", "has 3 letters"),
+    ("guess elephant", "has 8 letters"),
+    ("guess qzxvw", "not in the word list"),
+    ("guess ab1de", "letters a-z only"),
+    ("guess crâne", "letters a-z only"),
+    ("I think the answer is crane", "not a guess"),
+])
+def test_bad_guesses_cost_no_guess(env, response: str, message: str) -> None:
+    env.reset(options={"split": "test", "index": 0})
+    obs, reward, terminated, _, info = env.step(response)
+    assert not info["valid_action"] and message in obs and "still have 6 guesses" in obs
+    assert info["guesses_left"] == 6 and reward == 0.0 and not terminated
+
+
+def test_six_wrong_guesses_lose_and_reveal_the_word(env) -> None:
+    env.reset(options={"split": "test", "index": 2})
+    answer = env.unwrapped.answer
+    wrong = [w for w in ["crane", "house", "water", "apple", "light", "music", "world"] if w != answer][:6]
+    for word in wrong:
+        obs, reward, terminated, truncated, info = env.step(f"guess {word}")
+    assert terminated and not info["success"] and reward == 0.0 and f"The word was '{answer}'" in obs
+
+
+@pytest.mark.parametrize("response", ["guess CRANE.", "Guess: crane", "crane", "guess 'crane'", "Action: guess [crane]"])
+def test_guess_spellings(env, response: str) -> None:
+    env.reset(options={"split": "test", "index": 0})
+    obs, _, _, _, info = env.step(response)
+    assert info["valid_action"] and "crane" in obs.splitlines()[0]
+
+
+def test_solver_finds_every_test_word_within_six_guesses() -> None:
+    env = gym.make(ENV_ID)
+    spec = agentgym_envs.get_task(ENV_ID)
+    for index in range(len(spec.split("test"))):
+        env.reset(options={"split": "test", "index": index})
+        total = 0.0
+        while True:
+            _, reward, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+            total += reward
+            if terminated or truncated:
+                break
+        assert info["success"] and total == 1.0 and info["turn"] <= 6
+    env.close()
+
+
+def test_solver_on_a_sample_of_train_words() -> None:
+    rng = np.random.default_rng(1)
+    answers = words.answers()
+    for answer in rng.choice(answers, 60, replace=False):
+        history = []
+        for left in range(6, 0, -1):
+            guess = solver_guess(history, left)
+            history.append((guess, score_guess(guess, answer)))
+            if guess == answer:
+                break
+        assert history[-1][0] == answer
+
+
+def test_random_guesser_rarely_wins() -> None:
+    env = gym.make(ENV_ID)
+    rng = np.random.default_rng(0)
+    wins = 0
+    for index in range(25):
+        env.reset(options={"split": "test", "index": index})
+        while True:
+            _, _, terminated, truncated, info = env.step(env.unwrapped.random_action(rng))
+            if terminated or truncated:
+                break
+        wins += info["success"]
+    env.close()
+    assert wins <= 2
+
+
+def test_splits_25_test_words_rest_train() -> None:
+    spec = agentgym_envs.get_task(ENV_ID)
+    assert len(spec.split("test")) == 25
+    assert sorted(spec.split("train") + spec.split("test")) == list(range(len(words.answers())))
+    assert build_splits.build() == agentgym_envs.core.load_splits("wordle")
