@@ -32,7 +32,7 @@ from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, parse_tags
 from agentgym_envs.core.parsers import clean_text
 from agentgym_envs.search.data import Corpus, Question, exact_match, load_questions, normalize_answer
 from agentgym_envs.search.retrievers import BACKENDS, Hit, RetrievalError, Retriever, get_retriever
-from agentgym_envs.search.tasks import ITEM_BLOCK, MAX_TURNS, SUBTASKS
+from agentgym_envs.search.tasks import ITEM_BLOCK, SUBTASKS
 
 TAGS = ("search", "answer")
 MAX_QUERY_CHARS = 1000

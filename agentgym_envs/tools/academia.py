@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import Step, ToolEnv, ToolTask, finish_step, step
+from agentgym_envs.tools.base import Step, SharedWorldEnv, ToolTask, finish_step, step
 from agentgym_envs.tools.dbutil import clone
 from agentgym_envs.tools.names import METHODS, ORGANIZATIONS, PAPER_QUALIFIERS, PAPER_TASKS, VENUES, unique_names
 from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError, suggest
@@ -501,7 +501,7 @@ def generate(service: AcademiaService, local: int) -> ToolTask:
             return task
 
 
-class AcademiaEnv(ToolEnv):
+class AcademiaEnv(SharedWorldEnv):
     """Questions about papers, authors and citations, answered with graph tools."""
 
     subtask = "Academia"
@@ -512,22 +512,15 @@ class AcademiaEnv(ToolEnv):
     )
     example_call = "load_paper_net with Action Input: {}"
 
-    def __init__(self, task_id: str, render_mode: str | None = None):
-        super().__init__(task_id, render_mode=render_mode)
-        self._shared: AcademiaService | None = None
+    def _make_service(self) -> AcademiaService:
+        return AcademiaService(clone(world()))
 
-    def _open(self, local: int) -> AcademiaService:
-        if self._shared is None:
-            self._shared = AcademiaService(clone(world()))
-        self._shared.begin()
-        return self._shared
+    def _open(self, local: int) -> Service:
+        service = super()._open(local)
+        assert isinstance(service, AcademiaService)
+        service.begin()  # every episode starts with no graph loaded
+        return service
 
     def _generate(self, local: int, service: Service) -> ToolTask:
         assert isinstance(service, AcademiaService)
         return generate(service, local)
-
-    def _release(self) -> None:
-        if self._shared is not None:
-            self._shared.close()
-        self._shared = None
-        self.service = None

@@ -210,3 +210,27 @@ class ToolEnv(TextEnv):
         if self.service is not None:
             self.service.close()
             self.service = None
+
+
+class SharedWorldEnv(ToolEnv):
+    """A tool env whose tasks only read one seeded world: the service is built on the first reset and
+    reused by every later episode of this env (building it costs far more than an episode)."""
+
+    def __init__(self, task_id: str, render_mode: str | None = None):
+        super().__init__(task_id, render_mode=render_mode)
+        self._shared: Service | None = None
+
+    def _make_service(self) -> Service:
+        """A fresh service over this env's world."""
+        raise NotImplementedError
+
+    def _open(self, local: int) -> Service:
+        if self._shared is None:
+            self._shared = self._make_service()
+        return self._shared
+
+    def _release(self) -> None:
+        if self._shared is not None:
+            self._shared.close()
+        self._shared = None
+        self.service = None

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import ToolEnv, ToolTask, finish_step, step
+from agentgym_envs.tools.base import SharedWorldEnv, ToolTask, finish_step, step
 from agentgym_envs.tools.dbutil import clone
 from agentgym_envs.tools.names import (
     ADJECTIVES,
@@ -660,7 +660,7 @@ def generate(service: MovieService, local: int) -> ToolTask:
             return task
 
 
-class MovieEnv(ToolEnv):
+class MovieEnv(SharedWorldEnv):
     """Film questions answered with TMDB-like tools."""
 
     subtask = "Movie"
@@ -671,21 +671,9 @@ class MovieEnv(ToolEnv):
     )
     example_call = 'search_movie with Action Input: {"movie_name": "The Silent River"}'
 
-    def __init__(self, task_id: str, render_mode: str | None = None):
-        super().__init__(task_id, render_mode=render_mode)
-        self._shared: MovieService | None = None
-
-    def _open(self, local: int) -> MovieService:
-        if self._shared is None:
-            self._shared = MovieService(clone(world()))
-        return self._shared
+    def _make_service(self) -> MovieService:
+        return MovieService(clone(world()))
 
     def _generate(self, local: int, service: Service) -> ToolTask:
         assert isinstance(service, MovieService)
         return generate(service, local)
-
-    def _release(self) -> None:
-        if self._shared is not None:
-            self._shared.close()
-        self._shared = None
-        self.service = None

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import Step, ToolEnv, ToolTask, finish_step, step
+from agentgym_envs.tools.base import Step, SharedWorldEnv, ToolTask, finish_step, step
 from agentgym_envs.tools.dbutil import clone
 from agentgym_envs.tools.names import CITIES
 from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError
@@ -712,7 +712,7 @@ def generate(service: WeatherService, local: int) -> ToolTask:
             return task
 
 
-class WeatherEnv(ToolEnv):
+class WeatherEnv(SharedWorldEnv):
     """Weather questions answered with Open-Meteo-like tools (history, forecast, air quality)."""
 
     subtask = "Weather"
@@ -724,21 +724,9 @@ class WeatherEnv(ToolEnv):
     )
     example_call = 'get_latitude_longitude with Action Input: {"name": "Lyon"}'
 
-    def __init__(self, task_id: str, render_mode: str | None = None):
-        super().__init__(task_id, render_mode=render_mode)
-        self._shared: WeatherService | None = None
-
-    def _open(self, local: int) -> WeatherService:
-        if self._shared is None:
-            self._shared = WeatherService(clone(world()))
-        return self._shared
+    def _make_service(self) -> WeatherService:
+        return WeatherService(clone(world()))
 
     def _generate(self, local: int, service: Service) -> ToolTask:
         assert isinstance(service, WeatherService)
         return generate(service, local)
-
-    def _release(self) -> None:
-        if self._shared is not None:
-            self._shared.close()
-        self._shared = None
-        self.service = None
