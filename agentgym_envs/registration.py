@@ -13,7 +13,7 @@ import gymnasium as gym
 
 from agentgym_envs.core.tasks import add_task
 
-FAMILIES: tuple[str, ...] = ("textcraft", "babyai", "tools", "search", "webshop", "maze", "wordle", "sciworld", "alfworld")
+FAMILIES: tuple[str, ...] = ("textcraft", "babyai", "tools", "search", "webshop", "maze", "wordle", "sciworld", "alfworld", "webarena")
 
 #: A served env used locally (``agentgym_envs/server/client.py``); a proxy, not a task, so it is in
 #: Gymnasium's registry but not in the task table (``agentgym list`` and the registry tests skip it).

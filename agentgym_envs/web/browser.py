@@ -93,6 +93,13 @@ def _quit_driver(driver: Any, profile_dir: str | None, processes: list[Any]) -> 
         shutil.rmtree(profile_dir, ignore_errors=True)
 
 
+def _running(process: Any) -> bool:
+    try:
+        return bool(process.is_running())
+    except Exception:
+        return False
+
+
 class Browser:
     """One headless Chromium for one env worker (not shared between threads)."""
 
@@ -105,6 +112,9 @@ class Browser:
         self._episodes_since_launch = 0
         self._lock = threading.RLock()
         self._finalizer: weakref.finalize | None = None
+        #: Every process seen under chromedriver since the launch: if chromedriver itself dies, Chromium
+        #: is reparented away from it and only this list still finds it to kill.
+        self._known_processes: list[Any] = []
 
     # ---- lifecycle ------------------------------------------------------------------------------
     @property
@@ -147,7 +157,9 @@ class Browser:
             self._driver, self._profile_dir = driver, profile
             self._episodes_since_launch = 0
             self.launches += 1
-            self._finalizer = weakref.finalize(self, _quit_driver, driver, profile, self._processes())
+            self._known_processes = []
+            self._remember_processes()
+            self._finalizer = weakref.finalize(self, _quit_driver, driver, profile, self._known_processes)
             return
         raise BrowserError(f"Chromium did not start: {last_error}") from last_error
 
@@ -164,6 +176,13 @@ class Browser:
             return [root, *root.children(recursive=True)]
         except Exception:
             return []
+
+    def _remember_processes(self) -> None:
+        """Add the processes now under chromedriver to ``_known_processes`` (in place: the exit
+        finalizer holds the same list) and forget the ones that have exited."""
+        alive = [process for process in self._known_processes if _running(process)]
+        known = {process.pid for process in alive}
+        self._known_processes[:] = alive + [p for p in self._processes() if p.pid not in known]
 
     def is_alive(self) -> bool:
         """Whether the browser answers a trivial script."""
@@ -192,7 +211,9 @@ class Browser:
 
     def _shutdown(self) -> None:
         if self._finalizer is not None:
-            processes = self._processes() if self._driver is not None else []
+            if self._driver is not None:
+                self._remember_processes()
+            processes = list(self._known_processes)
             self._finalizer.detach()
             self._finalizer = None
             _quit_driver(self._driver, self._profile_dir, processes)
@@ -217,6 +238,7 @@ class Browser:
                 self.restart()
                 self._clean(origins)
             self._episodes_since_launch += 1
+            self._remember_processes()
 
     def _clean(self, origins: Iterable[str]) -> None:
         driver = self.driver
@@ -254,10 +276,11 @@ class Browser:
         script) is raised as is: that is the caller's bug, not a crash.
         """
         from selenium.common.exceptions import TimeoutException, WebDriverException
+        from urllib3.exceptions import HTTPError as DriverConnectionError  # chromedriver itself is gone
 
         try:
             return action(self.driver), False
-        except (WebDriverException, TimeoutException, OSError) as error:
+        except (WebDriverException, TimeoutException, OSError, DriverConnectionError) as error:
             if self.is_alive() and not isinstance(error, TimeoutException):
                 raise
             first_error = error
@@ -268,6 +291,98 @@ class Browser:
             return action(self.driver), True
         except Exception as error:
             raise BrowserError(f"the browser failed twice: {first_error!r}, then {error!r}") from error
+
+
+    # ---- page inspection (CDP) ------------------------------------------------------------------
+    def accessibility_nodes(self) -> list[dict[str, Any]]:
+        """Chromium's full accessibility tree of the current tab, as CDP ``Accessibility.getFullAXTree`` nodes."""
+        return self.driver.execute_cdp_cmd("Accessibility.getFullAXTree", {}).get("nodes", [])
+
+    def element_for_node(self, backend_node_id: int) -> Any:
+        """The Selenium element of a DOM node named by its CDP backend node id (a text node gives its
+        parent element). Raises ``LookupError`` if the node is gone from the page."""
+        from selenium.webdriver.common.by import By
+
+        driver = self.driver
+        try:
+            handle = driver.execute_cdp_cmd("DOM.resolveNode", {"backendNodeId": int(backend_node_id)})
+            driver.execute_cdp_cmd("Runtime.callFunctionOn", {
+                "objectId": handle["object"]["objectId"],
+                "functionDeclaration": "function(){const e=this.nodeType===1?this:this.parentElement;"
+                                       "if(e){e.setAttribute('data-agentgym-target','1')}return !!e}",
+                "returnByValue": True,
+            })
+            element = driver.find_element(By.CSS_SELECTOR, "[data-agentgym-target]")
+        except Exception as error:
+            raise LookupError(f"node {backend_node_id} is not on the page") from error
+        driver.execute_script("arguments[0].removeAttribute('data-agentgym-target')", element)
+        return element
+
+    def wait_for_page(self, timeout: float | None = None) -> bool:
+        """Wait (bounded) until the current document has finished loading; ``False`` on timeout."""
+        from selenium.common.exceptions import TimeoutException
+
+        try:
+            self.wait_until(lambda driver: driver.execute_script("return document.readyState") == "complete", timeout)
+            return True
+        except TimeoutException:
+            return False
+
+
+class BrowserPool:
+    """Idle browsers kept for reuse, so an env created after another one was closed starts without
+    a Chromium launch (about a second, plus half a second to quit).
+
+    An env takes a browser for its whole life (``acquire``), so no two live envs ever share one;
+    ``release`` wipes the browser (one blank tab, no cookies, the given origins' storage cleared)
+    and keeps it if fewer than ``max_idle`` are idle, else quits it. Idle browsers are quit by
+    ``clear()`` or at interpreter exit. ``$AGENTGYM_BROWSER_POOL=0`` turns pooling off.
+    """
+
+    def __init__(self, max_idle: int = 2):
+        self.max_idle = max_idle
+        self._idle: list[Browser] = []
+        self._lock = threading.Lock()
+
+    def acquire(self, config: BrowserConfig | None = None) -> Browser:
+        config = config or BrowserConfig()
+        with self._lock:
+            for index, browser in enumerate(self._idle):
+                if browser.config == config:
+                    del self._idle[index]
+                    return browser
+        return Browser(config)
+
+    def release(self, browser: Browser, origins: Iterable[str] = ()) -> None:
+        import os
+
+        keep = self.max_idle > 0 and os.environ.get("AGENTGYM_BROWSER_POOL", "1") != "0" and browser.running
+        if keep:
+            try:
+                browser.new_episode(origins)
+                keep = browser.is_alive()
+            except Exception:
+                keep = False
+        with self._lock:
+            if keep and len(self._idle) < self.max_idle:
+                self._idle.append(browser)
+                return
+        browser.close()
+
+    def clear(self) -> None:
+        """Quit every idle browser."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for browser in idle:
+            browser.close()
+
+    @property
+    def idle(self) -> int:
+        return len(self._idle)
+
+
+#: The process's pool (used by WebArena; any web env may use it).
+BROWSER_POOL = BrowserPool()
 
 
 def require_browser() -> None:

@@ -1,0 +1,324 @@
+"""The embedded "One Stop Market": WebArena's Shopping site (Magento storefront) in miniature.
+
+A catalogue with categories, search, product pages with options and reviews, a cart, a checkout
+and the order history of the signed-in customer (Emma Lopez, as in WebArena). The shop admin
+(``shopping_admin.py``) reuses this schema and seed generator with its own seed.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from typing import Iterator
+
+from agentgym_envs.webarena.server import (
+    NotFound, Request, SiteApp, esc, form, link, money, radio_group, redirect, search_form, table, text_input, url,
+)
+from agentgym_envs.webarena.taskgen import Draft, answer_eval, db_eval, html_eval, q, url_eval
+
+CATEGORIES = {
+    "Kitchen": (["Ceramic Mug", "Chef Knife", "Cutting Board", "Tea Kettle", "Frying Pan", "Salad Bowl"], None),
+    "Electronics": (["Bluetooth Speaker", "USB-C Charger", "Wireless Mouse", "Headphones", "Webcam", "Power Bank"], None),
+    "Clothing": (["Rain Jacket", "Wool Sweater", "Running Shorts", "Cotton T-Shirt", "Denim Jeans", "Hoodie"], ["S", "M", "L", "XL"]),
+    "Beauty": (["Face Cream", "Lip Balm", "Shampoo", "Hand Lotion", "Sunscreen", "Body Wash"], None),
+    "Sports": (["Yoga Mat", "Water Bottle", "Tennis Racket", "Jump Rope", "Dumbbell Set", "Bike Helmet"], ["S", "M", "L"]),
+    "Grocery": (["Green Tea", "Olive Oil", "Dark Chocolate", "Honey Jar", "Coffee Beans", "Almond Butter"], None),
+}
+BRANDS = ["Acme", "Nordic", "Luma", "Zenith", "Harbor", "Maple", "Orion", "Summit", "Willow", "Vertex"]
+COLORS = ["Black", "Blue", "Red", "Green", "White", "Gray"]
+REVIEWERS = ["Sarah Miller", "John Smith", "Ava Chen", "Liam Brown", "Noah Davis", "Mia Wilson", "Ethan Moore", "Olivia Taylor"]
+REVIEW_TEXTS = {5: "Excellent, exactly as described.", 4: "Good value, would buy again.", 3: "It is okay for the price.",
+                2: "Quality could be better.", 1: "Broke after a week, disappointed."}
+STATUSES = ["Complete", "Complete", "Complete", "Canceled", "Pending", "Processing"]
+CUSTOMER_NAMES = ["Emma Lopez", "Grace Nguyen", "Alex Martin", "Lily Potter", "Jane Doe", "Bob Jones", "Julia Kim",
+                  "Adam Garcia", "Sophia Young", "Daniel Clark", "Ava Rossi", "Samuel Park"]
+STREETS = ["Oak Street", "Maple Avenue", "Pine Road", "Cedar Lane", "Elm Drive", "Lake View", "Hill Street"]
+CITIES = ["Pittsburgh, PA", "Boston, MA", "Austin, TX", "Denver, CO", "Seattle, WA"]
+
+
+def create_shop_schema(db: sqlite3.Connection) -> None:
+    db.executescript(
+        """
+        CREATE TABLE products (id INTEGER PRIMARY KEY, sku TEXT, name TEXT, category TEXT, price REAL,
+            description TEXT, sizes TEXT, colors TEXT, quantity INTEGER, status TEXT);
+        CREATE TABLE reviews (id INTEGER PRIMARY KEY, product_id INTEGER, author TEXT, rating INTEGER, text TEXT, date TEXT);
+        CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, email TEXT, phone TEXT, address TEXT);
+        CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER, date TEXT, status TEXT, total REAL, address TEXT);
+        CREATE TABLE order_items (id INTEGER PRIMARY KEY, order_id INTEGER, product_id INTEGER, qty INTEGER, price REAL, size TEXT, color TEXT);
+        CREATE TABLE cart (id INTEGER PRIMARY KEY, product_id INTEGER, qty INTEGER, size TEXT, color TEXT);
+        """
+    )
+
+
+def seed_shop(db: sqlite3.Connection, seed: int, customers: int, orders: int) -> None:
+    """A deterministic catalogue, reviews, customers and order history (same ``seed`` = same rows)."""
+    rng = random.Random(seed)
+    names: set[str] = set()
+    product_id = 0
+    for category, (nouns, sizes) in CATEGORIES.items():
+        for noun in nouns:
+            for _ in range(2):
+                brand = rng.choice(BRANDS)
+                while f"{brand} {noun}" in names:
+                    brand = rng.choice(BRANDS)
+                names.add(f"{brand} {noun}")
+                product_id += 1
+                price = round(rng.uniform(4, 120), 0) - 0.01
+                colors = ",".join(sorted(rng.sample(COLORS, 3)))
+                db.execute(
+                    "INSERT INTO products VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (product_id, f"{category[:3].upper()}-{1000 + product_id}", f"{brand} {noun}", category, price,
+                     f"The {brand} {noun.lower()} is a {rng.choice(['durable', 'lightweight', 'classic', 'compact'])} "
+                     f"{category.lower()} item.", ",".join(sizes or []), colors, rng.randint(0, 150), "Enabled"),
+                )
+                for _ in range(rng.choice([0, 1, 2, 2, 3, 4, 5])):
+                    rating = rng.choice([1, 2, 3, 4, 4, 5, 5, 5])
+                    db.execute(
+                        "INSERT INTO reviews (product_id, author, rating, text, date) VALUES (?,?,?,?,?)",
+                        (product_id, rng.choice(REVIEWERS), rating, REVIEW_TEXTS[rating],
+                         f"2023-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"),
+                    )
+    for index, name in enumerate(CUSTOMER_NAMES[:customers], start=1):
+        first, last = name.lower().split()
+        db.execute(
+            "INSERT INTO customers VALUES (?,?,?,?,?)",
+            (index, name, f"{first}.{last}@example.com", f"412-555-{1000 + index * 37:04d}",
+             f"{rng.randint(10, 999)} {rng.choice(STREETS)}, {rng.choice(CITIES)}"),
+        )
+    for order_id in range(1, orders + 1):
+        customer = 1 if customers == 1 else rng.randint(1, customers)
+        date = f"{rng.choice([2022, 2023])}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+        total = 0.0
+        for pid in rng.sample(range(1, product_id + 1), rng.randint(1, 3)):
+            qty = rng.randint(1, 3)
+            price, sizes, colors = db.execute("SELECT price, sizes, colors FROM products WHERE id=?", (pid,)).fetchone()
+            size = rng.choice(sizes.split(",")) if sizes else ""
+            db.execute("INSERT INTO order_items (order_id, product_id, qty, price, size, color) VALUES (?,?,?,?,?,?)",
+                       (order_id, pid, qty, price, size, rng.choice(colors.split(","))))
+            total += qty * price
+        address = db.execute("SELECT address FROM customers WHERE id=?", (customer,)).fetchone()[0]
+        db.execute("INSERT INTO orders VALUES (?,?,?,?,?,?)", (order_id, customer, date, rng.choice(STATUSES), round(total, 2), address))
+
+
+def slug(text: str) -> str:
+    return text.lower().replace(" ", "-")
+
+
+class ShoppingSite(SiteApp):
+    name = "shopping"
+    title = "One Stop Market"
+    nav = (("Home", "/"), ("My Cart", "/cart"), ("My Orders", "/orders"), ("My Account", "/account"))
+    CUSTOMER_ID = 1
+    SEED_ORDERS = 14
+
+    def create_schema(self, db: sqlite3.Connection) -> None:
+        create_shop_schema(db)
+
+    def seed(self, db: sqlite3.Connection) -> None:
+        seed_shop(db, seed=7, customers=1, orders=self.SEED_ORDERS)
+
+    def routes(self):
+        return [
+            ("GET", "/", self.home), ("GET", "/search", self.search), ("GET", r"/category/([\w-]+)", self.category),
+            ("GET", r"/product/(\d+)", self.product), ("POST", "/cart/add", self.cart_add), ("GET", "/cart", self.cart),
+            ("POST", r"/cart/remove/(\d+)", self.cart_remove), ("GET", "/checkout", self.checkout),
+            ("POST", "/checkout", self.place_order), ("GET", "/orders", self.orders), ("GET", r"/orders/(\d+)", self.order),
+            ("GET", "/account", self.account), ("POST", "/account", self.save_account),
+        ]
+
+    def _product_rows(self, rows) -> str:
+        body = [[link(f"/product/{r['id']}", r["name"]), esc(money(r["price"])), esc(r["category"])] for r in rows]
+        return table(["Product", "Price", "Category"], body) if body else "<p>Your search returned no results.</p>"
+
+    def home(self, request: Request) -> str:
+        categories = "".join(f"<li>{link(f'/category/{slug(c)}', c)}</li>" for c in CATEGORIES)
+        return self.page("Welcome to One Stop Market", search_form("/search", "Search the store")
+                         + f'<h2>Categories</h2><ul>{categories}</ul>')
+
+    def search(self, request: Request) -> str:
+        term = request.arg("q")
+        words = term.lower().split()
+        rows = [r for r in self.query("SELECT * FROM products WHERE status='Enabled' ORDER BY id")
+                if words and all(w in (r["name"] + " " + r["category"]).lower() for w in words)]
+        return self.page(f"Search results for: '{term}'", search_form("/search", "Search the store", term)
+                         + f"<p>{len(rows)} items found</p>" + self._product_rows(rows))
+
+    def category(self, request: Request, category_slug: str) -> str:
+        names = {slug(c): c for c in CATEGORIES}
+        if category_slug not in names:
+            raise NotFound(category_slug)
+        order = {"price_asc": "price ASC", "price_desc": "price DESC"}.get(request.arg("sort"), "name ASC")
+        rows = self.query(f"SELECT * FROM products WHERE category=? AND status='Enabled' ORDER BY {order}", (names[category_slug],))
+        sorts = " ".join(link(url(f"/category/{category_slug}", sort=key), label) for key, label in
+                         (("price_asc", "Price: low to high"), ("price_desc", "Price: high to low"), ("", "Name")))
+        return self.page(names[category_slug], f"<p>Sort by: {sorts}</p>" + self._product_rows(rows))
+
+    def product(self, request: Request, product_id: str) -> str:
+        p = self.one("SELECT * FROM products WHERE id=?", (int(product_id),))
+        reviews = self.query("SELECT * FROM reviews WHERE product_id=? ORDER BY id", (p["id"],))
+        options = ""
+        if p["sizes"]:
+            options += radio_group("size", "Size", p["sizes"].split(","))
+        options += radio_group("color", "Color", p["colors"].split(","))
+        options += text_input("qty", "Qty", "1", "number") + f'<input type="hidden" name="product_id" value="{p["id"]}">'
+        review_items = "".join(
+            f"<article><h3>{esc(r['author'])}: {r['rating']} out of 5 stars</h3><p>{esc(r['text'])}</p><p>Posted on {r['date']}</p></article>"
+            for r in reviews)
+        average = f"{sum(r['rating'] for r in reviews) / len(reviews):.1f} out of 5" if reviews else "no rating yet"
+        body = (f"<p>Price: {esc(money(p['price']))}</p><p>SKU: {esc(p['sku'])}</p><p>{esc(p['description'])}</p>"
+                f"<p>Rating: {average}</p>" + form("/cart/add", options, "Add to Cart")
+                + f"<section aria-label=\"Reviews\"><h2>{len(reviews)} Reviews</h2>{review_items}</section>")
+        return self.page(p["name"], body)
+
+    def cart_add(self, request: Request):
+        product = self.one("SELECT * FROM products WHERE id=?", (int(request.arg("product_id")),))
+        size, color = request.arg("size"), request.arg("color")
+        qty = int(request.arg("qty") or 1)
+        if product["sizes"] and not size:
+            return self.page(product["name"], "<p role=\"alert\">Please choose a size before adding to the cart.</p>"
+                             + link(f"/product/{product['id']}", "Back to the product"))
+        if qty < 1:
+            raise ValueError("quantity must be at least 1")
+        self.execute("INSERT INTO cart (product_id, qty, size, color) VALUES (?,?,?,?)",
+                     (product["id"], qty, size, color or product["colors"].split(",")[0]))
+        return redirect("/cart")
+
+    def cart(self, request: Request) -> str:
+        rows = self.query("SELECT cart.*, products.name, products.price FROM cart JOIN products ON products.id=product_id ORDER BY cart.id")
+        if not rows:
+            return self.page("Shopping Cart", "<p>You have no items in your shopping cart.</p>")
+        body = [[link(f"/product/{r['product_id']}", r["name"]), esc(r["size"]), esc(r["color"]), str(r["qty"]),
+                 esc(money(r["price"] * r["qty"])), form(f"/cart/remove/{r['id']}", "", f"Remove {r['name']}")] for r in rows]
+        total = sum(r["price"] * r["qty"] for r in rows)
+        return self.page("Shopping Cart", table(["Item", "Size", "Color", "Qty", "Subtotal", ""], body)
+                         + f"<p>Order total: {esc(money(total))}</p>" + link("/checkout", "Proceed to Checkout"))
+
+    def cart_remove(self, request: Request, row_id: str):
+        self.execute("DELETE FROM cart WHERE id=?", (int(row_id),))
+        return redirect("/cart")
+
+    def checkout(self, request: Request) -> str:
+        address = self.one("SELECT address FROM customers WHERE id=?", (self.CUSTOMER_ID,))["address"]
+        rows = self.query("SELECT * FROM cart")
+        if not rows:
+            return self.page("Checkout", "<p>Your cart is empty.</p>")
+        return self.page("Checkout", form("/checkout", text_input("address", "Shipping address", address)
+                                          + radio_group("shipping", "Shipping method", ["Flat Rate", "Express"], "Flat Rate"), "Place Order"))
+
+    def place_order(self, request: Request):
+        rows = self.query("SELECT cart.*, products.price FROM cart JOIN products ON products.id=product_id ORDER BY cart.id")
+        if not rows:
+            return redirect("/cart")
+        total = round(sum(r["price"] * r["qty"] for r in rows) + (5.0 if request.arg("shipping") == "Express" else 0.0), 2)
+        order_id = self.execute("INSERT INTO orders (customer_id, date, status, total, address) VALUES (?,?,?,?,?)",
+                                (self.CUSTOMER_ID, "2024-01-15", "Pending", total, request.arg("address")))
+        for r in rows:
+            self.execute("INSERT INTO order_items (order_id, product_id, qty, price, size, color) VALUES (?,?,?,?,?,?)",
+                         (order_id, r["product_id"], r["qty"], r["price"], r["size"], r["color"]))
+        self.execute("DELETE FROM cart")
+        return redirect(f"/orders/{order_id}")
+
+    def orders(self, request: Request) -> str:
+        rows = self.query("SELECT * FROM orders WHERE customer_id=? ORDER BY id DESC", (self.CUSTOMER_ID,))
+        body = [[f"{r['id']:06d}", r["date"], esc(money(r["total"])), r["status"], link(f"/orders/{r['id']}", f"View order {r['id']:06d}")]
+                for r in rows]
+        return self.page("My Orders", table(["Order #", "Date", "Order Total", "Status", "Action"], body))
+
+    def order(self, request: Request, order_id: str) -> str:
+        o = self.one("SELECT * FROM orders WHERE id=? AND customer_id=?", (int(order_id), self.CUSTOMER_ID))
+        items = self.query("SELECT order_items.*, products.name FROM order_items JOIN products ON products.id=product_id WHERE order_id=?", (o["id"],))
+        body = [[link(f"/product/{i['product_id']}", i["name"]), esc(i["size"]), esc(i["color"]), str(i["qty"]), esc(money(i["price"]))] for i in items]
+        return self.page(f"Order # {o['id']:06d}", f"<p>Status: {o['status']}</p><p>Order Date: {o['date']}</p>"
+                         f"<p>Ship to: {esc(o['address'])}</p>" + table(["Product", "Size", "Color", "Qty", "Price"], body)
+                         + f"<p>Grand Total: {esc(money(o['total']))}</p>")
+
+    def account(self, request: Request) -> str:
+        c = self.one("SELECT * FROM customers WHERE id=?", (self.CUSTOMER_ID,))
+        fields = text_input("name", "Name", c["name"]) + text_input("email", "Email", c["email"]) + text_input("address", "Address", c["address"])
+        return self.page("My Account", form("/account", fields, "Save"))
+
+    def save_account(self, request: Request):
+        self.execute("UPDATE customers SET name=?, email=?, address=? WHERE id=?",
+                     (request.arg("name"), request.arg("email"), request.arg("address"), self.CUSTOMER_ID))
+        return redirect("/account")
+
+
+# ---- tasks ----------------------------------------------------------------------------------------
+def _search_steps(name: str) -> list[str]:
+    return [f"type <searchbox {q('Search the store')}> [{name}] [1]", f"click <link {q(name)}>"]
+
+
+def drafts(db: sqlite3.Connection) -> Iterator[list[Draft]]:
+    """Task templates over the seeded shop; each yields one draft per instance, in a fixed order."""
+    db.row_factory = sqlite3.Row
+    products = db.execute("SELECT * FROM products ORDER BY id").fetchall()
+    orders = db.execute("SELECT * FROM orders ORDER BY id").fetchall()
+    rng = random.Random(11)
+    shuffled = list(products)
+    rng.shuffle(shuffled)
+
+    def price() -> Iterator[Draft]:
+        for p in shuffled:
+            yield Draft("price", f"What is the price of the {p['name']}?", "/", answer_eval("must_include", [f"{p['price']:.2f}"]),
+                        [*_search_steps(p["name"]), f"stop [${p['price']:.2f}]"])
+
+    def review_count() -> Iterator[Draft]:
+        for p in shuffled[::-1]:
+            count = db.execute("SELECT COUNT(*) FROM reviews WHERE product_id=?", (p["id"],)).fetchone()[0]
+            yield Draft("review_count", f"How many reviews does the {p['name']} have?", "/", answer_eval("exact_match", str(count)),
+                        [*_search_steps(p["name"]), f"stop [{count}]"])
+
+    def order_total() -> Iterator[Draft]:
+        for o in orders:
+            label = f"View order {o['id']:06d}"
+            yield Draft("order_total", f"What was the grand total of my order number {o['id']:06d}?", "/",
+                        answer_eval("must_include", [f"{o['total']:,.2f}"]),
+                        [f"click <link {q('My Orders')}>", f"click <link {q(label)}>", f"stop [${o['total']:,.2f}]"])
+
+    def order_status() -> Iterator[Draft]:
+        for o in orders[::-1]:
+            yield Draft("order_status", f"What is the status of my order placed on {o['date']}?", "/",
+                        answer_eval("exact_match", o["status"]),
+                        [f"click <link {q('My Orders')}>", f"stop [{o['status']}]"])
+
+    def cheapest() -> Iterator[Draft]:
+        for category in CATEGORIES:
+            p = db.execute("SELECT * FROM products WHERE category=? ORDER BY price, id LIMIT 1", (category,)).fetchone()
+            yield Draft("cheapest", f"What is the cheapest product in the {category} category?", "/",
+                        answer_eval("fuzzy_match", [p["name"]]),
+                        [f"click <link {q(category)}>", f"click <link {q('Price: low to high')}>", f"stop [{p['name']}]"])
+
+    def add_to_cart() -> Iterator[Draft]:
+        for p in shuffled:
+            if not p["sizes"]:
+                continue
+            size = p["sizes"].split(",")[p["id"] % len(p["sizes"].split(","))]
+            yield Draft("add_to_cart", f"Add the {p['name']} in size {size} to my shopping cart.", "/",
+                        db_eval("shopping", "SELECT product_id, size, qty FROM cart ORDER BY id", [[p["id"], size, 1]]),
+                        [*_search_steps(p["name"]), f"click <radio {q(size)}>", f"click <button {q('Add to Cart')}>", "stop [done]"])
+
+    def buy() -> Iterator[Draft]:
+        for p in shuffled[5:]:
+            if p["sizes"]:
+                continue
+            qty = 2 + p["id"] % 3
+            yield Draft("buy", f"Buy {qty} units of the {p['name']} (any color) with flat rate shipping.", "/",
+                        db_eval("shopping", "SELECT product_id, qty FROM order_items WHERE order_id > ?", [[p["id"], qty]], [ShoppingSite.SEED_ORDERS]),
+                        [*_search_steps(p["name"]), f"type <spinbutton {q('Qty')}> [{qty}] [0]", f"click <button {q('Add to Cart')}>",
+                         f"click <link {q('Proceed to Checkout')}>", f"click <button {q('Place Order')}>", "stop [done]"])
+
+    def search_url() -> Iterator[Draft]:
+        for noun in [n for nouns, _ in CATEGORIES.values() for n in nouns]:
+            term = noun.lower()
+            yield Draft("search_url", f"Show me the search results for '{term}' in the store.", "/",
+                        url_eval(url("__SHOPPING__/search", q=term)), [f"type <searchbox {q('Search the store')}> [{term}] [1]", "stop [done]"])
+
+    def address() -> Iterator[Draft]:
+        rng_address = random.Random(5)
+        for _ in range(40):
+            new = f"{rng_address.randint(10, 999)} {rng_address.choice(STREETS)}, {rng_address.choice(CITIES)}"
+            yield Draft("address", f"Change the address in my account to \"{new}\".", "/",
+                        html_eval("__SHOPPING__/account", "document.querySelector('#f-address').value", {"exact_match": new}),
+                        [f"click <link {q('My Account')}>", f"type <textbox {q('Address')}> [{new}] [0]", f"click <button {q('Save')}>", "stop [done]"])
+
+    return iter([price(), order_total(), add_to_cart(), cheapest(), buy(), review_count(), search_url(), order_status(), address()])

@@ -1,0 +1,231 @@
+"""The embedded shop admin panel: WebArena's CMS site (Magento admin) in miniature.
+
+Its own store (same schema as ``shopping.py``, another seed, many customers): a dashboard,
+products (search, edit price/quantity/status), orders (filter by status, cancel, ship),
+customers (search, edit), reviews (delete) and a bestsellers report by year.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from typing import Iterator
+
+from agentgym_envs.webarena.server import (
+    Request, SiteApp, esc, form, link, money, paginate, redirect, search_form, select, table, text_input, url,
+)
+from agentgym_envs.webarena.shopping import create_shop_schema, seed_shop
+from agentgym_envs.webarena.taskgen import Draft, answer_eval, db_eval, q
+
+ORDER_STATUSES = ["Pending", "Processing", "Complete", "Canceled"]
+YEARS = ["2022", "2023"]
+
+
+def bestsellers(db: sqlite3.Connection, year: str) -> list[tuple[str, int]]:
+    """(product name, units sold) of completed orders in ``year``, best first (ties by name)."""
+    return [tuple(r) for r in db.execute(
+        "SELECT products.name, SUM(order_items.qty) AS sold FROM order_items JOIN orders ON orders.id=order_id "
+        "JOIN products ON products.id=product_id WHERE orders.status='Complete' AND substr(orders.date,1,4)=? "
+        "GROUP BY products.id ORDER BY sold DESC, products.name LIMIT 10", (year,)).fetchall()]
+
+
+class ShoppingAdminSite(SiteApp):
+    name = "shopping_admin"
+    title = "Magento Admin"
+    nav = (("Dashboard", "/"), ("Orders", "/orders"), ("Products", "/products"), ("Customers", "/customers"),
+           ("Reviews", "/reviews"), ("Reports", "/reports/bestsellers"))
+
+    def create_schema(self, db: sqlite3.Connection) -> None:
+        create_shop_schema(db)
+
+    def seed(self, db: sqlite3.Connection) -> None:
+        seed_shop(db, seed=23, customers=12, orders=90)
+
+    def routes(self):
+        return [
+            ("GET", "/", self.dashboard), ("GET", "/products", self.products), ("GET", r"/products/(\d+)", self.product),
+            ("POST", r"/products/(\d+)", self.save_product), ("GET", "/orders", self.orders), ("GET", r"/orders/(\d+)", self.order),
+            ("POST", r"/orders/(\d+)/status", self.set_status), ("GET", "/customers", self.customers),
+            ("GET", r"/customers/(\d+)", self.customer), ("POST", r"/customers/(\d+)", self.save_customer),
+            ("GET", "/reviews", self.reviews), ("POST", r"/reviews/(\d+)/delete", self.delete_review),
+            ("GET", "/reports/bestsellers", self.report),
+        ]
+
+    def dashboard(self, request: Request) -> str:
+        counts = {s: self.one("SELECT COUNT(*) AS n FROM orders WHERE status=?", (s,))["n"] for s in ORDER_STATUSES}
+        lines = "".join(f"<li>{s} orders: {n}</li>" for s, n in counts.items())
+        return self.page("Dashboard", f"<ul>{lines}</ul>")
+
+    def products(self, request: Request) -> str:
+        term = request.arg("q")
+        rows = self.query("SELECT * FROM products WHERE name LIKE ? OR sku LIKE ? ORDER BY id", (f"%{term}%", f"%{term}%"))
+        shown, pages = paginate(rows, request, "/products", q=term)
+        body = [[str(r["id"]), esc(r["sku"]), esc(r["name"]), esc(money(r["price"])), str(r["quantity"]), r["status"],
+                 link(f"/products/{r['id']}", f"Edit {r['name']}")] for r in shown]
+        return self.page("Products", search_form("/products", "Search by keyword", term) + f"<p>{len(rows)} records found</p>"
+                         + table(["ID", "SKU", "Name", "Price", "Quantity", "Status", "Action"], body) + pages)
+
+    def product(self, request: Request, product_id: str) -> str:
+        p = self.one("SELECT * FROM products WHERE id=?", (int(product_id),))
+        fields = (text_input("name", "Product Name", p["name"]) + text_input("price", "Price", f"{p['price']:.2f}")
+                  + text_input("quantity", "Quantity", p["quantity"]) + select("status", "Status", ["Enabled", "Disabled"], p["status"]))
+        return self.page(f"Edit Product: {p['name']}", form(f"/products/{p['id']}", fields, "Save Product"))
+
+    def save_product(self, request: Request, product_id: str):
+        price, quantity = float(request.arg("price").lstrip("$")), int(request.arg("quantity"))
+        status = request.arg("status")
+        if status not in ("Enabled", "Disabled"):
+            raise ValueError(f"unknown status {status!r}")
+        self.execute("UPDATE products SET name=?, price=?, quantity=?, status=? WHERE id=?",
+                     (request.arg("name"), price, quantity, status, int(product_id)))
+        return redirect(f"/products/{product_id}")
+
+    def orders(self, request: Request) -> str:
+        status, term = request.arg("status"), request.arg("q")
+        rows = self.query("SELECT orders.*, customers.name FROM orders JOIN customers ON customers.id=customer_id "
+                          "WHERE (?='' OR status=?) ORDER BY orders.id DESC", (status, status))
+        if term:
+            rows = [r for r in rows if term.lower() in f"{r['id']:09d} {r['name']}".lower() or term.lstrip("0") == str(r["id"])]
+        shown, pages = paginate(rows, request, "/orders", status=status, q=term)
+        filters = " ".join(link(url("/orders", status=s), s or "All") for s in ["", *ORDER_STATUSES])
+        body = [[f"{r['id']:09d}", r["date"], esc(r["name"]), esc(money(r["total"])), r["status"], link(f"/orders/{r['id']}", f"View {r['id']:09d}")]
+                for r in shown]
+        return self.page("Orders", search_form("/orders", "Search orders by ID or customer", term)
+                         + f"<p>Filter by status: {filters}</p><p>{len(rows)} records found</p>"
+                         + table(["ID", "Purchase Date", "Bill-to Name", "Grand Total", "Status", "Action"], body) + pages)
+
+    def order(self, request: Request, order_id: str) -> str:
+        o = self.one("SELECT orders.*, customers.name FROM orders JOIN customers ON customers.id=customer_id WHERE orders.id=?", (int(order_id),))
+        items = self.query("SELECT order_items.*, products.name FROM order_items JOIN products ON products.id=product_id WHERE order_id=?", (o["id"],))
+        body = [[esc(i["name"]), str(i["qty"]), esc(money(i["price"]))] for i in items]
+        actions = ""
+        if o["status"] in ("Pending", "Processing"):
+            actions = (form(f"/orders/{o['id']}/status", '<input type="hidden" name="status" value="Canceled">', "Cancel Order")
+                       + form(f"/orders/{o['id']}/status", '<input type="hidden" name="status" value="Complete">', "Ship"))
+        return self.page(f"Order # {o['id']:09d}", f"<p>Order Status: {o['status']}</p><p>Order Date: {o['date']}</p>"
+                         f"<p>Customer: {esc(o['name'])}</p>" + table(["Product", "Qty", "Price"], body)
+                         + f"<p>Grand Total: {esc(money(o['total']))}</p>" + actions)
+
+    def set_status(self, request: Request, order_id: str):
+        status = request.arg("status")
+        if status not in ORDER_STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        self.execute("UPDATE orders SET status=? WHERE id=?", (status, int(order_id)))
+        return redirect(f"/orders/{order_id}")
+
+    def customers(self, request: Request) -> str:
+        term = request.arg("q")
+        rows = self.query("SELECT * FROM customers WHERE name LIKE ? OR email LIKE ? ORDER BY id", (f"%{term}%", f"%{term}%"))
+        body = [[str(r["id"]), esc(r["name"]), esc(r["email"]), esc(r["phone"]), link(f"/customers/{r['id']}", f"Edit {r['name']}")] for r in rows]
+        return self.page("Customers", search_form("/customers", "Search customers", term) + f"<p>{len(rows)} records found</p>"
+                         + table(["ID", "Name", "Email", "Phone", "Action"], body))
+
+    def customer(self, request: Request, customer_id: str) -> str:
+        c = self.one("SELECT * FROM customers WHERE id=?", (int(customer_id),))
+        orders = self.query("SELECT * FROM orders WHERE customer_id=? ORDER BY id", (c["id"],))
+        fields = "".join(text_input(k, k.title(), c[k]) for k in ("name", "email", "phone", "address"))
+        rows = [[link(f"/orders/{o['id']}", f"{o['id']:09d}"), o["date"], esc(money(o["total"])), o["status"]] for o in orders]
+        return self.page(f"Customer: {c['name']}", form(f"/customers/{c['id']}", fields, "Save Customer")
+                         + "<h2>Orders</h2>" + table(["Order", "Date", "Total", "Status"], rows))
+
+    def save_customer(self, request: Request, customer_id: str):
+        self.execute("UPDATE customers SET name=?, email=?, phone=?, address=? WHERE id=?",
+                     (request.arg("name"), request.arg("email"), request.arg("phone"), request.arg("address"), int(customer_id)))
+        return redirect(f"/customers/{customer_id}")
+
+    def reviews(self, request: Request) -> str:
+        rows = self.query("SELECT reviews.*, products.name FROM reviews JOIN products ON products.id=product_id ORDER BY reviews.id")
+        shown, pages = paginate(rows, request, "/reviews")
+        body = [[str(r["id"]), esc(r["name"]), esc(r["author"]), str(r["rating"]), esc(r["text"]),
+                 form(f"/reviews/{r['id']}/delete", "", f"Delete review {r['id']}")] for r in shown]
+        return self.page("Reviews", f"<p>{len(rows)} records found</p>"
+                         + table(["ID", "Product", "Nickname", "Rating", "Review", "Action"], body) + pages)
+
+    def delete_review(self, request: Request, review_id: str):
+        self.execute("DELETE FROM reviews WHERE id=?", (int(review_id),))
+        return redirect("/reviews")
+
+    def report(self, request: Request) -> str:
+        year = request.arg("year") or YEARS[-1]
+        years = " ".join(link(url("/reports/bestsellers", year=y), y) for y in YEARS)
+        rows = [[str(rank), esc(name), str(sold)] for rank, (name, sold) in enumerate(bestsellers(self.db, year), start=1)]
+        return self.page(f"Bestsellers Report {year}", f"<p>Period: {years}</p>" + table(["Rank", "Product", "Quantity Sold"], rows))
+
+
+def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
+    db.row_factory = sqlite3.Row
+    products = db.execute("SELECT * FROM products ORDER BY id").fetchall()
+    customers = db.execute("SELECT * FROM customers ORDER BY id").fetchall()
+    orders = db.execute("SELECT * FROM orders ORDER BY id").fetchall()
+    rng = random.Random(3)
+    shuffled = list(products)
+    rng.shuffle(shuffled)
+
+    def bestseller() -> Iterator[Draft]:
+        for year in YEARS:
+            for rank in (1, 2, 3):
+                name = bestsellers(db, year)[rank - 1][0]
+                yield Draft("bestseller", f"What is the top-{rank} best-selling product in {year}?", "/",
+                            answer_eval("fuzzy_match", [name]), [f"click <link {q('Reports')}>", f"click <link {q(year)}>", f"stop [{name}]"])
+
+    def status_count() -> Iterator[Draft]:
+        for status in ORDER_STATUSES:
+            n = db.execute("SELECT COUNT(*) FROM orders WHERE status=?", (status,)).fetchone()[0]
+            yield Draft("status_count", f"How many orders have the status {status}?", "/", answer_eval("exact_match", str(n)),
+                        [f"click <link {q('Orders')}>", f"click <link {q(status)}>", f"stop [{n}]"])
+
+    def customer_email() -> Iterator[Draft]:
+        for c in customers:
+            yield Draft("customer_email", f"What is the email address of the customer {c['name']}?", "/",
+                        answer_eval("exact_match", c["email"]),
+                        [f"click <link {q('Customers')}>", f"type <searchbox {q('Search customers')}> [{c['name']}] [1]", f"stop [{c['email']}]"])
+
+    def set_price() -> Iterator[Draft]:
+        for p in shuffled:
+            new = round(p["price"] + 5, 2)
+            yield Draft("set_price", f"Update the price of {p['name']} to ${new:.2f}.", "/",
+                        db_eval("shopping_admin", "SELECT price FROM products WHERE id=?", [[new]], [p["id"]]),
+                        [f"click <link {q('Products')}>", f"type <searchbox {q('Search by keyword')}> [{p['name']}] [1]",
+                         f"click <link {q('Edit ' + p['name'])}>", f"type <textbox {q('Price')}> [{new:.2f}] [0]",
+                         f"click <button {q('Save Product')}>", "stop [done]"])
+
+    def cancel_order() -> Iterator[Draft]:
+        for o in [o for o in orders if o["status"] == "Pending"]:
+            label = f"View {o['id']:09d}"
+            yield Draft("cancel_order", f"Cancel order {o['id']:09d}.", "/",
+                        db_eval("shopping_admin", "SELECT status FROM orders WHERE id=?", [["Canceled"]], [o["id"]]),
+                        [f"click <link {q('Orders')}>", f"type <searchbox {q('Search orders by ID or customer')}> [{o['id']:09d}] [1]",
+                         f"click <link {q(label)}>", f"click <button {q('Cancel Order')}>", "stop [done]"])
+
+    def disable_product() -> Iterator[Draft]:
+        for p in shuffled[::-1]:
+            yield Draft("disable_product", f"Disable the product {p['name']} so it no longer shows in the store.", "/",
+                        db_eval("shopping_admin", "SELECT status FROM products WHERE id=?", [["Disabled"]], [p["id"]]),
+                        [f"click <link {q('Products')}>", f"type <searchbox {q('Search by keyword')}> [{p['name']}] [1]",
+                         f"click <link {q('Edit ' + p['name'])}>", f"type <combobox {q('Status')}> [Disabled] [0]",
+                         f"click <button {q('Save Product')}>", "stop [done]"])
+
+    def stock() -> Iterator[Draft]:
+        for p in shuffled[10:]:
+            yield Draft("stock", f"How many units of {p['name']} are in stock?", "/", answer_eval("exact_match", str(p["quantity"])),
+                        [f"click <link {q('Products')}>", f"type <searchbox {q('Search by keyword')}> [{p['name']}] [1]", f"stop [{p['quantity']}]"])
+
+    def phone() -> Iterator[Draft]:
+        for c in customers[::-1]:
+            new = f"412-555-{9000 + c['id']:04d}"
+            yield Draft("phone", f"Change the phone number of customer {c['name']} to {new}.", "/",
+                        db_eval("shopping_admin", "SELECT phone FROM customers WHERE id=?", [[new]], [c["id"]]),
+                        [f"click <link {q('Customers')}>", f"type <searchbox {q('Search customers')}> [{c['name']}] [1]",
+                         f"click <link {q('Edit ' + c['name'])}>", f"type <textbox {q('Phone')}> [{new}] [0]",
+                         f"click <button {q('Save Customer')}>", "stop [done]"])
+
+    def order_total() -> Iterator[Draft]:
+        for o in orders[::-1]:
+            label = f"View {o['id']:09d}"
+            yield Draft("order_total", f"What is the grand total of order {o['id']:09d}?", "/",
+                        answer_eval("must_include", [f"{o['total']:,.2f}"]),
+                        [f"click <link {q('Orders')}>", f"type <searchbox {q('Search orders by ID or customer')}> [{o['id']:09d}] [1]",
+                         f"click <link {q(label)}>", f"stop [${o['total']:,.2f}]"])
+
+    return iter([bestseller(), set_price(), status_count(), cancel_order(), customer_email(), disable_product(), stock(),
+                 phone(), order_total()])
