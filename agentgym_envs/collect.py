@@ -1,0 +1,213 @@
+"""Expert trajectories for behaviour cloning: play episodes with an agent and keep them as chat conversations.
+
+Each kept episode becomes one row::
+
+    {"messages": [{"role": "user", "content": <instruction + "\\n\\n" + first observation>},
+                  {"role": "assistant", "content": <the agent's response, e.g. "Thought:\\n...\\n\\nAction:\\n...">},
+                  {"role": "user", "content": <observation>}, ..., {"role": "assistant", ...}],
+     "env_id": ..., "item_id": ..., "seed": ..., "split": ..., "agent": ...,
+     "reward": ..., "success": ..., "turns": ..., "final_observation": ...}
+
+The conversation is exactly what ``agentgym_trl.rollout.run_rollout`` shows and records for the same
+episode: the same first user turn (``first_user_message``), the agent's responses verbatim, every
+observation as a user turn except the one after the last step (the rollout never feeds that one to
+the model; it is kept in ``final_observation``). Episodes reset with ``seed=item_id`` on the first
+pass over the items, as the rollout does, so a row can be replayed.
+
+Only train items are played unless the caller explicitly allows another split: the test split is
+the held-out evaluation set. This module needs no torch; ``datasets`` (the ``[train]`` extra) is
+imported only to save or load.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import agentgym_envs
+from agentgym_envs.agents import Agent, first_user_message, make_agent
+from agentgym_envs.core import MissingExtraError
+
+TRAIN_SPLIT = "train"
+COLUMNS = (
+    "messages",
+    "env_id",
+    "item_id",
+    "seed",
+    "split",
+    "agent",
+    "reward",
+    "success",
+    "turns",
+    "final_observation",
+)
+
+
+class HeldOutSplitError(ValueError):
+    """Collecting training data from a split other than ``train`` without the explicit override."""
+
+
+@dataclass(frozen=True)
+class KeepRule:
+    """Which played episodes become rows.
+
+    Default: successful episodes only. ``min_reward``: episodes whose return reaches it, successful
+    or not (e.g. 0.5 keeps half-solved crafting trees). ``keep_failures``: every episode.
+    """
+
+    min_reward: float | None = None
+    keep_failures: bool = False
+
+    def keeps(self, reward: float, success: bool) -> bool:
+        if self.keep_failures:
+            return True
+        if self.min_reward is not None:
+            return reward >= self.min_reward - 1e-9
+        return success
+
+
+def check_split(split: str, allow_held_out: bool = False) -> None:
+    """Refuse to turn evaluation items into training data unless asked to explicitly."""
+    if split != TRAIN_SPLIT and not allow_held_out:
+        raise HeldOutSplitError(
+            f"refusing to collect training data from the {split!r} split: it is held out for evaluation. "
+            "Collect from --split train, or pass --allow-held-out-split if you really mean it"
+        )
+
+
+def episode_plan(env_id: str, split: str, episodes: int, seed: int = 0) -> list[tuple[int, int]]:
+    """``(item_id, reset_seed)`` pairs: a seeded permutation of the split's items, cycled if ``episodes`` exceeds it.
+
+    The first pass resets with ``seed=item_id`` (the rollout's default); each later pass offsets the
+    seed so envs with seed-dependent randomness play a different episode.
+    """
+    items = list(agentgym_envs.get_task(env_id).split(split))
+    if not items:
+        raise ValueError(f"{env_id} has no {split!r} items")
+    order = np.random.default_rng(seed).permutation(len(items))
+    plan = []
+    for index in range(episodes):
+        item = int(items[order[index % len(items)]])
+        repeat = index // len(items)
+        plan.append((item, item + repeat * 1_000_003))
+    return plan
+
+
+def play_conversation(env: gym.Env, agent: Agent, item_id: int, seed: int) -> dict[str, Any]:
+    """Play one episode and return it as a row (conversation + outcome)."""
+    observation, info = env.reset(seed=seed, options={"item_id": item_id})
+    messages = [{"role": "user", "content": first_user_message(info.get("instruction"), observation)}]
+    split = str(info.get("split", ""))
+    total = 0.0
+    while True:
+        response = agent(env, observation, info)
+        messages.append({"role": "assistant", "content": response})
+        observation, reward, terminated, truncated, info = env.step(response)
+        total += float(reward)
+        if terminated or truncated:
+            break
+        messages.append({"role": "user", "content": observation})
+    return {
+        "messages": messages,
+        "item_id": int(item_id),
+        "seed": int(seed),
+        "split": split,
+        "reward": total,
+        "success": bool(info.get("success", False)),
+        "turns": int(info.get("turn", len(messages) // 2)),
+        "final_observation": observation,
+    }
+
+
+def collect(
+    env_ids: str | Sequence[str],
+    episodes: int,
+    *,
+    split: str = TRAIN_SPLIT,
+    agent: str = "oracle",
+    keep: KeepRule | None = None,
+    seed: int = 0,
+    allow_held_out: bool = False,
+    progress: bool = True,
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
+    """Play ``episodes`` episodes per env id with ``agent`` and return the kept rows plus per-env counts.
+
+    The counts (``played``, ``kept``, ``success``, ``seconds``) say how much the keep rule dropped
+    and how fast the env plays.
+    """
+    from tqdm import tqdm
+
+    check_split(split, allow_held_out)
+    keep = keep or KeepRule()
+    if isinstance(env_ids, str):
+        env_ids = [env_ids]
+    if episodes < 1:
+        raise ValueError(f"episodes must be at least 1, got {episodes}")
+    plans = {env_id: episode_plan(env_id, split, episodes, seed) for env_id in env_ids}
+    rows: list[dict[str, Any]] = []
+    counts: dict[str, dict[str, float]] = {}
+    bar = tqdm(total=episodes * len(env_ids), desc=f"{agent} episodes", disable=not progress)
+    try:
+        for env_id, plan in plans.items():
+            env = gym.make(env_id)
+            player = make_agent(agent, seed=seed)
+            started = time.perf_counter()
+            played = kept = solved = 0
+            try:
+                for item_id, reset_seed in plan:
+                    row = play_conversation(env, player, item_id, reset_seed)
+                    played += 1
+                    solved += int(row["success"])
+                    if keep.keeps(row["reward"], row["success"]):
+                        kept += 1
+                        rows.append({"env_id": env_id, "agent": agent, **row})
+                    bar.update(1)
+                    bar.set_postfix(env=env_id.split("/")[-1], kept=len(rows))
+            finally:
+                env.close()
+            counts[env_id] = {
+                "played": played,
+                "kept": kept,
+                "success": solved,
+                "seconds": round(time.perf_counter() - started, 3),
+            }
+    finally:
+        bar.close()
+    return rows, counts
+
+
+def _datasets_module():
+    try:
+        import datasets
+    except ImportError as error:
+        raise MissingExtraError(
+            "saving and loading trajectory datasets needs the Hugging Face 'datasets' package, which is not "
+            "installed. Install it with: pip install 'agentgym-rl[train]'"
+        ) from error
+    return datasets
+
+
+def rows_to_dataset(rows: Sequence[dict[str, Any]]):
+    """A ``datasets.Dataset`` with the columns of ``COLUMNS`` (in that order)."""
+    datasets = _datasets_module()
+    return datasets.Dataset.from_dict({column: [row[column] for row in rows] for column in COLUMNS})
+
+
+def save_trajectories(rows: Sequence[dict[str, Any]], out: str | os.PathLike) -> Path:
+    """Write the rows with ``Dataset.save_to_disk``; refuses an empty collection (nothing to train on)."""
+    if not rows:
+        raise ValueError("no episode passed the keep rule, so there is nothing to save")
+    rows_to_dataset(rows).save_to_disk(str(out))
+    return Path(out)
+
+
+def load_trajectories(path: str | os.PathLike):
+    """The dataset written by ``save_trajectories`` / ``agentgym collect``."""
+    return _datasets_module().load_from_disk(str(path))

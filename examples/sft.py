@@ -1,0 +1,154 @@
+"""Behaviour cloning: supervised fine-tuning on expert (oracle) trajectories, the warm start before GRPO.
+
+With no arguments this collects (or reuses) a few hundred oracle episodes of TextCraft depth 1-2 and
+BabyAI GoTo train items into ``runs/sft-data/oracle-textcraft-babyai``, fine-tunes SmolLM2-135M-Instruct
+on them for a few steps on CPU and saves a plain HF checkpoint (model + tokenizer) to ``runs/sft-oracle``::
+
+    accelerate launch examples/sft.py          # or: python examples/sft.py
+    accelerate launch examples/grpo.py --model_name_or_path runs/sft-oracle   # then RL from the clone
+
+The loss covers the assistant turns only, end-of-turn tokens included, on exactly the token stream the
+RL rollout produces (``agentgym_trl.sft``), so any chat template works. Every field of TRL's ``SFTConfig``
+and ``ModelConfig`` (``--use_peft true --lora_r 16`` for LoRA) can be set on the command line or in a
+YAML file (``--config sft.yaml``); the data come from ``--dataset_path`` (made with ``agentgym collect``)
+or are collected from ``--env_ids``::
+
+    agentgym collect --env AgentGym/TextCraft-v0 --n 450 --out data/textcraft-oracle
+    accelerate launch examples/sft.py --dataset_path data/textcraft-oracle \\
+        --model_name_or_path /models/Qwen2.5-3B-Instruct --max_length 4096 --num_train_epochs 2 \\
+        --max_steps -1 --per_device_train_batch_size 8 --bf16 true --output_dir runs/sft-qwen
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded at run time
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+from accelerate import PartialState  # noqa: E402
+from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser, get_peft_config  # noqa: E402
+
+from agentgym_trl.models import default_model_path, load_tokenizer  # noqa: E402
+from agentgym_trl.sft import (  # noqa: E402
+    encoder_for,
+    load_or_collect,
+    save_sft_checkpoint,
+    token_stats,
+    tokenize_conversations,
+)
+
+
+@dataclass
+class DataArguments:
+    """Where the expert conversations come from."""
+
+    dataset_path: str = field(
+        default="runs/sft-data/oracle-textcraft-babyai",
+        metadata={"help": "a dataset saved by `agentgym collect`; collected there from --env_ids if missing"},
+    )
+    env_ids: list[str] = field(
+        default_factory=lambda: [
+            "AgentGym/TextCraft-Depth1-v0",
+            "AgentGym/TextCraft-Depth2-v0",
+            "AgentGym/BabyAI-GoTo-v0",
+        ],
+        metadata={"help": "env ids to collect train episodes from when --dataset_path does not exist yet"},
+    )
+    episodes_per_env: int = field(default=100, metadata={"help": "oracle episodes per env id when collecting"})
+    eval_conversations: int = field(
+        default=4, metadata={"help": "conversations held out to measure the loss before and after (0: none)"}
+    )
+
+
+ON_GPU = torch.cuda.is_available()
+
+# The embedded default run: a few minutes on 2 CPU cores.
+DEFAULTS = dict(
+    output_dir="runs/sft-oracle",
+    max_steps=20,
+    per_device_train_batch_size=1,  # a 135M model's forward + backward on 512 tokens takes ~8-20 s on 2 busy cores
+    per_device_eval_batch_size=2,
+    learning_rate=5e-5,
+    lr_scheduler_type="cosine",
+    warmup_steps=2,
+    max_length=768,  # keeps each episode's start: TextCraft episodes are ~500 tokens; BabyAI's ~800-1300, whose
+    # first reply starts near token 500 (at 512 every BabyAI conversation would be dropped as loss-free)
+    logging_steps=1,
+    eval_strategy="no",  # the held-out loss is measured once before and once after training
+    save_strategy="no",  # the final model is saved below as a plain checkpoint
+    report_to="none",
+    bf16=ON_GPU,  # TRL turns both on by default; on CPU they only slow a small model down
+    activation_checkpointing=ON_GPU,  # transformers' new name for gradient_checkpointing
+    seed=0,
+)
+
+
+def main(argv: list[str] | None = None) -> SFTTrainer:
+    parser = TrlParser((DataArguments, SFTConfig, ModelConfig))
+    parser.set_defaults(**DEFAULTS)
+    data_args, training_args, model_args = parser.parse_args_and_config(args=argv)
+    state = PartialState()
+    if state.num_processes > 1 and state.device.type == "cpu":  # share the cores instead of oversubscribing them
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // state.num_processes))
+
+    # 1. The model and its chat template.
+    model_path = model_args.model_name_or_path
+    if model_path is None:
+        with state.main_process_first():  # one process builds the cached copy, the others reuse it
+            model_path = default_model_path()
+    dtype = model_args.dtype if model_args.dtype not in (None, "auto") else "float32"
+    training_args.model_init_kwargs = {
+        **(training_args.model_init_kwargs or {}),
+        "dtype": getattr(torch, dtype) if isinstance(dtype, str) else dtype,
+        **({"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}),
+    }
+    tokenizer = load_tokenizer(model_path)
+    encoder = encoder_for(model_path, tokenizer)
+
+    # 2. Expert conversations (collected once, then reused) -> input_ids + assistant-only loss mask.
+    with state.main_process_first():
+        conversations = load_or_collect(data_args.dataset_path, data_args.env_ids, data_args.episodes_per_env)
+        tokenized = tokenize_conversations(conversations.shuffle(seed=training_args.seed), encoder)
+    held_out = min(data_args.eval_conversations, len(tokenized) // 5)
+    train_rows = tokenized.select(range(held_out, len(tokenized)))
+    eval_rows = tokenized.select(range(held_out)) if held_out else None
+    if state.is_main_process:
+        stats = token_stats(tokenized, training_args.max_length)
+        print(f"data: {len(conversations)} conversations from {data_args.dataset_path}; {stats}", file=sys.stderr)
+        if stats.get("rows_without_loss"):
+            print(f"warning: {stats['rows_without_loss']} conversations have no assistant token within max_length="
+                  f"{training_args.max_length} and are dropped; raise --max_length", file=sys.stderr)
+
+    # 3. Fine-tune.
+    trainer = SFTTrainer(
+        model=model_path,
+        args=training_args,
+        train_dataset=train_rows,
+        eval_dataset=eval_rows,
+        processing_class=tokenizer,
+        peft_config=get_peft_config(model_args),
+    )
+    before = trainer.evaluate(metric_key_prefix="before") if eval_rows is not None else {}
+    trainer.train()
+    after = trainer.evaluate(metric_key_prefix="after") if eval_rows is not None else {}
+
+    # 4. A plain checkpoint (LoRA merged in) that examples/grpo.py loads with --model_name_or_path.
+    save_sft_checkpoint(trainer, training_args.output_dir)
+    if state.is_main_process:
+        train_losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
+        if train_losses:
+            print(f"train loss: first step {train_losses[0]:.4f}, last step {train_losses[-1]:.4f}", file=sys.stderr)
+        if before and after:
+            print(f"held-out loss ({held_out} conversations): before {before['before_loss']:.4f}, "
+                  f"after {after['after_loss']:.4f}", file=sys.stderr)
+        print(f"checkpoint: {training_args.output_dir}  (next: examples/grpo.py --model_name_or_path "
+              f"{training_args.output_dir})", file=sys.stderr)
+    return trainer
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Expert trajectory collection (``agentgym collect``): conversation format, keep rules, held-out split, dataset I/O."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import agentgym_envs
+from agentgym_envs.agents import first_user_message
+from agentgym_envs.cli import main as cli_main
+from agentgym_envs.collect import (
+    COLUMNS,
+    HeldOutSplitError,
+    KeepRule,
+    collect,
+    episode_plan,
+    load_trajectories,
+    rows_to_dataset,
+    save_trajectories,
+)
+
+TEXTCRAFT = "AgentGym/TextCraft-Depth1-v0"
+TEXTCRAFT_DEEP = "AgentGym/TextCraft-Depth2-v0"
+BABYAI = "AgentGym/BabyAI-GoTo-v0"
+
+
+@pytest.mark.parametrize("env_id", [TEXTCRAFT, TEXTCRAFT_DEEP, BABYAI])
+def test_oracle_episodes_become_rollout_shaped_conversations(env_id: str) -> None:
+    rows, counts = collect(env_id, 4, progress=False)
+    assert counts[env_id]["played"] == 4 and counts[env_id]["kept"] == len(rows) == 4
+    train_items = set(agentgym_envs.get_task(env_id).split("train"))
+    env = gym.make(env_id)
+    for row in rows:
+        assert row["item_id"] in train_items and row["split"] == "train" and row["seed"] == row["item_id"]
+        assert row["success"] and 0.5 < row["reward"] <= 1.0  # BabyAI's reward shrinks with the steps taken
+        messages = row["messages"]
+        # the first user turn is built exactly as the rollout builds it, from the same reset
+        observation, info = env.reset(seed=row["seed"], options={"item_id": row["item_id"]})
+        assert messages[0] == {"role": "user", "content": first_user_message(info["instruction"], observation)}
+        assert [m["role"] for m in messages] == ["user"] + ["assistant", "user"] * (row["turns"] - 1) + ["assistant"]
+        for reply in messages[1::2]:  # ReAct responses with a reasoning line, in the env's own format
+            thought, action = reply["content"].split("\n\nAction:\n")
+            assert thought.startswith("Thought:\n") and len(thought) > len("Thought:\n") and action.strip()
+        # replaying the assistant turns reproduces the observations and the outcome
+        for reply, next_user in zip(messages[1::2], [*messages[2::2], None]):
+            observation, _, terminated, truncated, info = env.step(reply["content"])
+            if next_user is not None:
+                assert next_user["content"] == observation and not (terminated or truncated)
+        assert terminated and info["success"] and observation == row["final_observation"]
+    env.close()
+
+
+def test_the_test_split_is_refused_unless_explicitly_allowed(tmp_path: Path, capsys) -> None:
+    with pytest.raises(HeldOutSplitError, match="held out"):
+        collect(TEXTCRAFT, 2, split="test", progress=False)
+    code = cli_main(["collect", "--env", TEXTCRAFT, "--split", "test", "--n", "2", "--out", str(tmp_path / "x")])
+    assert code == 2 and "--allow-held-out-split" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+    rows, _ = collect(TEXTCRAFT, 2, split="test", allow_held_out=True, progress=False)
+    test_items = set(agentgym_envs.get_task(TEXTCRAFT).split("test"))
+    assert {row["item_id"] for row in rows} <= test_items and {row["split"] for row in rows} == {"test"}
+
+
+def test_keep_rules_select_by_success_or_reward() -> None:
+    # BabyAI's reward shrinks with the steps taken, so a random agent leaves failures and a spread of successes
+    every, counts = collect(BABYAI, 16, agent="random", keep=KeepRule(keep_failures=True), progress=False)
+    assert len(every) == counts[BABYAI]["played"] == 16
+    solved_rewards = sorted(row["reward"] for row in every if row["success"])
+    assert any(not row["success"] for row in every) and len(set(solved_rewards)) > 2
+    solved, counts = collect(BABYAI, 16, agent="random", progress=False)  # default: solved episodes only
+    assert [r["item_id"] for r in solved] == [r["item_id"] for r in every if r["success"]]
+    assert counts[BABYAI]["kept"] == counts[BABYAI]["success"] == len(solved) < 16
+    threshold = solved_rewards[len(solved_rewards) // 2]
+    above, _ = collect(BABYAI, 16, agent="random", keep=KeepRule(min_reward=threshold), progress=False)
+    assert [r["item_id"] for r in above] == [r["item_id"] for r in every if r["reward"] >= threshold]
+    assert 0 < len(above) < len(solved)
+    assert KeepRule(min_reward=0.5).keeps(0.5, False) and not KeepRule(min_reward=0.5).keeps(0.49, True)
+
+
+def test_episode_plan_covers_items_before_repeating_them_with_new_seeds() -> None:
+    items = agentgym_envs.get_task(TEXTCRAFT).split("train")
+    plan = episode_plan(TEXTCRAFT, "train", len(items) + 3, seed=1)
+    first_pass = plan[: len(items)]
+    assert sorted(item for item, _ in first_pass) == sorted(items)
+    assert all(seed == item for item, seed in first_pass)
+    assert all(seed != item for item, seed in plan[len(items) :])
+    assert plan == episode_plan(TEXTCRAFT, "train", len(items) + 3, seed=1)
+    assert plan != episode_plan(TEXTCRAFT, "train", len(items) + 3, seed=2)
+
+
+def test_cli_writes_a_dataset_that_loads_back(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "oracle"
+    code = cli_main(["collect", "--env", TEXTCRAFT, "--env", BABYAI, "--n", "3", "--out", str(out)])
+    assert code == 0 and "wrote 6 conversations" in capsys.readouterr().out
+    dataset = load_trajectories(out)
+    assert dataset.column_names == list(COLUMNS) and len(dataset) == 6
+    assert sorted(set(dataset["env_id"])) == [BABYAI, TEXTCRAFT]
+    expected, _ = collect([TEXTCRAFT, BABYAI], 3, progress=False)
+    assert [dataset[i] for i in range(6)] == [{c: row[c] for c in COLUMNS} for row in expected]
+
+
+def test_an_empty_collection_is_not_saved(tmp_path: Path) -> None:
+    rows, _ = collect(TEXTCRAFT, 2, agent="random", keep=KeepRule(min_reward=2.0), progress=False)
+    assert rows == []
+    with pytest.raises(ValueError, match="nothing to save"):
+        save_trajectories(rows, tmp_path / "empty")
+    assert len(rows_to_dataset(collect(TEXTCRAFT, 1, progress=False)[0])) == 1
+
+
+def test_collection_needs_neither_torch_nor_datasets_until_saving() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from agentgym_envs.collect import collect; collect('AgentGym/TextCraft-Depth1-v0', 1, "
+        "progress=False); heavy = [m for m in ('torch', 'datasets', 'transformers') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
