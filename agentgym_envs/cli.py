@@ -1,4 +1,5 @@
-"""The ``agentgym`` command: ``list``, ``play`` and ``solve`` (an agent over a whole split)."""
+"""The ``agentgym`` command: ``list``, ``play``, ``solve`` (an agent over a whole split), ``serve``, ``collect``,
+``eval``, ``view`` and ``plot`` (the last three live in ``agentgym_envs.evaluation.commands``)."""
 
 from __future__ import annotations
 
@@ -87,6 +88,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_collect(args: argparse.Namespace) -> int:
+    """Play train episodes with a scripted agent and save the kept ones as a chat dataset (behaviour cloning data)."""
+    from agentgym_envs.collect import KeepRule, collect, save_trajectories
+
+    keep = KeepRule(min_reward=args.min_reward, keep_failures=args.keep_failures)
+    rows, counts = collect(args.env, args.n, split=args.split, agent=args.agent, keep=keep, seed=args.seed,
+                           allow_held_out=args.allow_held_out_split)
+    for env_id, count in counts.items():
+        print(f"{env_id}: kept {count['kept']}/{count['played']} episodes ({count['success']} solved) "
+              f"in {count['seconds']:.1f} s")
+    path = save_trajectories(rows, args.out)
+    print(f"wrote {len(rows)} conversations to {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description="AgentGym environments for LLM agents")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -120,6 +136,24 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-body-bytes", type=int, default=1 << 20, help="larger requests get HTTP 413")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(run=cmd_serve)
+
+    gather = commands.add_parser("collect", help="save a scripted agent's train episodes as a chat dataset for SFT")
+    gather.add_argument("--env", action="append", required=True, help="an env id; repeat for a mixture")
+    gather.add_argument("--n", type=int, required=True, help="episodes to play per env id")
+    gather.add_argument("--out", required=True, help="folder for the datasets.save_to_disk output")
+    gather.add_argument("--split", default="train", help="item split to play (anything but train needs "
+                        "--allow-held-out-split)")
+    gather.add_argument("--agent", default="oracle", choices=["oracle", "random"])
+    gather.add_argument("--min-reward", type=float, default=None,
+                        help="keep episodes whose return reaches this, solved or not (default: solved ones only)")
+    gather.add_argument("--keep-failures", action="store_true", help="keep every episode")
+    gather.add_argument("--allow-held-out-split", action="store_true",
+                        help="allow collecting from a held-out split such as test (contaminates evaluation)")
+    gather.add_argument("--seed", type=int, default=0, help="item order and the random agent's seed")
+    gather.set_defaults(run=cmd_collect)
+    from agentgym_envs.evaluation.commands import add_commands  # eval, view, plot
+
+    add_commands(commands)
     return parser
 
 

@@ -8,6 +8,7 @@ benchmarks); ``TurnSchedule`` / ``TurnBudgetCallback`` are the curriculum.
 from agentgym_trl.chat import ChatEncoder, ChatTemplateError
 from agentgym_trl.curriculum import ScheduleError, TurnBudgetCallback, TurnSchedule
 from agentgym_trl.data import build_env_dataset, check_env_ids, env_rows
+from agentgym_trl.eval import evaluate_model
 from agentgym_trl.generation import HFGenerator, TurnOutput, VLLMGenerator
 from agentgym_trl.rollout import EnvPool, RolloutResult, Trajectory, run_rollout, validate_rollout_output
 from agentgym_trl.trainer import AgentGRPOConfig, AgentGRPOTrainer, env_reward
@@ -30,6 +31,7 @@ __all__ = [
     "check_env_ids",
     "env_reward",
     "env_rows",
+    "evaluate_model",
     "run_rollout",
     "validate_rollout_output",
 ]

@@ -1,0 +1,182 @@
+"""The ``agentgym eval | view | plot`` subcommands (registered by ``agentgym_envs.cli``).
+
+Every user error ends with one ``agentgym: error: ...`` line and a non-zero exit code, never a
+traceback; what an interrupted evaluation finished is kept and a rerun resumes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from agentgym_envs.evaluation.metrics import format_scaling, format_table
+from agentgym_envs.evaluation.plots import PlotError, plot_run
+from agentgym_envs.evaluation.runner import SUMMARY_FILE, EpisodeRunner, EvalError, evaluate, scripted_runner
+from agentgym_envs.evaluation.viewer import write_viewer
+
+INTERRUPTED = 130
+
+
+def fail(message: str, code: int = 2) -> int:
+    print(f"agentgym: error: {message}", file=sys.stderr)
+    return code
+
+
+def default_out_dir(args: argparse.Namespace) -> Path:
+    """``runs/eval/<agent>``: a fixed place per agent, so rerunning the same command resumes."""
+    if args.model:
+        label = "default-model" if args.model == "default" else Path(args.model.rstrip("/")).name or args.model
+    else:
+        label = args.agent
+    return Path("runs") / "eval" / re.sub(r"[^A-Za-z0-9_.-]+", "-", label)
+
+
+def temperature_of(args: argparse.Namespace) -> float:
+    """Greedy for a single sample, T=1 for K samples, unless --temperature says otherwise."""
+    if args.temperature is not None:
+        return args.temperature
+    return 0.0 if args.n_samples == 1 else 1.0
+
+
+def make_runner(args: argparse.Namespace) -> EpisodeRunner:
+    temperature = temperature_of(args)
+    if args.endpoint:
+        if not args.model:
+            raise EvalError("--endpoint needs --model NAME (the model name the server serves)")
+        from agentgym_envs.evaluation.endpoint import endpoint_runner
+
+        return endpoint_runner(args.endpoint, args.model, temperature=temperature, max_tokens=args.max_turn_tokens,
+                               api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), timeout=args.timeout)
+    if args.model:
+        try:
+            from agentgym_trl.eval import ModelRunner
+        except ImportError as error:
+            raise EvalError(f"evaluating a local model needs the trainer extra (pip install 'agentgym-rl[train]'): "
+                            f"{error}") from None
+        return ModelRunner(args.model, temperature=temperature, batch_size=args.batch_size,
+                           max_turn_tokens=args.max_turn_tokens, max_context_tokens=args.max_context_tokens,
+                           seed=args.seed)
+    return scripted_runner(args.agent, seed=args.seed)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop_on_sigterm() -> Any:
+    """Treat SIGTERM (kill, a job scheduler's time limit) like Ctrl-C: the summary of what was saved is written."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def print_summary(out: Path) -> dict[str, Any] | None:
+    path = out / SUMMARY_FILE
+    if not path.is_file():
+        return None
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    for entry in summary["results"]:
+        print("\n" + format_table(entry, summary["split"]))
+    if len({entry["max_turns"] for entry in summary["results"]}) > 1:
+        print("\n" + format_scaling(summary["results"]))
+    return summary
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    if args.agent is None and not args.model and not args.endpoint:
+        return fail("say what to evaluate: --model PATH|default, --endpoint URL --model NAME, or --agent oracle|random")
+    out = Path(args.out) if args.out else default_out_dir(args)
+    runner = None
+    previous_handler = _stop_on_sigterm()
+    try:
+        runner = make_runner(args)
+        report = evaluate(runner, args.env, out, split=args.split, n_samples=args.n_samples,
+                          max_turns=args.max_turns or [None], limit=args.limit, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        summary = print_summary(out)
+        saved = f"{summary['episodes']} of {summary['expected_episodes']} episodes" if summary else "finished episodes"
+        return fail(f"interrupted; {saved} saved in {out}; rerun the same command to resume", INTERRUPTED)
+    except EvalError as error:
+        summary = print_summary(out) if (out / SUMMARY_FILE).is_file() else None
+        saved = summary["episodes"] if summary else 0
+        kept = f" ({saved} episodes saved in {out}; rerun to resume)" if saved else ""
+        return fail(f"{error}{kept}")
+    finally:
+        if runner is not None:
+            runner.close()
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
+    print_summary(out)
+    if len({entry["max_turns"] for entry in report.results}) > 1:
+        try:
+            for path in plot_run(out).files:
+                print(f"plot: {path}")
+        except PlotError as error:
+            print(f"(no scaling plot: {error})")
+    print(f"\n{report.episodes} episodes in {out / 'trajectories.jsonl'}; summary in {out / SUMMARY_FILE}; "
+          f"read them with: agentgym view {out}")
+    return 0
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    try:
+        path = write_viewer(args.run_dir, args.out)
+    except (FileNotFoundError, ValueError) as error:
+        return fail(str(error))
+    print(f"wrote {path} (open it in a browser)")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    try:
+        result = plot_run(args.run_dir, args.out)
+    except (PlotError, FileNotFoundError) as error:
+        return fail(str(error))
+    for path in result.files:
+        print(f"wrote {path}")
+    return 0
+
+
+def add_commands(commands: Any) -> None:
+    """Register eval, view and plot on the ``agentgym`` subparsers."""
+    run = commands.add_parser("eval", help="evaluate a model, an endpoint or a scripted agent: success, Avg@K, Pass@K")
+    run.add_argument("--env", nargs="+", required=True, metavar="ENV_ID", help="env ids to evaluate on")
+    run.add_argument("--model", help="a local HF model folder, 'default' (SmolLM2-135M-Instruct), or with "
+                                     "--endpoint the served model's name")
+    run.add_argument("--endpoint", help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    run.add_argument("--api-key", help="bearer token for --endpoint (default: $OPENAI_API_KEY)")
+    run.add_argument("--agent", choices=["oracle", "random"], help="a scripted agent instead of a model")
+    run.add_argument("--split", default="test", choices=["train", "test"])
+    run.add_argument("--n-samples", type=int, default=1, metavar="K", help="episodes per item (Avg@K, Pass@K)")
+    run.add_argument("--temperature", type=float, default=None,
+                     help="sampling temperature (default: 0 = greedy for K=1, 1.0 for K>1)")
+    run.add_argument("--max-turns", type=int, nargs="+", metavar="M",
+                     help="turn budget(s); several values measure success against the budget (default: the env's cap)")
+    run.add_argument("--limit", type=int, default=None, help="only the first N items of each env's split")
+    run.add_argument("--out", help="run folder (default runs/eval/<agent>); an existing run there is resumed")
+    run.add_argument("--batch-size", type=int, default=8, help="episodes per batched rollout (local model)")
+    run.add_argument("--max-turn-tokens", type=int, default=256, help="token limit of one model turn")
+    run.add_argument("--max-context-tokens", type=int, default=4096, 
+                     help="token limit of a whole episode (local model)")
+    run.add_argument("--timeout", type=float, default=120.0, help="seconds per endpoint request")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.set_defaults(run=cmd_eval)
+
+    view = commands.add_parser("view", help="write a self-contained HTML viewer of a run's trajectories")
+    view.add_argument("run_dir", metavar="RUN", help="a run folder (eval or training) or a trajectories .jsonl file")
+    view.add_argument("--out", help="the HTML file to write (default: <run>/trajectories.html)")
+    view.set_defaults(run=cmd_view)
+
+    plot = commands.add_parser("plot", help="PNG figures of a training run's metrics or of an eval's turn scaling")
+    plot.add_argument("run_dir", metavar="RUN",
+                      help="a training output_dir (agent_metrics.jsonl) or an eval run folder")
+    plot.add_argument("--out", help="folder for the PNGs and plots.json (default: <run>/plots)")
+    plot.set_defaults(run=cmd_plot)

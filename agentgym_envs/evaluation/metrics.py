@@ -1,0 +1,131 @@
+"""Evaluation metrics over episode records, and the paper-style terminal table.
+
+A record is one evaluated episode (see ``records.py``). Items are evaluated ``K`` times
+(``--n-samples``); the metrics follow the paper's definitions:
+
+* ``success``: mean success over every episode;
+* ``avg_at_k``: per item, the mean success over its K samples, then the mean over items
+  (equal to ``success`` when every item has exactly K samples);
+* ``pass_at_k``: the fraction of items with at least one success among their K samples.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+OVERALL = "overall"
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def item_successes(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], list[bool]]:
+    """Success of every sample, grouped by (env id, item id)."""
+    grouped: dict[tuple[str, int], list[bool]] = defaultdict(list)
+    for record in records:
+        grouped[(record["env_id"], int(record["item_id"]))].append(bool(record["info"]["success"]))
+    return grouped
+
+
+def avg_at_k(successes_per_item: Iterable[Sequence[bool]]) -> float | None:
+    """Mean over items of the mean success over that item's samples."""
+    return _mean([sum(samples) / len(samples) for samples in successes_per_item if samples])
+
+
+def pass_at_k(successes_per_item: Iterable[Sequence[bool]]) -> float | None:
+    """Fraction of items solved by at least one of their samples."""
+    return _mean([float(any(samples)) for samples in successes_per_item if samples])
+
+
+def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Metrics of a group of episodes (one env id and one turn budget, or any subset of them)."""
+    per_item = item_successes(records)
+    tokens = [r["tokens"] for r in records if r.get("tokens") is not None]
+    return {
+        "items": len(per_item),
+        "episodes": len(records),
+        "k": max((len(samples) for samples in per_item.values()), default=0),
+        "success": _mean([float(r["info"]["success"]) for r in records]),
+        "avg_at_k": avg_at_k(per_item.values()),
+        "pass_at_k": pass_at_k(per_item.values()),
+        "return": _mean([float(r["return"]) for r in records]),
+        "score": _mean([float(r["info"]["score"]) for r in records]),
+        "turns": _mean([float(r["turns"]) for r in records]),
+        "tokens": _mean([float(t) for t in tokens]),
+    }
+
+
+def summarize_by_subtask(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{sub-task: metrics, ..., "overall": metrics}``, sub-tasks in name order."""
+    groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for record in records:
+        groups[str(record.get("subtask") or "-")].append(record)
+    table = {name: summarize(group) for name, group in sorted(groups.items())}
+    table[OVERALL] = summarize(records)
+    return table
+
+
+def summarize_run(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per (env id, turn budget): its per-sub-task and overall metrics."""
+    groups: dict[tuple[str, int], list[Mapping[str, Any]]] = defaultdict(list)
+    for record in records:
+        groups[(record["env_id"], int(record["max_turns"]))].append(record)
+    return [
+        {"env_id": env_id, "max_turns": max_turns, "subtasks": summarize_by_subtask(group)}
+        for (env_id, max_turns), group in sorted(groups.items())
+    ]
+
+
+COLUMNS = (
+    ("items", "items", "{:d}"),
+    ("episodes", "episodes", "{:d}"),
+    ("success", "success %", "pct"),
+    ("avg_at_k", "Avg@{k}", "pct"),
+    ("pass_at_k", "Pass@{k}", "pct"),
+    ("return", "return", "{:.3f}"),
+    ("score", "score", "{:.3f}"),
+    ("turns", "turns", "{:.1f}"),
+    ("tokens", "tokens", "{:.0f}"),
+)
+
+
+def _cell(value: Any, style: str) -> str:
+    if value is None:
+        return "-"
+    if style == "pct":
+        return f"{100 * value:.2f}"
+    return style.format(value)
+
+
+def format_table(entry: Mapping[str, Any], split: str = "test") -> str:
+    """A paper-like table of one (env id, turn budget) entry of ``summarize_run``."""
+    subtasks = entry["subtasks"]
+    k = subtasks[OVERALL]["k"]
+    header = ["sub-task", *(title.format(k=k) for _, title, _ in COLUMNS)]
+    rows = [[name, *(_cell(metrics[key], style) for key, _, style in COLUMNS)] for name, metrics in subtasks.items()]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join([cells[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(cells[1:], widths[1:]))])
+
+    rule = "-" * len(line(header))
+    title = f"{entry['env_id']}  ({split} split, K={k}, max turns {entry['max_turns']})"
+    body = [line(row) for row in rows[:-1]]
+    return "\n".join([title, rule, line(header), rule, *body, rule, line(rows[-1]), rule])
+
+
+def format_scaling(entries: Sequence[Mapping[str, Any]]) -> str:
+    """Success against the turn budget, one line per env id (test-time interaction scaling)."""
+    by_env: dict[str, dict[int, float | None]] = defaultdict(dict)
+    for entry in entries:
+        by_env[entry["env_id"]][entry["max_turns"]] = entry["subtasks"][OVERALL]["success"]
+    budgets = sorted({entry["max_turns"] for entry in entries})
+    width = max(len(env_id) for env_id in by_env)
+    lines = [" ".join(["success % by max turns".ljust(width), *(f"{b:>7d}" for b in budgets)])]
+    for env_id, values in sorted(by_env.items()):
+        cells = [_cell(values.get(b), "pct").rjust(7) for b in budgets]
+        lines.append(" ".join([env_id.ljust(width), *cells]))
+    return "\n".join(lines)

@@ -1,0 +1,262 @@
+"""``agentgym plot RUN``: PNG figures of a training run's metrics and of test-time turn scaling.
+
+Training: ``<run>/agent_metrics.jsonl`` (written by the trainer's ``TurnBudgetCallback``) becomes
+four panels over optimizer steps: reward and success (overall, per env when several, eval when
+logged), turn budget against turns used, model tokens per episode, and generation against env
+time per rollout. Evaluation: a ``summary.json`` holding several turn budgets (``agentgym eval
+--max-turns 5 10 20``) becomes success against the budget. Beside the PNGs, ``plots.json`` lists
+every drawn line (label, x, y), read back from the figures, so tests and scripts can check what a
+figure shows without looking at pixels.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+METRICS_FILE = "agent_metrics.jsonl"
+SUMMARY_FILE = "summary.json"
+SIDECAR_FILE = "plots.json"
+OVERVIEW_FILE = "training_curves.png"
+SCALING_FILE = "turn_scaling.png"
+
+
+class PlotError(ValueError):
+    """Nothing to plot, or matplotlib is missing (one-line message)."""
+
+
+@dataclass
+class PlotResult:
+    """Written files and, per figure, per panel title, the lines drawn: ``{label: {"x": [...], "y": [...]}}``."""
+
+    files: list[Path] = field(default_factory=list)
+    lines: dict[str, dict[str, dict[str, dict[str, list[float]]]]] = field(default_factory=dict)
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlotError("plots need matplotlib: pip install 'agentgym-rl[train]' (or pip install matplotlib)") from None
+    matplotlib.use("Agg")  # files only, never a window
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The JSON lines of a metrics file (malformed lines from an interrupted write are skipped)."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and "step" in row:
+                rows.append(row)
+    return rows
+
+
+def series(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    """(steps, values) of one metric over the rows that logged it."""
+    points = [(float(r["step"]), float(r[key])) for r in rows if isinstance(r.get(key), (int, float))]
+    return [x for x, _ in points], [y for _, y in points]
+
+
+def _short(env_id: str) -> str:
+    return env_id.removeprefix("AgentGym/").removesuffix("-v0")
+
+
+def env_ids_in(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Env ids with per-env metrics (``agent/<env id>/success``; env ids themselves contain a slash)."""
+    found = set()
+    for row in rows:
+        for key in row:
+            if key.startswith("agent/") and key.endswith("/success") and key.count("/") >= 3:
+                found.add(key[len("agent/") : -len("/success")])
+    return sorted(found)
+
+
+ENV_COLOURS = ("tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:red", "tab:gray")
+class Panel(NamedTuple):
+    title: str
+    ylabel: str
+    lines: list[tuple[str, str, dict[str, Any]]]  # (label, metric key, matplotlib style)
+    ylim: tuple[float, float] | None = None
+
+
+def training_panels(rows: Sequence[Mapping[str, Any]]) -> list[Panel]:
+    """What each training panel draws; lines whose metric was never logged are left out when drawing."""
+    outcome = [("reward", "agent/reward", {"color": "tab:blue"}), ("success", "agent/success", {"color": "tab:green"})]
+    envs = env_ids_in(rows)
+    if len(envs) > 1:  # one colour per env: success dashed, reward dotted
+        for index, env_id in enumerate(envs):
+            colour = ENV_COLOURS[index % len(ENV_COLOURS)]
+            outcome.append((f"{_short(env_id)} success", f"agent/{env_id}/success",
+                            {"linestyle": "--", "color": colour, "linewidth": 1.2}))
+            outcome.append((f"{_short(env_id)} reward", f"agent/{env_id}/reward",
+                            {"linestyle": ":", "color": colour, "linewidth": 1.2}))
+    outcome += [("eval reward", "eval_agent/reward", {"color": "tab:blue", "marker": "o", "linestyle": ":"}),
+                ("eval success", "eval_agent/success", {"color": "tab:green", "marker": "o", "linestyle": ":"})]
+    return [
+        Panel("Reward and success", "mean per episode", outcome, ylim=(-0.03, 1.03)),
+        Panel("Turn budget vs turns used", "turns", [
+            ("turn budget", "agent/max_turns", {"drawstyle": "steps-post", "color": "tab:red"}),
+            ("turns used", "agent/turns_mean", {"color": "tab:purple", "marker": "."}),
+        ]),
+        Panel("Response length", "model tokens per episode", [
+            ("model tokens", "agent/model_tokens_mean", {"color": "tab:orange", "marker": "."}),
+        ]),
+        Panel("Rollout time", "seconds per rollout", [
+            ("generation", "agent/generation_s", {"color": "tab:blue", "marker": "."}),
+            ("env steps", "agent/env_s", {"color": "tab:brown", "marker": "."}),
+        ]),
+    ]
+
+
+def _draw_panel(ax: Any, rows: Sequence[Mapping[str, Any]], panel: Panel) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    title, ylabel, lines, ylim = panel
+    for label, key, style in lines:
+        xs, ys = series(rows, key)
+        if xs:
+            ax.plot(xs, ys, label=label, **{"linewidth": 1.8, **style})
+    ax.set_title(title)
+    ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # optimizer steps are whole numbers
+    ax.set_ylabel(ylabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.grid(True, alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes, color="gray")
+
+
+def _lines_of(fig: Any) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """The lines actually on a figure's axes, by panel title (what plots.json records)."""
+    panels = {}
+    for ax in fig.axes:
+        panels[ax.get_title()] = {
+            line.get_label(): {"x": [float(v) for v in line.get_xdata()], "y": [float(v) for v in line.get_ydata()]}
+            for line in ax.lines
+        }
+    return panels
+
+
+def _save(fig: Any, path: Path, result: PlotResult) -> None:
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    result.files.append(path)
+    result.lines[path.name] = _lines_of(fig)
+
+
+def plot_training(metrics_path: str | os.PathLike, out_dir: str | os.PathLike,
+                  title: str | None = None) -> PlotResult:
+    """The overview (2 x 2 panels) plus one PNG per panel of a training run's metrics."""
+    plt = _pyplot()
+    rows = [r for r in read_metrics(metrics_path) if any(k.startswith(("agent/", "eval_agent/")) for k in r)]
+    if not rows:
+        raise PlotError(f"{metrics_path} has no agent/... metrics to plot")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    result = PlotResult()
+    panels = training_panels(rows)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    for ax, panel in zip(axes.flat, panels):
+        _draw_panel(ax, rows, panel)
+    fig.suptitle(title or f"Training run {Path(metrics_path).resolve().parent.name}")
+    fig.tight_layout()
+    _save(fig, out / OVERVIEW_FILE, result)
+    plt.close(fig)
+    for panel in panels:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        _draw_panel(ax, rows, panel)
+        fig.tight_layout()
+        _save(fig, out / f"{_slug(panel.title)}.png", result)
+        plt.close(fig)
+    return result
+
+
+def _slug(title: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in title.lower()).strip("_").replace("__", "_")
+
+
+def plot_scaling(summary: Mapping[str, Any], out_dir: str | os.PathLike) -> PlotResult:
+    """Success (%) against the turn budget, one line per env id, from an eval ``summary.json``."""
+    plt = _pyplot()
+    by_env: dict[str, list[tuple[int, float]]] = {}
+    by_subtask: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for entry in summary.get("results", []):
+        success = entry["subtasks"]["overall"]["success"]
+        if success is not None:
+            by_env.setdefault(entry["env_id"], []).append((int(entry["max_turns"]), 100 * float(success)))
+        subtasks = {name: m for name, m in entry["subtasks"].items() if name != "overall" and m["success"] is not None}
+        if len(subtasks) > 1:  # a family-wide id: one thin line per sub-task under the overall line
+            for name, metrics in subtasks.items():
+                by_subtask.setdefault((entry["env_id"], name), []).append(
+                    (int(entry["max_turns"]), 100 * float(metrics["success"])))
+    if not any(len(points) > 1 for points in by_env.values()):
+        raise PlotError("turn scaling needs an evaluation with several --max-turns values")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for env_id, points in sorted(by_env.items()):
+        points.sort()
+        ax.plot([b for b, _ in points], [s for _, s in points], marker="o", linewidth=2.2, label=_short(env_id))
+    for (env_id, name), points in sorted(by_subtask.items()):
+        points.sort()
+        ax.plot([b for b, _ in points], [s for _, s in points], marker=".", linestyle="--", linewidth=1,
+                alpha=0.8, label=f"{_short(env_id)} {name}")
+    ax.set_title("Success vs turn budget")
+    ax.set_xticks(sorted({b for points in by_env.values() for b, _ in points}))
+    ax.set_xlabel("max turns")
+    ax.set_ylabel("success %")
+    ax.set_ylim(-2, 102)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, title=_agent_label(summary), title_fontsize=8)
+    fig.tight_layout()
+    result = PlotResult()
+    _save(fig, out / SCALING_FILE, result)
+    plt.close(fig)
+    return result
+
+
+def _agent_label(summary: Mapping[str, Any]) -> str:
+    """"random agent, test split, K=4" (the legend title says what was measured)."""
+    agent = summary.get("agent") or {}
+    kind = agent.get("kind", "agent")
+    name = Path(str(agent["model"])).name if agent.get("model") else f"{kind} agent"
+    return f"{name}, {summary.get('split', 'test')} split, K={summary.get('n_samples', 1)}"
+
+
+def plot_run(run: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> PlotResult:
+    """Every figure a run folder supports (training metrics, turn scaling); writes plots.json beside them."""
+    folder = Path(run)
+    if not folder.is_dir():
+        raise PlotError(f"no run folder at {folder}")
+    out = Path(out_dir) if out_dir is not None else folder / "plots"
+    makers: list[Callable[[], PlotResult]] = []
+    if (folder / METRICS_FILE).is_file():
+        makers.append(lambda: plot_training(folder / METRICS_FILE, out))
+    summary_path = folder / SUMMARY_FILE
+    if summary_path.is_file():
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        if len({entry["max_turns"] for entry in summary.get("results", [])}) > 1:
+            makers.append(lambda: plot_scaling(summary, out))
+    if not makers:
+        raise PlotError(f"{folder} has neither {METRICS_FILE} (a training run) nor a {SUMMARY_FILE} with several "
+                        "turn budgets (agentgym eval --max-turns 5 10 20)")
+    result = PlotResult()
+    for make in makers:
+        part = make()
+        result.files += part.files
+        result.lines.update(part.lines)
+    (out / SIDECAR_FILE).write_text(json.dumps({"figures": result.lines}, indent=1) + "\n", encoding="utf-8")
+    return result

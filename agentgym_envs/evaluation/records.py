@@ -1,0 +1,111 @@
+"""Trajectory logs: one JSON object per episode, appended as soon as the episode ends.
+
+Appending line by line is what makes an interrupted evaluation resumable: whatever reached the file
+is kept, and a rerun skips the episodes whose key (env id, item id, sample, turn budget) is
+already there. A line cut off by a crash is ignored on load.
+
+Record fields: ``env_id``, ``subtask``, ``item_id``, ``sample``, ``max_turns``, ``agent``,
+``messages`` (the conversation: first user turn = instruction + first observation, then
+assistant / observation turns), ``actions``, ``rewards`` and ``valid`` (per step), ``return``,
+``turns``, ``tokens`` (model tokens, when known), ``info`` (``success``, ``score``,
+``stop_reason``), ``timing`` (seconds) and ``time`` (when it ended). Training logs add ``step`` and
+``mode``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+TRAJECTORIES_FILE = "trajectories.jsonl"
+EpisodeKey = tuple[str, int, int, int]
+
+
+def episode_key(record: Mapping[str, Any]) -> EpisodeKey:
+    """What identifies an episode of a run: env id, item id, sample index and turn budget."""
+    return (str(record["env_id"]), int(record["item_id"]), int(record["sample"]), int(record["max_turns"]))
+
+
+def trajectory_files(run: str | os.PathLike) -> list[Path]:
+    """The JSONL files of a run folder (``trajectories*.jsonl``: one per training rank), or the file itself."""
+    path = Path(run)
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise FileNotFoundError(f"no run at {path}: neither a folder nor a .jsonl file")
+    return sorted(path.glob("trajectories*.jsonl"))
+
+
+def read_records(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """Records of one JSONL file; a malformed line (an interrupted write) is skipped with a warning."""
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                logger.warning("%s line %d is not valid JSON (an interrupted write?); skipped", path, number)
+                continue
+            if isinstance(record, dict):
+                yield record
+
+
+def load_run(run: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every record of a run folder (all its trajectory files) or of one JSONL file."""
+    return [record for path in trajectory_files(run) for record in read_records(path)]
+
+
+class TrajectoryLog:
+    """Append-only JSONL of episodes; thread-safe, flushed after every record."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def records(self) -> list[dict[str, Any]]:
+        return list(read_records(self.path)) if self.path.is_file() else []
+
+    def append(self, records: Iterable[Mapping[str, Any]]) -> None:
+        lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+        if not lines:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            if not self._ends_with_newline():  # a line cut off by a crash must not swallow the next record
+                lines = "\n" + lines
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(lines)
+                handle.flush()
+
+    def _ends_with_newline(self) -> bool:
+        if not self.path.is_file() or self.path.stat().st_size == 0:
+            return True
+        with open(self.path, "rb") as handle:
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) == b"\n"
+
+
+@cache
+def _subtask_table(env_id: str) -> dict[int, str]:
+    from agentgym_envs.core.tasks import get_task, load_splits
+
+    spec = get_task(env_id)
+    splits = load_splits(spec.family)
+    return {item: subtask for subtask in spec.subtasks for items in splits.get(subtask, {}).values() for item in items}
+
+
+def subtask_of(env_id: str, item_id: int) -> str | None:
+    """The sub-task an item belongs to (for logs written where no env ``info`` is at hand, e.g. training)."""
+    try:
+        return _subtask_table(env_id).get(int(item_id))
+    except (KeyError, FileNotFoundError, ModuleNotFoundError):
+        return None

@@ -1,0 +1,250 @@
+"""``agentgym view RUN``: one self-contained HTML page to read a run's trajectories.
+
+Everything is inline (CSS, JS, the episodes as JSON), so the page opens from disk, is safe to mail
+or attach to an issue, and loads nothing from the network. The data is inserted into the page with
+``textContent`` only, so model output can never become markup. Filters: free-text search (over the
+conversation, item id and sub-task), env id, sub-task, outcome, turn budget and, for training
+logs, the training step.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from agentgym_envs.evaluation.records import load_run
+
+VIEW_FILE = "trajectories.html"
+
+# Fields the page needs; the rest of a record (timing, ...) is dropped to keep the page small.
+VIEW_FIELDS = ("env_id", "subtask", "item_id", "sample", "max_turns", "agent", "messages", "rewards", "valid",
+               "return", "turns", "tokens", "info", "step", "mode")
+
+STYLE = """
+:root {
+  --ok: #1a7f37; --bad: #cf222e; --ink: #1f2328; --muted: #656d76; --line: #d0d7de; --bg: #f6f8fa;
+  --sans: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif;
+  --mono: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
+}
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 var(--sans); color: var(--ink); background: #fff; }
+header {
+  position: sticky; top: 0; z-index: 2; background: #fff; border-bottom: 1px solid var(--line); padding: 12px 20px;
+}
+h1 { font-size: 18px; margin: 0 0 8px; }
+.controls { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; }
+.controls input, .controls select {
+  font: inherit; padding: 5px 8px; border: 1px solid var(--line); border-radius: 6px; background: #fff;
+}
+.controls input[type=search] { width: 320px; }
+.stats { margin-top: 8px; color: var(--muted); }
+.stats b { color: var(--ink); }
+main { padding: 12px 20px 40px; max-width: 1200px; }
+details.episode { border: 1px solid var(--line); border-radius: 8px; margin: 8px 0; background: #fff; }
+details.episode > summary {
+  cursor: pointer; padding: 8px 12px; display: flex; gap: 12px; align-items: center; list-style: none;
+}
+details.episode > summary::-webkit-details-marker { display: none; }
+details.episode[open] > summary {
+  border-bottom: 1px solid var(--line); background: var(--bg); border-radius: 8px 8px 0 0;
+}
+.badge {
+  display: inline-block; min-width: 64px; text-align: center; padding: 1px 8px; border-radius: 12px;
+  color: #fff; font-weight: 600; font-size: 12px;
+}
+.badge.success { background: var(--ok); } .badge.failure { background: var(--bad); }
+.meta { color: var(--muted); font-size: 13px; }
+.title { font-weight: 600; }
+.conversation { padding: 10px 12px; }
+.msg {
+  margin: 8px 0; padding: 8px 10px; border-radius: 6px; white-space: pre-wrap; word-break: break-word;
+  font: 13px/1.4 var(--mono);
+}
+.msg .role { display: block; font: 600 12px/1.4 var(--sans); color: var(--muted); margin-bottom: 4px; }
+.msg.task { background: #fff8c5; border: 1px solid #eac54f; max-height: 260px; overflow: auto; }
+.msg.assistant { background: #ddf4ff; border: 1px solid #54aeff; margin-left: 40px; }
+.msg.assistant.invalid { border-left: 4px solid var(--bad); }
+.msg.user { background: var(--bg); border: 1px solid var(--line); }
+.reward { float: right; font-weight: 600; }
+.reward.pos { color: var(--ok); } .reward.invalid { color: var(--bad); }
+.empty { color: var(--muted); padding: 20px 0; }
+button.more {
+  font: inherit; padding: 6px 14px; border: 1px solid var(--line); border-radius: 6px; background: var(--bg);
+  cursor: pointer;
+}
+"""
+
+SCRIPT = r"""
+const episodes = JSON.parse(document.getElementById('episodes').textContent);
+const PAGE = 100;
+let limit = PAGE;
+const $ = (id) => document.getElementById(id);
+const shortEnv = (id) => id.replace(/^AgentGym\//, '');
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;  // text only: model output never becomes markup
+  return e;
+}
+
+episodes.forEach((ep, i) => {
+  ep._index = i;
+  const parts = [ep.env_id, ep.subtask || '', 'item ' + ep.item_id, ...(ep.messages || []).map(m => m.content)];
+  ep._text = parts.join('\n').toLowerCase();
+});
+
+function byValue(a, b) {
+  return typeof a === 'number' ? a - b : String(a).localeCompare(String(b));
+}
+
+function fillSelect(id, values, label, prefix = '') {
+  const select = $(id);
+  select.appendChild(el('option', '', label)).value = '';
+  [...new Set(values)].filter(v => v !== undefined && v !== null).sort(byValue).forEach(v => {
+    const option = el('option', '', prefix + String(v));
+    option.value = String(v);
+    select.appendChild(option);
+  });
+  if (select.options.length <= 2) select.style.display = 'none';  // one value: nothing to filter
+}
+fillSelect('env', episodes.map(e => e.env_id), 'all envs');
+fillSelect('subtask', episodes.map(e => e.subtask || '-'), 'all sub-tasks');
+fillSelect('budget', episodes.map(e => e.max_turns), 'all turn budgets', 'max turns ');
+fillSelect('step', episodes.map(e => e.step), 'all training steps', 'step ');
+
+function matches(ep) {
+  const query = $('search').value.trim().toLowerCase();
+  if (query && !query.split(/\s+/).every(word => ep._text.includes(word))) return false;
+  if ($('env').value && ep.env_id !== $('env').value) return false;
+  if ($('subtask').value && (ep.subtask || '-') !== $('subtask').value) return false;
+  if ($('budget').value && String(ep.max_turns) !== $('budget').value) return false;
+  if ($('step').value && String(ep.step) !== $('step').value) return false;
+  const outcome = $('outcome').value;
+  if (outcome && (ep.info.success ? 'success' : 'failure') !== outcome) return false;
+  return true;
+}
+
+function rewardTag(ep, turn, msg) {
+  const reward = ep.rewards[turn - 1];
+  const valid = !ep.valid || ep.valid[turn - 1] !== false;
+  if (!valid) msg.classList.add('invalid');
+  const cls = 'reward' + (reward > 0 ? ' pos' : '') + (valid ? '' : ' invalid');
+  return el('span', cls, (valid ? '' : 'invalid action  ') + 'reward ' + reward.toFixed(3));
+}
+
+function conversation(ep) {
+  const box = el('div', 'conversation');
+  let turn = 0;
+  (ep.messages || []).forEach((m, i) => {
+    if (i === 0) {
+      const task = el('div', 'msg task');
+      task.appendChild(el('span', 'role', 'task: instruction and first observation'));
+      task.appendChild(document.createTextNode(m.content));
+      box.appendChild(task);
+      return;
+    }
+    const isAction = m.role === 'assistant';
+    const msg = el('div', 'msg ' + (isAction ? 'assistant' : 'user'));
+    const role = el('span', 'role', isAction ? 'action ' + (++turn) : 'observation');
+    if (isAction && ep.rewards && turn <= ep.rewards.length) role.appendChild(rewardTag(ep, turn, msg));
+    msg.appendChild(role);
+    msg.appendChild(document.createTextNode(m.content === '' ? '(empty response)' : m.content));
+    box.appendChild(msg);
+  });
+  return box;
+}
+
+function card(ep) {
+  const details = el('details', 'episode');
+  details.dataset.index = ep._index;
+  details.dataset.success = ep.info.success ? 'true' : 'false';
+  const summary = el('summary');
+  const outcome = ep.info.success ? 'success' : 'failure';
+  summary.appendChild(el('span', 'badge ' + outcome, outcome));
+  const name = shortEnv(ep.env_id) + (ep.subtask ? ' / ' + ep.subtask : '') + '  item ' + ep.item_id;
+  summary.appendChild(el('span', 'title', name));
+  const parts = ['sample ' + ep.sample, ep.turns + '/' + ep.max_turns + ' turns',
+                 'return ' + Number(ep.return).toFixed(3)];
+  if (ep.tokens !== null && ep.tokens !== undefined) parts.push(ep.tokens + ' tokens');
+  if (ep.step !== undefined) parts.push('step ' + ep.step + (ep.mode ? ' (' + ep.mode + ')' : ''));
+  if (ep.info.stop_reason) parts.push(ep.info.stop_reason);
+  summary.appendChild(el('span', 'meta', parts.join(' · ')));
+  details.appendChild(summary);
+  details.addEventListener('toggle', () => {  // conversations are built on first open: big runs stay fast
+    if (details.open && details.children.length === 1) details.appendChild(conversation(ep));
+  });
+  return details;
+}
+
+function render() {
+  const shown = episodes.filter(matches);
+  const list = $('list');
+  list.replaceChildren();
+  shown.slice(0, limit).forEach(ep => list.appendChild(card(ep)));
+  if (!shown.length) list.appendChild(el('div', 'empty', 'No episode matches these filters.'));
+  const solved = shown.filter(e => e.info.success).length;
+  $('count').textContent = shown.length;
+  $('total').textContent = episodes.length;
+  $('rate').textContent = shown.length ? (100 * solved / shown.length).toFixed(1) + '%' : '-';
+  $('more').style.display = shown.length > limit ? '' : 'none';
+}
+
+const refilter = () => { limit = PAGE; render(); };
+$('search').addEventListener('input', refilter);
+['env', 'subtask', 'budget', 'step', 'outcome'].forEach(id => $(id).addEventListener('change', refilter));
+$('more').addEventListener('click', () => { limit += PAGE; render(); });
+render();
+"""
+
+PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>{style}</style></head>
+<body>
+<header>
+<h1>{title}</h1>
+<div class="controls">
+<input id="search" type="search" placeholder="search actions, observations, item ids..." autocomplete="off">
+<select id="env"></select><select id="subtask"></select><select id="budget"></select><select id="step"></select>
+<select id="outcome"><option value="">all outcomes</option>
+<option value="success">success</option><option value="failure">failure</option></select>
+</div>
+<div class="stats"><b id="count">0</b> of <b id="total">0</b> episodes shown ·
+success rate of shown <b id="rate">-</b></div>
+</header>
+<main><div id="list"></div><button id="more" class="more" type="button">show more</button></main>
+<script id="episodes" type="application/json">{data}</script>
+<script>{script}</script>
+</body></html>
+"""
+
+
+def page_data(records: list[dict[str, Any]]) -> str:
+    """The episodes as JSON that is safe inside a <script> element (no "</script>" can close it early)."""
+    slim = [{key: record.get(key) for key in VIEW_FIELDS if key in record} for record in records]
+    text = json.dumps(slim, ensure_ascii=False, separators=(",", ":"))
+    for raw, escaped in (("</", "<\\/"), ("<!--", "<\\u0021--"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(raw, escaped)
+    return text
+
+
+def render_html(records: list[dict[str, Any]], title: str) -> str:
+    return PAGE.format(title=html.escape(title), style=STYLE, data=page_data(records), script=SCRIPT)
+
+
+def write_viewer(run: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
+    """Write the viewer of a run folder (or a trajectories .jsonl) and return its path."""
+    source = Path(run)
+    records = load_run(source)
+    if not records:
+        raise ValueError(f"{source} holds no trajectories (no trajectories*.jsonl records)")
+    target = Path(out) if out is not None else (source if source.is_dir() else source.parent) / VIEW_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    title = f"Trajectories of {source.resolve().name}"
+    target.write_text(render_html(records, title), encoding="utf-8")
+    return target

@@ -1,0 +1,479 @@
+"""Evaluation: Avg@K / Pass@K by hand, every agent type (oracle, random, tiny HF model, fake OpenAI server),
+resume after an interruption, bad input, trajectory logs of training, and the plots."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import agentgym_envs  # noqa: E402, F401
+from agentgym_envs.cli import main  # noqa: E402
+from agentgym_envs.core.tasks import TaskSpec  # noqa: E402
+from agentgym_envs.evaluation import (  # noqa: E402
+    EvalError,
+    avg_at_k,
+    evaluate,
+    pass_at_k,
+    scripted_runner,
+    summarize,
+)
+from agentgym_envs.evaluation.metrics import format_table, summarize_run  # noqa: E402
+from agentgym_envs.evaluation.plots import plot_run  # noqa: E402
+
+DEPTH1 = "AgentGym/TextCraft-Depth1-v0"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+RECORD_FIELDS = {"env_id", "subtask", "item_id", "sample", "max_turns", "agent", "messages", "actions", "rewards",
+                 "valid", "return", "turns", "tokens", "info", "timing", "time"}
+
+
+def record(item: int, success: bool, sample: int = 0, turns: int = 2, tokens: int | None = None,
+           subtask: str = "A", env_id: str = "X") -> dict:
+    return {"env_id": env_id, "subtask": subtask, "item_id": item, "sample": sample, "max_turns": 5,
+            "return": float(success), "turns": turns, "tokens": tokens,
+            "info": {"success": success, "score": float(success), "stop_reason": "terminated"}}
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def assert_png(path: Path, min_side: int = 100) -> None:
+    from PIL import Image
+
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    with Image.open(path) as image:
+        image.verify()
+    with Image.open(path) as image:
+        assert min(image.size) >= min_side
+        assert len(image.convert("RGB").getcolors(maxcolors=1 << 20)) > 20  # lines and text, not a blank canvas
+
+
+# ---- metrics ------------------------------------------------------------------------------------
+def test_avg_and_pass_at_k_match_hand_computed_values() -> None:
+    samples = {"a": [True, False, False, True], "b": [False] * 4, "c": [True] * 4}
+    assert avg_at_k(samples.values()) == pytest.approx((0.5 + 0 + 1) / 3)
+    assert pass_at_k(samples.values()) == pytest.approx(2 / 3)
+    records = [record(i, s, sample=k, subtask="A" if i < 2 else "B", turns=k + 1, tokens=10 * (k + 1))
+               for i, successes in enumerate(samples.values()) for k, s in enumerate(successes)]
+    metrics = summarize(records)
+    assert (metrics["items"], metrics["episodes"], metrics["k"]) == (3, 12, 4)
+    assert metrics["success"] == pytest.approx(6 / 12)
+    assert metrics["avg_at_k"] == pytest.approx(0.5) and metrics["pass_at_k"] == pytest.approx(2 / 3)
+    assert metrics["turns"] == pytest.approx(2.5) and metrics["tokens"] == pytest.approx(25.0)
+    table = summarize_run(records)[0]["subtasks"]
+    assert table["A"]["avg_at_k"] == pytest.approx(0.25) and table["A"]["pass_at_k"] == pytest.approx(0.5)
+    assert table["B"]["avg_at_k"] == pytest.approx(1.0) and table["B"]["items"] == 1
+    assert list(table) == ["A", "B", "overall"]
+
+
+def test_avg_at_k_weights_items_not_episodes_when_sample_counts_differ() -> None:
+    records = [record(0, True, 0), record(0, False, 1), record(1, False, 0)]
+    metrics = summarize(records)
+    assert metrics["success"] == pytest.approx(1 / 3)  # over episodes
+    assert metrics["avg_at_k"] == pytest.approx((0.5 + 0.0) / 2)  # over items
+    assert metrics["pass_at_k"] == pytest.approx(0.5)
+    assert metrics["tokens"] is None  # scripted agents have no token counts
+
+
+def test_table_looks_like_the_papers() -> None:
+    records = [record(i, i % 2 == 0, sample=k, subtask=f"Depth{1 + i % 2}") for i in range(4) for k in range(2)]
+    text = format_table(summarize_run(records)[0])
+    lines = text.splitlines()
+    assert "K=2" in lines[0] and "max turns 5" in lines[0]
+    header = next(line for line in lines if line.startswith("sub-task"))
+    assert "Avg@2" in header and "Pass@2" in header and "success %" in header
+    assert any(line.startswith("Depth1") and "100.00" in line for line in lines)
+    assert lines[-2].startswith("overall") and "50.00" in lines[-2]
+
+
+# ---- scripted agents, resume ----------------------------------------------------------------------
+def test_oracle_eval_on_the_command_line_with_several_turn_budgets(tmp_path, capsys) -> None:
+    out = tmp_path / "oracle"
+    code = main(["eval", "--env", DEPTH1, "--agent", "oracle", "--limit", "3", "--max-turns", "1", "10",
+                 "--out", str(out), "--no-progress"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "Avg@1" in printed and "Pass@1" in printed and "success % by max turns" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] and summary["episodes"] == 6
+    by_budget = {e["max_turns"]: e["subtasks"]["overall"] for e in summary["results"]}
+    assert by_budget[10]["success"] == 1.0 and by_budget[10]["pass_at_k"] == 1.0
+    assert by_budget[1]["success"] == 0.0  # no depth-1 goal is one action away
+    records = read_jsonl(out / "trajectories.jsonl")
+    assert len(records) == 6 and all(RECORD_FIELDS <= set(r) for r in records)
+    solved = next(r for r in records if r["max_turns"] == 10)
+    assert solved["subtask"] == "Depth1" and solved["agent"] == "oracle"
+    assert len(solved["actions"]) == len(solved["rewards"]) == solved["turns"]
+    assert sum(solved["rewards"]) == pytest.approx(1.0) and solved["info"]["success"] is True
+    roles = [m["role"] for m in solved["messages"]]
+    assert roles[0] == "user" and roles[1::2] == ["assistant"] * solved["turns"]
+    assert roles[2::2] == ["user"] * solved["turns"]
+    assert "Crafting commands" in solved["messages"][0]["content"]
+    sidecar = json.loads((out / "plots" / "plots.json").read_text())
+    line = sidecar["figures"]["turn_scaling.png"]["Success vs turn budget"]["TextCraft-Depth1"]
+    assert line == {"x": [1.0, 10.0], "y": [0.0, 100.0]}
+    assert_png(out / "plots" / "turn_scaling.png")
+
+
+def test_random_agent_samples_k_times_and_is_reproducible(tmp_path) -> None:
+    reports = []
+    for name in ("first", "second"):
+        runner = scripted_runner("random", seed=3)
+        reports.append(evaluate(runner, [DEPTH1], tmp_path / name, n_samples=3, max_turns=[8], limit=4, progress=False))
+        runner.close()
+    overall = reports[0].results[0]["subtasks"]["overall"]
+    assert overall["k"] == 3 and overall["episodes"] == 12
+    assert overall["avg_at_k"] == pytest.approx(overall["success"])  # every item has all K samples
+    assert overall["pass_at_k"] >= overall["avg_at_k"]
+    first, second = (read_jsonl(tmp_path / n / "trajectories.jsonl") for n in ("first", "second"))
+    assert [r["actions"] for r in first] == [r["actions"] for r in second]
+    assert len({tuple(r["actions"]) for r in first if r["item_id"] == first[0]["item_id"]}) > 1  # samples differ
+
+
+class CountingRunner:
+    """The oracle, counting the episodes it plays and interrupting itself after ``stop_after`` of them."""
+
+    def __init__(self, stop_after: int | None = None):
+        self.inner = scripted_runner("oracle")
+        self.batch_size = 1
+        self.played: list[tuple] = []
+        self.stop_after = stop_after
+
+    def describe(self) -> dict:
+        return self.inner.describe()
+
+    def run(self, jobs):
+        if self.stop_after is not None and len(self.played) >= self.stop_after:
+            raise KeyboardInterrupt
+        self.played += [job.key for job in jobs]
+        return self.inner.run(jobs)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_an_interrupted_run_keeps_its_episodes_and_resumes_where_it_stopped(tmp_path) -> None:
+    out = tmp_path / "run"
+    interrupted = CountingRunner(stop_after=2)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(interrupted, [DEPTH1], out, n_samples=2, limit=3, max_turns=[10], progress=False)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes"] == 2 and summary["expected_episodes"] == 6 and not summary["complete"]
+    with open(out / "trajectories.jsonl", "a", encoding="utf-8") as handle:
+        handle.write('{"env_id": "cut off by a cra')  # a write interrupted mid-line is ignored
+    resumed = CountingRunner()
+    report = evaluate(resumed, [DEPTH1], out, n_samples=2, limit=3, max_turns=[10], progress=False)
+    assert len(resumed.played) == 4 and not set(resumed.played) & set(interrupted.played)
+    assert report.complete and report.results[0]["subtasks"]["overall"]["episodes"] == 6
+    again = CountingRunner()
+    evaluate(again, [DEPTH1], out, n_samples=2, limit=3, max_turns=[10], progress=False)
+    assert again.played == []  # nothing left to do
+
+
+def test_a_run_folder_of_another_agent_is_not_mixed_in(tmp_path) -> None:
+    evaluate(scripted_runner("oracle"), [DEPTH1], tmp_path, limit=1, progress=False)
+    with pytest.raises(EvalError, match="another agent"):
+        evaluate(scripted_runner("random"), [DEPTH1], tmp_path, limit=1, progress=False)
+
+
+# ---- a local HF model through run_rollout --------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    import torch
+    from tiny_model import save_tiny
+
+    torch.set_num_threads(1)
+    return save_tiny(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def test_tiny_hf_model_is_evaluated_in_batches_through_run_rollout(tmp_path, tiny_model_dir, monkeypatch) -> None:
+    import agentgym_trl.eval as model_eval
+
+    calls = []
+    original = model_eval.run_rollout
+
+    def spy(rows, *args, **kwargs):
+        calls.append(len(rows))
+        return original(rows, *args, **kwargs)
+
+    monkeypatch.setattr(model_eval, "run_rollout", spy)
+    out = tmp_path / "model"
+    code = main(["eval", "--model", str(tiny_model_dir), "--env", DEPTH1, "--limit", "2", "--n-samples", "2",
+                 "--max-turns", "2", "--max-turn-tokens", "12", "--max-context-tokens", "2048", "--batch-size", "4",
+                 "--out", str(out), "--no-progress"])
+    assert code == 0
+    assert calls == [4]  # one batched rollout for the 4 episodes
+    records = read_jsonl(out / "trajectories.jsonl")
+    first, second = agentgym_envs.get_task(DEPTH1).split("test")[:2]
+    assert sorted((r["item_id"], r["sample"]) for r in records) == [(first, 0), (first, 1), (second, 0), (second, 1)]
+    for r in records:
+        assert RECORD_FIELDS <= set(r) and r["agent"] == "model" and r["subtask"] == "Depth1"
+        assert r["turns"] == 2 and r["tokens"] > 0 and len(r["rewards"]) == len(r["actions"]) == 2
+        assert r["info"]["stop_reason"] == "max_turns" and r["timing"]["batch_size"] == 4
+        assert [m["role"] for m in r["messages"]] == ["user", "assistant", "user", "assistant", "user"]
+        assert r["messages"][1]["content"] == r["actions"][0]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["agent"]["kind"] == "model" and summary["agent"]["temperature"] == 1.0  # K > 1 samples
+    assert summary["results"][0]["subtasks"]["overall"]["tokens"] > 0
+
+
+def test_training_with_log_trajectories_writes_episodes_and_plots(tmp_path, capsys) -> None:
+    import torch
+    from tiny_model import tiny_model, tiny_tokenizer
+
+    from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    tokenizer = tiny_tokenizer("chatml")
+    args = AgentGRPOConfig(output_dir=str(tmp_path / "train"), env_ids=[DEPTH1], max_turns_schedule="0:1,1:2",
+                           max_turn_tokens=8, max_context_tokens=1024, per_device_train_batch_size=4,
+                           num_generations=4, max_items_per_env=4, max_steps=2, beta=0.0, save_strategy="no",
+                           report_to="none", seed=0, use_cpu=True, dataloader_num_workers=0, truncated_turn="step",
+                           log_trajectories=True)
+    AgentGRPOTrainer(tiny_model(tokenizer), args=args, processing_class=tokenizer).train()
+    run = tmp_path / "train"
+    records = read_jsonl(run / "trajectories.jsonl")
+    assert len(records) == 8 and {r["step"] for r in records} == {0, 1}
+    assert [r["max_turns"] for r in records] == [1] * 4 + [2] * 4  # the curriculum's budget per step
+    assert all(r["subtask"] == "Depth1" and r["mode"] == "train" for r in records)
+    assert all(r["messages"][0]["role"] == "user" and r["tokens"] > 0 for r in records)
+    assert sorted(r["sample"] for r in records[:4]) == [0, 1, 2, 3]  # one GRPO group of 4 rollouts of an item
+
+    assert main(["plot", str(run)]) == 0 and main(["view", str(run)]) == 0
+    assert "<!DOCTYPE html>" in (run / "trajectories.html").read_text()
+    sidecar = json.loads((run / "plots" / "plots.json").read_text())["figures"]
+    turns = sidecar["training_curves.png"]["Turn budget vs turns used"]
+    assert turns["turn budget"]["y"] == [1.0, 2.0] and set(turns) == {"turn budget", "turns used"}
+    assert set(sidecar["training_curves.png"]) == {"Reward and success", "Turn budget vs turns used",
+                                                   "Response length", "Rollout time"}
+    assert_png(run / "plots" / "training_curves.png", min_side=400)
+
+
+# ---- an OpenAI-compatible endpoint -------------------------------------------------------------------
+class FakeChatServer:
+    """A tiny /v1/chat/completions on 127.0.0.1 that always answers 'inventory'; fails after ``fail_after`` calls."""
+
+    def __init__(self, fail_after: int | None = None):
+        self.requests: list[dict] = []
+        self.headers: list[dict] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append({"path": self.path, **body})
+                server.headers.append(dict(self.headers))
+                if server.fail_after is not None and len(server.requests) > server.fail_after:
+                    self.send_error(400, "model overloaded")
+                    return
+                message = {"role": "assistant", "content": "Thought: look.\n\nAction:\ninventory"}
+                answer = {"choices": [{"message": message}], "usage": {"prompt_tokens": 100, "completion_tokens": 7}}
+                payload = json.dumps(answer).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.fail_after = fail_after
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeChatServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_openai_compatible_endpoint_gets_the_whole_conversation(tmp_path) -> None:
+    out = tmp_path / "endpoint"
+    with FakeChatServer() as server:
+        code = main(["eval", "--endpoint", server.url, "--model", "fake-model", "--api-key", "k3y", "--env", DEPTH1,
+                     "--limit", "2", "--max-turns", "3", "--temperature", "0.7", "--out", str(out), "--no-progress"])
+    assert code == 0
+    assert len(server.requests) == 6  # 2 episodes x 3 turns
+    first, third = server.requests[0], server.requests[2]
+    assert first["path"] == "/v1/chat/completions" and first["model"] == "fake-model" and first["temperature"] == 0.7
+    assert [m["role"] for m in first["messages"]] == ["user"]
+    assert [m["role"] for m in third["messages"]] == ["user", "assistant", "user", "assistant", "user"]
+    assert "Crafting commands" in first["messages"][0]["content"]
+    assert server.headers[0]["Authorization"] == "Bearer k3y"
+    records = read_jsonl(out / "trajectories.jsonl")
+    assert [r["tokens"] for r in records] == [21, 21] and all(r["actions"][0].endswith("inventory") for r in records)
+    assert all(r["valid"] == [True, True, True] and not r["info"]["success"] for r in records)
+
+
+# ---- bad input: one line, exit code != 0, partial results kept --------------------------------------------
+def error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("agentgym: error: ") and "Traceback" not in err[0]
+    return err[0]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_model_path_that_does_not_exist(tmp_path, capsys) -> None:
+    code = main(["eval", "--model", str(tmp_path / "nope"), "--env", DEPTH1, "--out", str(tmp_path / "o")])
+    assert code == 2 and "does not exist" in error_line(capsys)
+
+
+def test_an_endpoint_that_is_down(tmp_path, capsys) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    code = main(["eval", "--endpoint", url, "--model", "m", "--env", DEPTH1, "--limit", "1",
+                 "--out", str(tmp_path / "o"), "--no-progress"])
+    assert code == 2 and "cannot reach" in error_line(capsys)
+
+
+def test_an_endpoint_failing_midway_keeps_the_finished_episodes(tmp_path, capsys) -> None:
+    out = tmp_path / "o"
+    with FakeChatServer(fail_after=2) as server:
+        code = main(["eval", "--endpoint", server.url, "--model", "m", "--env", DEPTH1, "--limit", "3",
+                     "--max-turns", "2", "--out", str(out), "--no-progress"])
+    line = error_line(capsys)
+    assert code == 2 and "HTTP 400" in line and "1 episodes saved" in line
+    assert len(read_jsonl(out / "trajectories.jsonl")) == 1
+
+
+def test_an_env_whose_extra_is_missing(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(TaskSpec, "extra_installed", lambda self: False)
+    code = main(["eval", "--agent", "oracle", "--env", "AgentGym/BabyAI-GoTo-v0", "--out", str(tmp_path / "o")])
+    assert code == 2 and "pip install 'agentgym-rl[babyai]'" in error_line(capsys)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--limit", "0"], "has no items"),
+    (["--env", "AgentGym/NoSuchEnv-v0"], "unknown env id"),
+    (["--n-samples", "0"], "at least 1"),
+])
+def test_empty_split_and_other_bad_arguments(tmp_path, capsys, args, message) -> None:
+    base = ["eval", "--agent", "oracle", "--env", DEPTH1, "--out", str(tmp_path / "o")]
+    if "--env" in args:
+        base = base[:3] + base[5:]
+    assert main(base + args) == 2 and message in error_line(capsys)
+
+
+def test_view_and_plot_of_a_folder_without_runs(tmp_path, capsys) -> None:
+    assert main(["view", str(tmp_path)]) == 2 and "no trajectories" in error_line(capsys)
+    assert main(["plot", str(tmp_path)]) == 2 and "agent_metrics.jsonl" in error_line(capsys)
+    assert main(["plot", str(tmp_path / "missing")]) == 2 and "no run folder" in error_line(capsys)
+
+
+# ---- plots of training metrics -----------------------------------------------------------------------------------
+def test_training_plots_show_every_metric_and_env(tmp_path) -> None:
+    envs = ["AgentGym/TextCraft-v0", "AgentGym/BabyAI-v0"]
+    rows = []
+    for step in range(1, 7):
+        row = {"step": step, "loss": 0.1, "agent/max_turns": 2 if step < 4 else 4, "agent/turns_mean": 1.5 + step / 10,
+               "agent/reward": step / 10, "agent/success": step / 12, "agent/model_tokens_mean": 40 + step,
+               "agent/generation_s": 3.0, "agent/env_s": 0.2, "agent/rollout_s": 3.3}
+        for index, env_id in enumerate(envs):
+            row[f"agent/{env_id}/success"] = step / (10 + index)
+            row[f"agent/{env_id}/reward"] = step / (10 + index)
+        rows.append(row)
+    rows.append({"step": 6, "train_runtime": 12.0})  # the trainer's final log line has no agent metrics
+    (tmp_path / "agent_metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = plot_run(tmp_path)
+    names = {path.name for path in result.files}
+    assert names == {"training_curves.png", "reward_and_success.png", "turn_budget_vs_turns_used.png",
+                     "response_length.png", "rollout_time.png"}
+    for path in result.files:
+        assert_png(path)
+    overview = result.lines["training_curves.png"]
+    outcome = overview["Reward and success"]
+    assert set(outcome) == {"reward", "success", "TextCraft success", "TextCraft reward", "BabyAI success", "BabyAI reward"}
+    assert outcome["BabyAI success"]["y"] == pytest.approx([step / 11 for step in range(1, 7)])
+    assert overview["Turn budget vs turns used"]["turn budget"]["y"] == [2, 2, 2, 4, 4, 4]
+    assert overview["Response length"]["model tokens"]["x"] == [1, 2, 3, 4, 5, 6]
+    assert set(overview["Rollout time"]) == {"generation", "env steps"}
+    assert json.loads((tmp_path / "plots" / "plots.json").read_text())["figures"] == result.lines
+
+
+def test_ctrl_c_on_the_command_line_keeps_the_episodes_and_a_rerun_finishes(tmp_path, capsys, monkeypatch) -> None:
+    from agentgym_envs.evaluation import commands
+
+    out = tmp_path / "o"
+    argv = ["eval", "--agent", "oracle", "--env", DEPTH1, "--limit", "3", "--out", str(out), "--no-progress"]
+    monkeypatch.setattr(commands, "scripted_runner", lambda name, seed=0: CountingRunner(stop_after=1))
+    assert main(argv) == 130
+    assert "interrupted; 1 of 3 episodes saved" in error_line(capsys)
+    monkeypatch.setattr(commands, "scripted_runner", lambda name, seed=0: CountingRunner())
+    assert main(argv) == 0
+    assert len(read_jsonl(out / "trajectories.jsonl")) == 3
+
+
+WITHOUT_TRAIN_EXTRA = """
+import sys
+for name in ("torch", "transformers", "trl", "matplotlib"):
+    sys.modules[name] = None  # as if the [train] extra were not installed
+from agentgym_envs.cli import main
+out = sys.argv[1]
+assert main(["eval", "--agent", "oracle", "--env", "AgentGym/TextCraft-Depth1-v0", "--limit", "2", "--out", out,
+             "--no-progress"]) == 0
+assert main(["view", out]) == 0
+assert main(["eval", "--model", "default", "--env", "AgentGym/TextCraft-Depth1-v0", "--out", out + "-model"]) == 2
+assert main(["plot", out]) == 2
+import json, pathlib
+train = pathlib.Path(out + "-train")
+train.mkdir()
+(train / "agent_metrics.jsonl").write_text(json.dumps({"step": 1, "agent/success": 0.5}))
+assert main(["plot", str(train)]) == 2
+"""
+
+
+def test_scripted_eval_and_viewer_work_without_the_train_extra(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", WITHOUT_TRAIN_EXTRA, str(tmp_path / "run")], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("agentgym: error:")]
+    assert "pip install 'agentgym-rl[train]'" in errors[0]  # the local model needs the trainer extra
+    assert "no run folder" not in errors[1] and "agent_metrics.jsonl" in errors[1]
+    assert "plots need matplotlib: pip install 'agentgym-rl[train]'" in errors[2]
+    assert (tmp_path / "run" / "trajectories.html").is_file()
+
+
+def test_sigterm_stops_an_eval_like_ctrl_c(tmp_path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "agentgym_envs.cli", "eval", "--agent", "random", "--env", DEPTH1,
+               "--n-samples", "500", "--out", str(out), "--no-progress"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "trajectories.jsonl").is_file() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130 and "rerun the same command to resume" in stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert 0 < summary["episodes"] < summary["expected_episodes"] == 31 * 500
+    assert summary["episodes"] == len(read_jsonl(out / "trajectories.jsonl"))

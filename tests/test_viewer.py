@@ -1,0 +1,138 @@
+"""The trajectory viewer in real headless Chromium: filters, search, conversations, safety, and a screenshot."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import agentgym_envs  # noqa: F401
+from agentgym_envs.evaluation import evaluate, scripted_runner
+from agentgym_envs.evaluation.viewer import write_viewer
+from agentgym_envs.web import chromium_missing_reason
+
+pytestmark = pytest.mark.skipif(chromium_missing_reason() is not None, reason=str(chromium_missing_reason()))
+
+DEPTH1 = "AgentGym/TextCraft-Depth1-v0"
+DEPTH2 = "AgentGym/TextCraft-Depth2-v0"
+HOSTILE = "</script><img id=pwned src=x onerror=\"document.title='pwned'\"><b>not bold</b>"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """The oracle under budgets too short for some items: depth 1 (K=2, 2 turns: 6 of 8 solved) and depth 2
+    (4 turns: 3 of 4 solved), in one log."""
+    root = tmp_path_factory.mktemp("viewer")
+    lines = []
+    for name, env_id, samples, turns in (("depth1", DEPTH1, 2, 2), ("depth2", DEPTH2, 1, 4)):
+        runner = scripted_runner("oracle")
+        evaluate(runner, [env_id], root / name, n_samples=samples, max_turns=[turns], limit=4, progress=False)
+        runner.close()
+        lines += (root / name / "trajectories.jsonl").read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines]
+    records[0]["messages"][1]["content"] = HOSTILE  # model output that looks like markup
+    run = root / "mixed"
+    run.mkdir()
+    (run / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return run
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from agentgym_envs.web.browser import Browser, BrowserConfig
+
+    chromium = Browser(BrowserConfig(window_size=(1200, 900)))
+    yield chromium
+    chromium.close()
+
+
+def open_episode(driver, card):
+    """Click an episode open; its conversation is built on the (asynchronous) toggle event."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    card.find_element(By.TAG_NAME, "summary").click()
+    return WebDriverWait(driver, 10).until(lambda _: card.find_elements(By.CLASS_NAME, "conversation"))[0]
+
+
+def test_page_is_self_contained(run_dir) -> None:
+    page = write_viewer(run_dir).read_text(encoding="utf-8")
+    assert not re.search(r"(src|href)\s*=", page.split('<script id="episodes"')[0])  # no external assets
+    assert "http://" not in page and "https://" not in page
+    assert page.count("</script>") == 2  # the hostile message cannot close the data element
+
+
+def test_filters_search_and_conversation_in_chromium(run_dir, browser, tmp_path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    records = [json.loads(line) for line in (run_dir / "trajectories.jsonl").read_text().splitlines()]
+    driver = browser.driver
+    driver.get(write_viewer(run_dir).as_uri())
+
+    def shown() -> list:
+        return driver.find_elements(By.CSS_SELECTOR, "#list details.episode")
+
+    def count() -> int:
+        return int(driver.find_element(By.ID, "count").text)
+
+    assert count() == len(records) == len(shown()) == 12
+    assert driver.find_element(By.ID, "env").is_displayed()
+
+    Select(driver.find_element(By.ID, "env")).select_by_value(DEPTH2)
+    assert count() == 4 and all("TextCraft-Depth2-v0 / Depth2" in card.text for card in shown())
+    assert driver.find_element(By.ID, "rate").text == "75.0%"
+
+    Select(driver.find_element(By.ID, "env")).select_by_value("")
+    Select(driver.find_element(By.ID, "outcome")).select_by_value("failure")
+    failures = [r for r in records if not r["info"]["success"]]
+    assert len(failures) == 3 and count() == 3
+    assert all(card.get_attribute("data-success") == "false" and "failure" in card.text for card in shown())
+
+    Select(driver.find_element(By.ID, "outcome")).select_by_value("")
+    Select(driver.find_element(By.ID, "subtask")).select_by_value("Depth1")
+    assert count() == 8 and driver.find_element(By.ID, "rate").text == "75.0%"
+    Select(driver.find_element(By.ID, "subtask")).select_by_value("")
+    budget = Select(driver.find_element(By.ID, "budget"))
+    assert [option.text for option in budget.options] == ["all turn budgets", "max turns 2", "max turns 4"]
+    budget.select_by_value("4")
+    assert count() == 4 and all("/4 turns" in card.text for card in shown())
+    budget.select_by_value("")
+    assert not driver.find_element(By.ID, "step").is_displayed()  # evaluation logs have no training steps
+
+    search = driver.find_element(By.ID, "search")
+    search.send_keys("not bold")
+    assert count() == 1
+    card = shown()[0]
+    conversation = open_episode(driver, card)
+    assert "Crafting commands" in conversation.find_element(By.CSS_SELECTOR, ".msg.task").text
+    first_action = conversation.find_element(By.CSS_SELECTOR, ".msg.assistant")
+    assert HOSTILE in first_action.text and "action 1" in first_action.text and "reward" in first_action.text
+    assert driver.find_elements(By.ID, "pwned") == [] and driver.title != "pwned"  # shown as text, never run
+    observations = conversation.find_elements(By.CSS_SELECTOR, ".msg.user")
+    assert len(observations) == records[0]["turns"]
+
+    search.clear()
+    search.send_keys("zzz-no-such-text")
+    assert count() == 0 and "No episode matches" in driver.find_element(By.ID, "list").text
+
+
+def test_screenshot_of_a_solved_episode(run_dir, browser, tmp_path) -> None:
+    from PIL import Image
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    driver = browser.driver
+    driver.get(write_viewer(run_dir).as_uri())
+    Select(driver.find_element(By.ID, "outcome")).select_by_value("success")
+    open_episode(driver, driver.find_elements(By.CSS_SELECTOR, "#list details.episode")[0])
+    shot = tmp_path / "viewer.png"
+    assert driver.save_screenshot(str(shot))
+    with Image.open(shot) as image:
+        assert image.format == "PNG" and image.size[0] >= 1000 and image.size[1] >= 600
+        colors = image.convert("RGB").getcolors(maxcolors=1 << 20)
+        assert len(colors) > 50  # text, badges and message boxes, not an empty page
+        green_badge = sum(n for n, (r, g, b) in colors if g > 100 and r < 60 and b < 90)
+        assert green_badge > 200  # the "success" badges are drawn
