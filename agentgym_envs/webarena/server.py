@@ -18,9 +18,10 @@ import re
 import sqlite3
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, ClassVar
-from urllib.parse import parse_qs, quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
+
+from agentgym_envs.web.loopback import HtmlResponse, LoopbackHtmlServer, parse_fields
 
 esc = html.escape
 
@@ -237,52 +238,17 @@ class SiteServer:
 
     def __init__(self, app: SiteApp):
         self.app = app
-        site = self
+        self._http = LoopbackHtmlServer(self._respond, name=f"webarena-{app.name}")
+        self.base_url = self._http.base_url
 
-        class RequestHandler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self) -> None:  # noqa: N802 (http.server naming)
-                self._serve("GET")
-
-            def do_POST(self) -> None:  # noqa: N802
-                self._serve("POST")
-
-            def _serve(self, method: str) -> None:
-                parts = urlsplit(self.path)
-                query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-                form_data: dict[str, str] = {}
-                if method == "POST":
-                    length = int(self.headers.get("Content-Length") or 0)
-                    raw = self.rfile.read(length).decode("utf-8", "replace") if length else ""
-                    form_data = {k: v[-1] for k, v in parse_qs(raw, keep_blank_values=True).items()}
-                path = parts.path.rstrip("/") or "/"
-                try:
-                    response = site.app.handle(Request(method, path, query, form_data))
-                except Exception as error:  # a site bug must not kill the server thread
-                    response = Response(500, site.app.page("Server error", f"<p>{esc(repr(error))}</p>"))
-                data = response.body.encode("utf-8")
-                self.send_response(response.status)
-                if response.location is not None:
-                    self.send_header("Location", response.location)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("Cache-Control", "no-store")
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), RequestHandler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"webarena-{app.name}", daemon=True
-        )
-        self._thread.start()
-        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+    def _respond(self, method: str, target: str, form_data: dict[str, str]) -> HtmlResponse:
+        parts = urlsplit(target)
+        path = parts.path.rstrip("/") or "/"
+        try:
+            response = self.app.handle(Request(method, path, parse_fields(parts.query), form_data))
+        except Exception as error:  # a site bug must not kill the server thread
+            response = Response(500, self.app.page("Server error", f"<p>{esc(repr(error))}</p>"))
+        return HtmlResponse(response.status, response.body, response.location)
 
     def shutdown(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._http.shutdown()

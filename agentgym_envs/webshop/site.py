@@ -1,5 +1,5 @@
 """The WebShop web site for the browser mode: the same pages as text mode, served as HTML on
-127.0.0.1 by a stdlib ``ThreadingHTTPServer`` in a daemon thread.
+127.0.0.1 by the shared loopback server (``agentgym_envs/web/loopback.py``).
 
 The site is stateless apart from a table of sessions (session id -> shop and goal): the whole
 page state is in the URL (``/s/<session>/<page kind>?k=keywords&p=page&a=asin&o=options&d=tab``),
@@ -18,9 +18,9 @@ import html
 import json
 import secrets
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
+from agentgym_envs.web.loopback import HtmlResponse, LoopbackHtmlServer, parse_fields
 from agentgym_envs.webshop.catalogue import Goal
 from agentgym_envs.webshop.engine import KINDS, PageState, PageView, Segment, Shop, normalize_text
 
@@ -57,7 +57,7 @@ def path_to_state(path: str) -> tuple[str, PageState]:
     pieces = parts.path.strip("/").split("/")
     if len(pieces) != 3 or pieces[0] != "s" or pieces[2] not in KINDS:
         raise ValueError(f"not a shop page: {path}")
-    query = {key: values[-1] for key, values in parse_qs(parts.query, keep_blank_values=True).items()}
+    query = parse_fields(parts.query)
     options = tuple((str(n), str(v)) for n, v in json.loads(query["o"])) if query.get("o") else ()
     page = int(query.get("p", "1") or 1)
     keywords = normalize_text(query.get("k", "")).lower()
@@ -105,31 +105,8 @@ class ShopSite:
     def __init__(self) -> None:
         self._sessions: dict[str, tuple[Shop, Goal]] = {}
         self._lock = threading.Lock()
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-                status, page = site.respond(self.path)
-                data = page.encode("utf-8")
-                self.send_response(status)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("Cache-Control", "no-store")
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="webshop-site", daemon=True
-        )
-        self._thread.start()
-        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._http = LoopbackHtmlServer(self._respond, name="webshop-site")
+        self.base_url = self._http.base_url
         self.users = 0
 
     def open_session(self, shop: Shop, goal: Goal) -> str:
@@ -161,10 +138,14 @@ class ShopSite:
             return 404, _message_page("No such product page.")
         return 200, render_html(session, view)
 
+    def _respond(self, method: str, target: str, form: dict[str, str]) -> HtmlResponse:
+        if method != "GET":  # the shop's forms all submit with GET, like WebShop's
+            return HtmlResponse(405, _message_page("Only GET requests are served."))
+        status, page = self.respond(target)
+        return HtmlResponse(status, page)
+
     def shutdown(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._http.shutdown()
 
 
 _SITE: ShopSite | None = None
