@@ -133,7 +133,8 @@ class ModelRunner:
     """Batched episodes of a local HF model via ``run_rollout`` (one generate call per turn over the batch)."""
 
     def __init__(self, model: str, *, temperature: float = 1.0, batch_size: int = 8, max_turn_tokens: int = 256,
-                 max_context_tokens: int = 4096, seed: int = 0, truncated_turn: str = "step"):
+                 max_context_tokens: int = 4096, seed: int = 0, truncated_turn: str = "step",
+                 chat_template_kwargs: dict[str, Any] | None = None):
         self.model, self.tokenizer, self.model_path = load_model(model)
         self.temperature = temperature
         self.batch_size = batch_size
@@ -144,7 +145,8 @@ class ModelRunner:
         # episode plays its whole budget, so a long-winded model is measured, not stopped at its first long turn.
         self.truncated_turn = truncated_turn
         eos = self.model.generation_config.eos_token_id
-        self.encoder = ChatEncoder(self.tokenizer, eos if isinstance(eos, list) else [eos])
+        # the same template arguments as training (AgentGRPOConfig.chat_template_kwargs), so the prompts match
+        self.encoder = ChatEncoder(self.tokenizer, eos if isinstance(eos, list) else [eos], chat_template_kwargs)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.encoder.closer_id
         self.generator = HFGenerator(self.model, sampling_config(self.model.generation_config, temperature), pad,
                                      self.encoder.stop_ids)
@@ -156,6 +158,9 @@ class ModelRunner:
 
     def _pool(self, max_turns: int) -> RecordingEnvPool:
         if max_turns not in self._pools:
+            # jobs come budget by budget: release the envs of other budgets (browsers, JVMs) before making more
+            for other in [b for b in self._pools if b != max_turns]:
+                self._pools.pop(other).close()
             self._pools[max_turns] = RecordingEnvPool(max_episode_steps=max_turns)
         return self._pools[max_turns]
 
@@ -164,16 +169,19 @@ class ModelRunner:
         pool = self._pool(budget)
         # One seed per batch: a resumed run samples the same way for the batches it replays.
         torch.manual_seed(self.seed * 1_000_003 + zlib.crc32(repr([job.key for job in jobs]).encode()))
-        result = run_rollout(
-            [{"env_id": job.env_id, "item_id": job.item_id} for job in jobs],
-            self.generator,
-            self.encoder,
-            pool,
-            max_turns=[job.max_turns for job in jobs],
-            max_turn_tokens=self.max_turn_tokens,
-            max_context_tokens=self.max_context_tokens,
-            truncated_turn=self.truncated_turn,
-        )
+        try:
+            result = run_rollout(
+                [{"env_id": job.env_id, "item_id": job.item_id} for job in jobs],
+                self.generator,
+                self.encoder,
+                pool,
+                max_turns=[job.max_turns for job in jobs],
+                max_turn_tokens=self.max_turn_tokens,
+                max_context_tokens=self.max_context_tokens,
+                truncated_turn=self.truncated_turn,
+            )
+        except (RuntimeError, ValueError) as error:  # a reset that failed or a prompt over the context: one line
+            raise EvalError(str(error)) from error
         return self._records(jobs, result, pool.take_episodes())
 
     def _records(self, jobs: Sequence[EpisodeJob], result: RolloutResult,
@@ -223,10 +231,11 @@ def _match_episode(episodes: list[dict[str, Any]], item_id: int, responses: list
 def evaluate_model(model: str, env_ids: Sequence[str], out_dir: str | Path, *, split: str = "test",
                    n_samples: int = 1, max_turns: Sequence[int | None] = (None,), limit: int | None = None,
                    temperature: float = 1.0, batch_size: int = 8, max_turn_tokens: int = 256,
-                   max_context_tokens: int = 4096, seed: int = 0, progress: bool = True) -> EvalReport:
+                   max_context_tokens: int = 4096, seed: int = 0, progress: bool = True,
+                   chat_template_kwargs: dict[str, Any] | None = None) -> EvalReport:
     """Evaluate a local HF model (``"default"`` = SmolLM2-135M-Instruct) and write the run into ``out_dir``."""
     runner = ModelRunner(model, temperature=temperature, batch_size=batch_size, max_turn_tokens=max_turn_tokens,
-                         max_context_tokens=max_context_tokens, seed=seed)
+                         max_context_tokens=max_context_tokens, seed=seed, chat_template_kwargs=chat_template_kwargs)
     try:
         return evaluate(runner, env_ids, out_dir, split=split, n_samples=n_samples, max_turns=max_turns,
                         limit=limit, progress=progress)

@@ -9,14 +9,17 @@ after a few retries raises ``EvalError`` (the evaluation stops, finished episode
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
 from typing import Any
 
-from agentgym_envs.evaluation.runner import EpisodeJob, EvalError, Reply, StepwiseRunner
+from agentgym_envs.evaluation.runner import ContextLengthError, EpisodeJob, EvalError, Reply, StepwiseRunner
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+#: how vLLM, SGLang, llama.cpp and OpenAI word a 400 for a prompt longer than the model's context
+CONTEXT_WORDS = re.compile(r"context|maximum.{0,20}length|too long|too many tokens", re.IGNORECASE)
 
 
 def completions_url(base_url: str) -> str:
@@ -59,6 +62,8 @@ class ChatEndpoint:
             except urllib.error.HTTPError as error:
                 detail = " ".join(error.read()[:300].decode("utf-8", "replace").split())[:200]
                 last_error = f"HTTP {error.code} {error.reason}: {detail}"
+                if error.code == 400 and CONTEXT_WORDS.search(detail):
+                    raise ContextLengthError(f"endpoint {self.url}: the conversation is too long: {detail}")
                 if error.code not in RETRY_STATUS:
                     break
                 continue

@@ -20,22 +20,27 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
+from agentgym_envs.agents import first_user_message
 from agentgym_envs.core.tasks import get_task
 from agentgym_envs.evaluation.metrics import summarize_run
 from agentgym_envs.evaluation.records import TRAJECTORIES_FILE, TrajectoryLog, episode_key
 
 SUMMARY_FILE = "summary.json"
 RUN_FILE = "run.json"
-INSTRUCTION_SEPARATOR = "\n\n"  # as in agentgym_trl.rollout: the first user turn is instruction + observation
 
 # Why an episode ended (the same words as agentgym_trl.rollout).
 TERMINATED = "terminated"
 MAX_TURNS = "max_turns"
+CONTEXT = "context"
 ENV_ERROR = "env_error"
 
 
 class EvalError(RuntimeError):
     """A problem the user can fix (bad model path, endpoint down, missing extra, empty split); one-line message."""
+
+
+class ContextLengthError(EvalError):
+    """The agent cannot answer because the conversation no longer fits its context: the episode ends there."""
 
 
 @dataclass(frozen=True)
@@ -63,10 +68,6 @@ class EpisodeRunner(Protocol):
     def run(self, jobs: Sequence[EpisodeJob]) -> list[dict[str, Any]]: ...
 
     def close(self) -> None: ...
-
-
-def first_user_message(instruction: str, observation: str) -> str:
-    return f"{instruction}{INSTRUCTION_SEPARATOR}{observation}" if instruction else observation
 
 
 def now_iso() -> str:
@@ -158,8 +159,18 @@ class StepwiseRunner:
     def _env(self, env_id: str, max_turns: int) -> gym.Env:
         key = (env_id, max_turns)
         if key not in self._envs:
+            # jobs come budget by budget: release the envs of other budgets (browsers, JVMs) before making more
+            for other in [k for k in self._envs if k[1] != max_turns]:
+                self._drop(other)
             self._envs[key] = gym.make(env_id, max_episode_steps=max_turns)
         return self._envs[key]
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        env = self._envs.pop(key)
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 (a crashed engine may fail to close; it is dropped either way)
+            pass
 
     def run(self, jobs: Sequence[EpisodeJob]) -> list[dict[str, Any]]:
         return [self.play(job) for job in jobs]
@@ -167,7 +178,11 @@ class StepwiseRunner:
     def play(self, job: EpisodeJob) -> dict[str, Any]:
         started = time.perf_counter()
         env = self._env(job.env_id, job.max_turns)
-        observation, info = env.reset(seed=job.item_id, options={"item_id": job.item_id})
+        try:
+            observation, info = env.reset(seed=job.item_id, options={"item_id": job.item_id})
+        except Exception as error:  # noqa: BLE001 (an engine that cannot start: a clear message, saved work kept)
+            self._drop((job.env_id, job.max_turns))
+            raise EvalError(f"{job.env_id} could not reset item {job.item_id}: {error}") from error
         messages = [{"role": "user", "content": first_user_message(info.get("instruction") or "", observation)}]
         subtask = info.get("subtask")
         self.policy.begin(job)
@@ -179,8 +194,13 @@ class StepwiseRunner:
         success, score, stop_reason = False, 0.0, MAX_TURNS
         while len(actions) < job.max_turns:
             begin = time.perf_counter()
-            reply = self.policy.respond(env, observation, info, messages)
-            agent_s += time.perf_counter() - begin
+            try:
+                reply = self.policy.respond(env, observation, info, messages)
+            except ContextLengthError:
+                stop_reason = CONTEXT  # as the local-model path ends an episode that outgrows the context
+                break
+            finally:
+                agent_s += time.perf_counter() - begin
             if reply.tokens is not None:
                 tokens = (tokens or 0) + reply.tokens
             actions.append(reply.text)
@@ -188,8 +208,7 @@ class StepwiseRunner:
             try:
                 observation, reward, terminated, truncated, info = env.step(reply.text)
             except Exception as error:  # noqa: BLE001 (an engine crash ends this episode, not the evaluation)
-                env.close()
-                del self._envs[(job.env_id, job.max_turns)]
+                self._drop((job.env_id, job.max_turns))
                 messages.append({"role": "user", "content": f"[the env raised {error!r}]"})
                 rewards.append(0.0)
                 valid.append(False)
@@ -208,9 +227,8 @@ class StepwiseRunner:
                            timing={"episode_s": total_s, "agent_s": agent_s, "env_s": total_s - agent_s})
 
     def close(self) -> None:
-        for env in self._envs.values():
-            env.close()
-        self._envs.clear()
+        for key in list(self._envs):
+            self._drop(key)
 
 
 def scripted_runner(name: str, seed: int = 0) -> StepwiseRunner:

@@ -151,15 +151,16 @@ class Browser:
                 shutil.rmtree(profile, ignore_errors=True)
                 last_error = error
                 continue
+            self._known_processes = []
+            # registered before anything else can fail, so a browser that started is always quit
+            self._finalizer = weakref.finalize(self, _quit_driver, driver, profile, self._known_processes)
+            self._driver, self._profile_dir = driver, profile
+            self._remember_processes()
             driver.command_executor._client_config.timeout = self.config.command_timeout
             driver.set_page_load_timeout(self.config.page_load_timeout)
             driver.set_script_timeout(self.config.script_timeout)
-            self._driver, self._profile_dir = driver, profile
             self._episodes_since_launch = 0
             self.launches += 1
-            self._known_processes = []
-            self._remember_processes()
-            self._finalizer = weakref.finalize(self, _quit_driver, driver, profile, self._known_processes)
             return
         raise BrowserError(f"Chromium did not start: {last_error}") from last_error
 
@@ -357,6 +358,8 @@ class BrowserPool:
         import os
 
         keep = self.max_idle > 0 and os.environ.get("AGENTGYM_BROWSER_POOL", "1") != "0" and browser.running
+        with self._lock:
+            keep = keep and len(self._idle) < self.max_idle  # a full pool: no point wiping the browser first
         if keep:
             try:
                 browser.new_episode(origins)

@@ -257,7 +257,9 @@ class WebArenaEnv(TextEnv):
         if self.embedded:  # every started site, also one a previous episode opened with goto
             for server in self._servers.values():
                 server.app.reset()
-        self.browser.new_episode(origins=bases)  # relaunches a dead browser itself
+        # wipe the storage of every site a browser may have opened (an earlier episode's goto included)
+        origins = sorted({*bases, *(server.base_url for server in self._servers.values())})
+        self.browser.new_episode(origins=origins)  # relaunches a dead browser itself
         if not self.embedded:
             self._apply_storage_state()
         self._previous_action = "None"

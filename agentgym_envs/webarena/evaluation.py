@@ -3,11 +3,13 @@
 A task's score is the product of its evaluators' scores (all must pass), as in WebArena.
 
 * ``string_match``: ``exact_match`` (normalised equality), ``must_include`` (every reference is a
-  substring of the normalised answer), ``fuzzy_match``. WebArena asks an LLM for fuzzy matches;
-  here the rule is fixed: after normalisation (lower case, numbers without thousands separators
-  or currency signs, punctuation dropped) the answer passes if it contains every reference token,
-  or if its ``difflib`` similarity ratio to a reference is at least ``FUZZY_RATIO`` (0.8). A
-  reference ``"N/A"`` accepts only answers that say the task cannot be done.
+  substring of the normalised answer; a one-token reference must be one of its tokens),
+  ``fuzzy_match``. WebArena asks an LLM for fuzzy matches; here the rule is fixed: after
+  normalisation (lower case, numbers without thousands separators or currency signs, punctuation
+  dropped) the answer passes if it contains every reference token and is not much longer than the
+  reference (at most twice its tokens, or ``FUZZY_EXTRA_TOKENS`` more), or if its ``difflib``
+  similarity ratio to a reference is at least ``FUZZY_RATIO`` (0.8). A reference ``"N/A"``
+  accepts only answers that say the task cannot be done.
 * ``url_match``: the final URL's path equals the reference path and every reference query
   parameter is present with the same value (``|OR|`` separates alternatives).
 * ``program_html``: open a URL (``last`` = the final page), evaluate a JavaScript locator and
@@ -24,6 +26,8 @@ from typing import Any, Callable
 from urllib.parse import parse_qs, unquote, urlsplit
 
 FUZZY_RATIO = 0.8
+#: how many words an answer may add to a short reference and still match it by its tokens
+FUZZY_EXTRA_TOKENS = 6
 NOT_ACHIEVABLE = ("n/a", "not achievable", "cannot be done", "can't be done", "not possible", "impossible", "no such")
 
 
@@ -45,14 +49,24 @@ def exact_match(answer: str, reference: str) -> bool:
 
 
 def must_include(answer: str, reference: str) -> bool:
+    """The reference appears in the answer; a one-token reference must be a whole token of it (as WebArena
+    does), so ``"1"`` is not found in ``"2021"``."""
+    reference_tokens = tokens(reference)
+    if len(reference_tokens) == 1:
+        return reference_tokens[0] in tokens(answer)
     return normalize(reference) in normalize(answer)
 
 
 def fuzzy_match(answer: str, reference: str) -> bool:
+    """Every reference token is in an answer of comparable length, or the two strings are near-identical.
+
+    The length bound keeps the rule from rewarding an answer that lists everything on the page.
+    """
     if normalize(reference) == "n/a":
         return any(phrase in normalize(answer) for phrase in NOT_ACHIEVABLE)
-    answer_tokens, reference_tokens = set(tokens(answer)), tokens(reference)
-    if reference_tokens and all(token in answer_tokens for token in reference_tokens):
+    answer_tokens, reference_tokens = tokens(answer), tokens(reference)
+    short_enough = len(answer_tokens) <= max(2 * len(reference_tokens), len(reference_tokens) + FUZZY_EXTRA_TOKENS)
+    if reference_tokens and short_enough and all(token in answer_tokens for token in reference_tokens):
         return True
     return difflib.SequenceMatcher(None, normalize(answer), normalize(reference)).ratio() >= FUZZY_RATIO
 
