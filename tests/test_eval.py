@@ -262,7 +262,8 @@ def test_training_with_log_trajectories_writes_episodes_and_plots(tmp_path, caps
 class FakeChatServer:
     """A tiny /v1/chat/completions on 127.0.0.1 that always answers 'inventory'; fails after ``fail_after`` calls."""
 
-    def __init__(self, fail_after: int | None = None):
+    def __init__(self, fail_after: int | None = None, failure: str = "model overloaded"):
+        self.failure = failure
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         server = self
@@ -273,7 +274,7 @@ class FakeChatServer:
                 server.requests.append({"path": self.path, **body})
                 server.headers.append(dict(self.headers))
                 if server.fail_after is not None and len(server.requests) > server.fail_after:
-                    self.send_error(400, "model overloaded")
+                    self.send_error(400, server.failure)
                     return
                 message = {"role": "assistant", "content": "Thought: look.\n\nAction:\ninventory"}
                 answer = {"choices": [{"message": message}], "usage": {"prompt_tokens": 100, "completion_tokens": 7}}
@@ -317,6 +318,17 @@ def test_openai_compatible_endpoint_gets_the_whole_conversation(tmp_path) -> Non
     records = read_jsonl(out / "trajectories.jsonl")
     assert [r["tokens"] for r in records] == [21, 21] and all(r["actions"][0].endswith("inventory") for r in records)
     assert all(r["valid"] == [True, True, True] and not r["info"]["success"] for r in records)
+
+
+def test_an_episode_that_outgrows_the_endpoints_context_ends_and_the_evaluation_goes_on(tmp_path) -> None:
+    out = tmp_path / "context"
+    with FakeChatServer(fail_after=2, failure="This model's maximum context length is 2048 tokens") as server:
+        code = main(["eval", "--endpoint", server.url, "--model", "fake-model", "--env", DEPTH1, "--limit", "2",
+                     "--max-turns", "3", "--out", str(out), "--no-progress"])
+    assert code == 0
+    records = read_jsonl(out / "trajectories.jsonl")
+    assert len(records) == 2 and {r["info"]["stop_reason"] for r in records} == {"context"}
+    assert [len(r["actions"]) for r in records] == [2, 0]
 
 
 # ---- bad input: one line, exit code != 0, partial results kept --------------------------------------------

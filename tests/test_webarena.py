@@ -264,6 +264,14 @@ def test_string_match_rules() -> None:
     assert evaluation.fuzzy_match("N/A", "N/A") and not evaluation.fuzzy_match("Vertex", "N/A")
 
 
+def test_answer_matching_cannot_be_gamed_by_listing_everything() -> None:
+    page_dump = "Harbor Ceramic Mug, Vertex Ceramic Mug, Summit Steel Kettle, Alpine Glass Jar, Coastal Linen Towel"
+    assert not evaluation.fuzzy_match(page_dump, "Vertex Ceramic Mug")  # contains the tokens, but is no answer
+    assert not evaluation.must_include("There are 10 orders", "0")  # a one-token reference is a whole token
+    assert not evaluation.must_include("It was in 2021", "1")
+    assert evaluation.must_include("Just 1 order, in 2021", "1")
+
+
 def test_url_match_rules() -> None:
     reference = "http://h:1/search?q=yoga mat"
     assert evaluation.url_match("http://h:1/search?q=yoga+mat&page=1", reference.replace(" ", "%20"))
