@@ -21,6 +21,7 @@ imported only to save or load.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Sequence
@@ -34,6 +35,8 @@ import numpy as np
 import agentgym_envs
 from agentgym_envs.agents import Agent, first_user_message, make_agent
 from agentgym_envs.core import MissingExtraError
+
+logger = logging.getLogger(__name__)
 
 TRAIN_SPLIT = "train"
 COLUMNS = (
@@ -159,10 +162,18 @@ def collect(
             env = gym.make(env_id)
             player = make_agent(agent, seed=seed)
             started = time.perf_counter()
-            played = kept = solved = 0
+            played = kept = solved = crashed = 0
             try:
                 for item_id, reset_seed in plan:
-                    row = play_conversation(env, player, item_id, reset_seed)
+                    try:
+                        row = play_conversation(env, player, item_id, reset_seed)
+                    except Exception as error:  # an engine crash costs this episode, not what was collected
+                        logger.warning("%s item %s raised %r; the episode is skipped", env_id, item_id, error)
+                        crashed += 1
+                        bar.update(1)
+                        _close_quietly(env)
+                        env = gym.make(env_id)
+                        continue
                     played += 1
                     solved += int(row["success"])
                     if keep.keeps(row["reward"], row["success"]):
@@ -171,16 +182,24 @@ def collect(
                     bar.update(1)
                     bar.set_postfix(env=env_id.split("/")[-1], kept=len(rows))
             finally:
-                env.close()
+                _close_quietly(env)
             counts[env_id] = {
                 "played": played,
                 "kept": kept,
                 "success": solved,
+                "crashed": crashed,
                 "seconds": round(time.perf_counter() - started, 3),
             }
     finally:
         bar.close()
     return rows, counts
+
+
+def _close_quietly(env: gym.Env) -> None:
+    try:
+        env.close()
+    except Exception:  # noqa: BLE001 (a crashed engine may fail to close; it is dropped either way)
+        logger.exception("closing %s raised", env)
 
 
 def _datasets_module():

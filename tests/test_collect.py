@@ -120,3 +120,20 @@ def test_collection_needs_neither_torch_nor_datasets_until_saving() -> None:
     )
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stderr
+
+
+def test_an_engine_crash_skips_one_episode_and_keeps_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agentgym_envs.collect as collect_module
+
+    real_play = collect_module.play_conversation
+    crashed_item = episode_plan(TEXTCRAFT, "train", 4, 0)[1][0]
+
+    def play_or_crash(env, agent, item_id, seed):
+        if item_id == crashed_item:
+            raise RuntimeError("the engine died")
+        return real_play(env, agent, item_id, seed)
+
+    monkeypatch.setattr(collect_module, "play_conversation", play_or_crash)
+    rows, counts = collect(TEXTCRAFT, 4, progress=False)
+    assert counts[TEXTCRAFT]["crashed"] == 1 and counts[TEXTCRAFT]["played"] == 3
+    assert len(rows) == 3 and crashed_item not in [row["item_id"] for row in rows]
