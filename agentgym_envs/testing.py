@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import time
 import tracemalloc
 import warnings
@@ -151,6 +152,7 @@ def check_reset_memory(env_id: str, resets: int | None = None, python_limit_mb: 
     engines keep the test suite fast; benchmarks run the full count.
     """
     psutil = _psutil()
+    _quit_idle_browsers()
     env = gym.make(env_id)
     try:
         rng = np.random.default_rng(0)
@@ -180,6 +182,18 @@ def check_reset_memory(env_id: str, resets: int | None = None, python_limit_mb: 
         if tracemalloc.is_tracing():
             tracemalloc.stop()
         env.close()
+
+
+def _quit_idle_browsers() -> None:
+    """Quit the browsers that closed envs parked for reuse (``web.browser.BROWSER_POOL``).
+
+    They belong to no env under test, yet they are this process's children and Chromium starts
+    helper processes on its own schedule, which would read as growth of the env being measured.
+    Nothing is imported: without a browser env made earlier there is nothing parked.
+    """
+    browser_module = sys.modules.get("agentgym_envs.web.browser")
+    if browser_module is not None:
+        browser_module.BROWSER_POOL.clear()
 
 
 def _rss(process: Any) -> int:
