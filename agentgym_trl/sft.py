@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,25 @@ def is_saved_dataset(path: str | os.PathLike) -> bool:
     """Whether ``path`` holds a ``save_to_disk`` dataset (so a run can reuse it instead of collecting)."""
     folder = Path(path)
     return (folder / "dataset_info.json").is_file() or (folder / "dataset_dict.json").is_file()
+
+
+@dataclass
+class ExpertDataArguments:
+    """Where the expert conversations come from (the command-line fields ``load_or_collect`` takes)."""
+
+    dataset_path: str = field(
+        default="runs/sft-data/oracle-textcraft-babyai",
+        metadata={"help": "a dataset saved by `agentgym collect`; collected there from --env_ids if missing"},
+    )
+    env_ids: list[str] = field(
+        default_factory=lambda: [
+            "AgentGym/TextCraft-Depth1-v0",
+            "AgentGym/TextCraft-Depth2-v0",
+            "AgentGym/BabyAI-GoTo-v0",
+        ],
+        metadata={"help": "env ids to collect train episodes from when --dataset_path does not exist yet"},
+    )
+    episodes_per_env: int = field(default=100, metadata={"help": "oracle episodes per env id when collecting"})
 
 
 def load_or_collect(

@@ -33,6 +33,7 @@ from agentgym_envs.collect import rows_to_dataset  # noqa: E402
 from agentgym_trl import HFGenerator  # noqa: E402
 from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.sft import (  # noqa: E402
+    ExpertDataArguments,
     encoder_for,
     explore,
     load_or_collect,
@@ -42,16 +43,9 @@ from agentgym_trl.sft import (  # noqa: E402
 
 
 @dataclass
-class EvolArguments:
-    dataset_path: str = field(
-        default="runs/sft-data/oracle-textcraft-babyai",
-        metadata={"help": "expert conversations saved by `agentgym collect`; collected from --env_ids if missing"},
-    )
-    env_ids: list[str] = field(
-        default_factory=lambda: ["AgentGym/TextCraft-Depth1-v0", "AgentGym/TextCraft-Depth2-v0", "AgentGym/BabyAI-GoTo-v0"],
-        metadata={"help": "env ids for the expert collection and for exploration"},
-    )
-    episodes_per_env: int = field(default=100, metadata={"help": "oracle episodes per env id when collecting"})
+class EvolArguments(ExpertDataArguments):
+    """The expert data (whose env ids are also the ones explored) and the explore rounds."""
+
     iterations: int = field(default=2, metadata={"help": "train -> explore rounds"})
     explore_episodes_per_env: int = field(default=8, metadata={"help": "policy episodes per env id and iteration"})
     explore_temperature: float = field(default=1.0, metadata={"help": "sampling temperature while exploring"})

@@ -34,6 +34,7 @@ from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser, get_peft_config  
 
 from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.sft import (  # noqa: E402
+    ExpertDataArguments,
     encoder_for,
     load_or_collect,
     save_sft_checkpoint,
@@ -43,22 +44,9 @@ from agentgym_trl.sft import (  # noqa: E402
 
 
 @dataclass
-class DataArguments:
-    """Where the expert conversations come from."""
+class DataArguments(ExpertDataArguments):
+    """Where the expert conversations come from, and how many are held out."""
 
-    dataset_path: str = field(
-        default="runs/sft-data/oracle-textcraft-babyai",
-        metadata={"help": "a dataset saved by `agentgym collect`; collected there from --env_ids if missing"},
-    )
-    env_ids: list[str] = field(
-        default_factory=lambda: [
-            "AgentGym/TextCraft-Depth1-v0",
-            "AgentGym/TextCraft-Depth2-v0",
-            "AgentGym/BabyAI-GoTo-v0",
-        ],
-        metadata={"help": "env ids to collect train episodes from when --dataset_path does not exist yet"},
-    )
-    episodes_per_env: int = field(default=100, metadata={"help": "oracle episodes per env id when collecting"})
     eval_conversations: int = field(
         default=4, metadata={"help": "conversations held out to measure the loss before and after (0: none)"}
     )
