@@ -6,12 +6,15 @@ An agent is any callable ``(env, observation, info) -> response``; the model age
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
 
 Agent = Callable[[gym.Env, str, dict[str, Any]], str]
+
+logger = logging.getLogger(__name__)
 
 INSTRUCTION_SEPARATOR = "\n\n"
 
@@ -23,6 +26,14 @@ def first_user_message(instruction: str | None, observation: str) -> str:
     exactly the prompt the policy is later rolled out with.
     """
     return f"{instruction}{INSTRUCTION_SEPARATOR}{observation}" if instruction else observation
+
+
+def close_quietly(env: gym.Env) -> None:
+    """Close an env that is being dropped, e.g. after its engine crashed (closing it may raise too)."""
+    try:
+        env.close()
+    except Exception:  # noqa: BLE001 (the env is dropped either way; the error is logged, not raised)
+        logger.exception("closing %s raised", env)
 
 
 def oracle_agent(env: gym.Env, observation: str, info: dict[str, Any]) -> str:

@@ -33,7 +33,7 @@ import gymnasium as gym
 import numpy as np
 
 import agentgym_envs
-from agentgym_envs.agents import Agent, first_user_message, make_agent
+from agentgym_envs.agents import Agent, close_quietly, first_user_message, make_agent
 from agentgym_envs.core import MissingExtraError
 
 logger = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ def collect(
                         logger.warning("%s item %s raised %r; the episode is skipped", env_id, item_id, error)
                         crashed += 1
                         bar.update(1)
-                        _close_quietly(env)
+                        close_quietly(env)
                         env = gym.make(env_id)
                         continue
                     played += 1
@@ -182,7 +182,7 @@ def collect(
                     bar.update(1)
                     bar.set_postfix(env=env_id.split("/")[-1], kept=len(rows))
             finally:
-                _close_quietly(env)
+                close_quietly(env)
             counts[env_id] = {
                 "played": played,
                 "kept": kept,
@@ -193,13 +193,6 @@ def collect(
     finally:
         bar.close()
     return rows, counts
-
-
-def _close_quietly(env: gym.Env) -> None:
-    try:
-        env.close()
-    except Exception:  # noqa: BLE001 (a crashed engine may fail to close; it is dropped either way)
-        logger.exception("closing %s raised", env)
 
 
 def _datasets_module():

@@ -33,7 +33,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentgym_envs.agents import first_user_message
+from agentgym_envs.agents import close_quietly, first_user_message
 from agentgym_trl.chat import ChatEncoder
 from agentgym_trl.generation import Generator
 
@@ -158,10 +158,7 @@ class EnvPool:
             self._free[env_id].append(env)
 
     def discard(self, env: gym.Env) -> None:
-        try:
-            env.close()
-        except Exception:  # a crashed engine may fail to close; it is dropped either way
-            logger.exception("closing a failed env raised")
+        close_quietly(env)
 
     def close(self) -> None:
         with self._lock:

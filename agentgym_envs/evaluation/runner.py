@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
-from agentgym_envs.agents import first_user_message
+from agentgym_envs.agents import close_quietly, first_user_message
 from agentgym_envs.core.tasks import get_task
 from agentgym_envs.evaluation.metrics import summarize_run
 from agentgym_envs.evaluation.records import TRAJECTORIES_FILE, TrajectoryLog, episode_key
@@ -166,11 +166,7 @@ class StepwiseRunner:
         return self._envs[key]
 
     def _drop(self, key: tuple[str, int]) -> None:
-        env = self._envs.pop(key)
-        try:
-            env.close()
-        except Exception:  # noqa: BLE001 (a crashed engine may fail to close; it is dropped either way)
-            pass
+        close_quietly(self._envs.pop(key))
 
     def run(self, jobs: Sequence[EpisodeJob]) -> list[dict[str, Any]]:
         return [self.play(job) for job in jobs]
