@@ -69,23 +69,35 @@ def make_agent(name: str, seed: int = 0) -> Agent:
 
 def run_episode(env: gym.Env, agent: Agent, options: dict[str, Any] | None = None, seed: int | None = None,
                 on_step: Callable[[str, str, float, dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Play one episode; returns its item, return, success, score and turns."""
+    """Play one episode; returns its item, return, success, score, turns and the conversation.
+
+    ``messages`` is the episode as a chat model sees it: the first user turn (instruction and first
+    observation), then each action as an assistant turn and each observation as a user turn, up to
+    the last action; the env's answer to that one is ``final_observation``.
+    """
     observation, info = env.reset(seed=seed, options=options)
+    split = str(info.get("split", ""))
+    messages = [{"role": "user", "content": first_user_message(info.get("instruction"), observation)}]
     total = 0.0
     while True:
         action = agent(env, observation, info)
+        messages.append({"role": "assistant", "content": action})
         observation, reward, terminated, truncated, info = env.step(action)
-        total += reward
+        total += float(reward)
         if on_step is not None:
             on_step(action, observation, reward, info)
         if terminated or truncated:
             break
+        messages.append({"role": "user", "content": observation})
     return {
-        "item_id": info["item_id"],
-        "subtask": info["subtask"],
+        "item_id": info.get("item_id"),
+        "subtask": info.get("subtask"),
+        "split": split,
         "return": total,
-        "success": bool(info["success"]),
-        "score": info["score"],
-        "turns": info["turn"],
+        "success": bool(info.get("success", False)),
+        "score": info.get("score"),
+        "turns": int(info.get("turn", len(messages) // 2)),
         "truncated": bool(truncated),
+        "messages": messages,
+        "final_observation": observation,
     }

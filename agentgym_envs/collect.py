@@ -33,7 +33,7 @@ import gymnasium as gym
 import numpy as np
 
 import agentgym_envs
-from agentgym_envs.agents import Agent, close_quietly, first_user_message, make_agent
+from agentgym_envs.agents import Agent, close_quietly, make_agent, run_episode
 from agentgym_envs.core import MissingExtraError
 
 logger = logging.getLogger(__name__)
@@ -105,27 +105,16 @@ def episode_plan(env_id: str, split: str, episodes: int, seed: int = 0) -> list[
 
 def play_conversation(env: gym.Env, agent: Agent, item_id: int, seed: int) -> dict[str, Any]:
     """Play one episode and return it as a row (conversation + outcome)."""
-    observation, info = env.reset(seed=seed, options={"item_id": item_id})
-    messages = [{"role": "user", "content": first_user_message(info.get("instruction"), observation)}]
-    split = str(info.get("split", ""))
-    total = 0.0
-    while True:
-        response = agent(env, observation, info)
-        messages.append({"role": "assistant", "content": response})
-        observation, reward, terminated, truncated, info = env.step(response)
-        total += float(reward)
-        if terminated or truncated:
-            break
-        messages.append({"role": "user", "content": observation})
+    episode = run_episode(env, agent, options={"item_id": item_id}, seed=seed)
     return {
-        "messages": messages,
+        "messages": episode["messages"],
         "item_id": int(item_id),
         "seed": int(seed),
-        "split": split,
-        "reward": total,
-        "success": bool(info.get("success", False)),
-        "turns": int(info.get("turn", len(messages) // 2)),
-        "final_observation": observation,
+        "split": episode["split"],
+        "reward": episode["return"],
+        "success": episode["success"],
+        "turns": episode["turns"],
+        "final_observation": episode["final_observation"],
     }
 
 
