@@ -134,8 +134,11 @@ class ModelRunner:
 
     def __init__(self, model: str, *, temperature: float = 1.0, batch_size: int = 8, max_turn_tokens: int = 256,
                  max_context_tokens: int = 4096, seed: int = 0, truncated_turn: str = "step",
-                 chat_template_kwargs: dict[str, Any] | None = None):
+                 chat_template_kwargs: dict[str, Any] | None = None, bf16: bool = False):
         self.model, self.tokenizer, self.model_path = load_model(model)
+        # bf16 autocast over fp32 weights: what a trainer with bf16=True samples with (and 3-5x faster on CPUs
+        # with AVX512-BF16 or AMX, see bf16_is_fast)
+        self.bf16 = bf16
         self.temperature = temperature
         self.batch_size = batch_size
         self.max_turn_tokens = max_turn_tokens
@@ -154,7 +157,8 @@ class ModelRunner:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "model", "model": self.model_path, "temperature": self.temperature,
-                "max_turn_tokens": self.max_turn_tokens, "max_context_tokens": self.max_context_tokens}
+                "max_turn_tokens": self.max_turn_tokens, "max_context_tokens": self.max_context_tokens,
+                "bf16": self.bf16}
 
     def _pool(self, max_turns: int) -> RecordingEnvPool:
         if max_turns not in self._pools:
@@ -169,17 +173,19 @@ class ModelRunner:
         pool = self._pool(budget)
         # One seed per batch: a resumed run samples the same way for the batches it replays.
         torch.manual_seed(self.seed * 1_000_003 + zlib.crc32(repr([job.key for job in jobs]).encode()))
+        device_type = next(self.model.parameters()).device.type
         try:
-            result = run_rollout(
-                [{"env_id": job.env_id, "item_id": job.item_id} for job in jobs],
-                self.generator,
-                self.encoder,
-                pool,
-                max_turns=[job.max_turns for job in jobs],
-                max_turn_tokens=self.max_turn_tokens,
-                max_context_tokens=self.max_context_tokens,
-                truncated_turn=self.truncated_turn,
-            )
+            with torch.autocast(device_type, dtype=torch.bfloat16, enabled=self.bf16):
+                result = run_rollout(
+                    [{"env_id": job.env_id, "item_id": job.item_id} for job in jobs],
+                    self.generator,
+                    self.encoder,
+                    pool,
+                    max_turns=[job.max_turns for job in jobs],
+                    max_turn_tokens=self.max_turn_tokens,
+                    max_context_tokens=self.max_context_tokens,
+                    truncated_turn=self.truncated_turn,
+                )
         except (RuntimeError, ValueError) as error:  # a reset that failed or a prompt over the context: one line
             raise EvalError(str(error)) from error
         return self._records(jobs, result, pool.take_episodes())
@@ -232,10 +238,11 @@ def evaluate_model(model: str, env_ids: Sequence[str], out_dir: str | Path, *, s
                    n_samples: int = 1, max_turns: Sequence[int | None] = (None,), limit: int | None = None,
                    temperature: float = 1.0, batch_size: int = 8, max_turn_tokens: int = 256,
                    max_context_tokens: int = 4096, seed: int = 0, progress: bool = True,
-                   chat_template_kwargs: dict[str, Any] | None = None) -> EvalReport:
+                   chat_template_kwargs: dict[str, Any] | None = None, bf16: bool = False) -> EvalReport:
     """Evaluate a local HF model (``"default"`` = SmolLM2-135M-Instruct) and write the run into ``out_dir``."""
     runner = ModelRunner(model, temperature=temperature, batch_size=batch_size, max_turn_tokens=max_turn_tokens,
-                         max_context_tokens=max_context_tokens, seed=seed, chat_template_kwargs=chat_template_kwargs)
+                         max_context_tokens=max_context_tokens, seed=seed, chat_template_kwargs=chat_template_kwargs,
+                         bf16=bf16)
     try:
         return evaluate(runner, env_ids, out_dir, split=split, n_samples=n_samples, max_turns=max_turns,
                         limit=limit, progress=progress)

@@ -9,6 +9,7 @@ logits, the distribution the trainer scores) and whether the turn ended on a sto
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any, Protocol
 
 import torch
 
+logger = logging.getLogger(__name__)
 
 @dataclass
 class TurnOutput:
@@ -48,8 +50,21 @@ def cut_turn(ids: Sequence[int], logprobs: Sequence[float], limit: int, stop_ids
     return TurnOutput(list(ids[:limit]), list(logprobs[:limit]), False)
 
 
+@dataclass
+class CachedPrefix:
+    """Key/value states of one trajectory's tokens so far (``ids``), kept between its turns."""
+
+    ids: list[int]
+    layers: list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys and values, (heads, len(ids), head_dim)
+
+
 class HFGenerator:
     """Batched sampling with ``model.generate``; log-probs from raw logits / temperature.
+
+    With ``prefix_cache`` (the default) each trajectory's key/value states are kept from one turn to
+    the next, so a turn encodes only the tokens added since (the last reply and the new observation)
+    instead of the whole conversation again; on CPU that is most of a rollout's time. The states are
+    dropped when the ``session`` ends, i.e. before the weights change.
 
     ``generation_config`` should be a copy of the trainer's (TRL sets ``top_k=0``; a fresh
     ``GenerationConfig`` would sample with top-k 50, another distribution than the one trained).
@@ -64,6 +79,7 @@ class HFGenerator:
         pad_token_id: int,
         stop_ids: Sequence[int],
         unwrap: Callable[[], AbstractContextManager[Any]] | None = None,
+        prefix_cache: bool = True,
     ):
         self.model = model
         self.generation_config = copy.deepcopy(generation_config)
@@ -78,16 +94,20 @@ class HFGenerator:
         self.temperature = float(temperature) if sampling else 1.0
         self._unwrap = unwrap
         self._active_model: Any = None
+        self.prefix_cache = prefix_cache
+        self._prefixes: list[CachedPrefix] = []
 
     @contextmanager
     def session(self) -> Iterator[Any]:
         manager = self._unwrap() if self._unwrap is not None else nullcontext(self.model)
         with manager as model, torch.no_grad():
             self._active_model = model
+            self._prefixes = []
             try:
                 yield model
             finally:
                 self._active_model = None
+                self._prefixes = []  # states of these weights: never reused after an optimizer step
 
     def any_active(self, local_active: int) -> bool:
         return local_active > 0
@@ -97,18 +117,27 @@ class HFGenerator:
             return []
         model = self._active_model if self._active_model is not None else self.model
         device = next(model.parameters()).device
-        width = max(len(c) for c in contexts)
-        input_ids = torch.full((len(contexts), width), self.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(contexts), width), dtype=torch.long)
-        for row, context in enumerate(contexts):  # left padding: every row's next token is at the end
-            input_ids[row, width - len(context) :] = torch.tensor(context, dtype=torch.long)
-            attention_mask[row, width - len(context) :] = 1
+        # Layout of row i: [pad | cached ids_i | pad | new ids_i]; the pads are masked out, so row i's tokens see
+        # exactly its own history, and positions (cumsum of the mask) continue where the cached ones stop.
+        cached = [self._cached_prefix(context) if self.prefix_cache and self._active_model is not None else None
+                  for context in contexts]
+        past_lengths = [len(prefix.ids) if prefix else 0 for prefix in cached]
+        new_parts = [list(context[length:]) for context, length in zip(contexts, past_lengths, strict=True)]
+        past_width, new_width = max(past_lengths), max(len(part) for part in new_parts)
+        input_ids = torch.full((len(contexts), past_width + new_width), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for row, (length, part) in enumerate(zip(past_lengths, new_parts, strict=True)):
+            attention_mask[row, past_width - length : past_width] = 1
+            input_ids[row, past_width + new_width - len(part) :] = torch.tensor(part, dtype=torch.long)
+            attention_mask[row, past_width + new_width - len(part) :] = 1
         config = copy.copy(self.generation_config)
         config.max_new_tokens = int(max(max_new_tokens))
+        config.use_cache = True
+        extra = {"past_key_values": self._padded_cache(model, cached, past_width)} if past_width else {}
         with torch.no_grad():
-            out = model.generate(
-                input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), generation_config=config
-            )
+            out = model.generate(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+                                 generation_config=config, **extra)
+        width = past_width + new_width
         sampled = out.sequences[:, width:]
         steps = sampled.shape[1]
         logprobs = torch.zeros(sampled.shape, dtype=torch.float32)
@@ -117,10 +146,62 @@ class HFGenerator:
             logprobs[:, step] = scores.gather(1, sampled[:, step : step + 1]).squeeze(1).cpu()
         sampled_rows = sampled.cpu().tolist()
         logprob_rows = logprobs.tolist()
-        return [
+        outputs = [
             cut_turn(ids, lps, int(limit), self.stop_ids)
             for ids, lps, limit in zip(sampled_rows, logprob_rows, max_new_tokens, strict=True)
         ]
+        if self.prefix_cache and self._active_model is not None:
+            self._keep_prefixes(out.past_key_values, contexts, outputs, past_lengths, new_parts, past_width, width)
+        return outputs
+
+    def _cached_prefix(self, context: Sequence[int]) -> CachedPrefix | None:
+        """The kept states whose ids start this context (the longest; at least one new token must remain)."""
+        best = None
+        for prefix in self._prefixes:
+            size = len(prefix.ids)
+            if size < len(context) and (best is None or size > len(best.ids)) and list(context[:size]) == prefix.ids:
+                best = prefix
+        return best
+
+    @staticmethod
+    def _padded_cache(model: Any, cached: Sequence[CachedPrefix | None], width: int) -> Any:
+        """One batch cache, each row's states right-aligned at ``width`` (zeros, masked, before them)."""
+        from transformers import DynamicCache
+
+        template = next(prefix for prefix in cached if prefix is not None)
+        cache = DynamicCache(config=model.config)
+        for layer, (keys, values) in enumerate(template.layers):
+            batch_keys = keys.new_zeros((len(cached), keys.shape[0], width, keys.shape[2]))
+            batch_values = values.new_zeros((len(cached), values.shape[0], width, values.shape[2]))
+            for row, prefix in enumerate(cached):
+                if prefix is not None:
+                    size = len(prefix.ids)
+                    batch_keys[row, :, width - size :] = prefix.layers[layer][0]
+                    batch_values[row, :, width - size :] = prefix.layers[layer][1]
+            cache.update(batch_keys, batch_values, layer)
+        return cache
+
+    def _keep_prefixes(self, cache: Any, contexts: Sequence[Sequence[int]], outputs: Sequence[TurnOutput],
+                       past_lengths: Sequence[int], new_parts: Sequence[Sequence[int]], past_width: int,
+                       width: int) -> None:
+        """Keep, per row, the states of its context plus its reply (minus the last sampled token, never fed)."""
+        layers = [(getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in getattr(cache, "layers", [])]
+        stored = layers[0][0].shape[2] if layers and layers[0][0] is not None else -1
+        if stored < width or any(keys is None or keys.shape[2] != stored for keys, _ in layers):
+            # sliding-window, recurrent or other cache layouts: encode whole contexts, as without the cache
+            logger.warning("prefix cache off: %s keeps no full key/value states per layer", type(cache).__name__)
+            self.prefix_cache, self._prefixes = False, []
+            return
+        kept = []
+        for row, (context, output) in enumerate(zip(contexts, outputs, strict=True)):
+            reply = min(len(output.ids), stored - width)
+            spans = [(past_width - past_lengths[row], past_width), (width - len(new_parts[row]), width + reply)]
+            kept.append(CachedPrefix(
+                list(context) + output.ids[:reply],
+                [(torch.cat([keys[row, :, a:b] for a, b in spans], dim=1),
+                  torch.cat([values[row, :, a:b] for a, b in spans], dim=1)) for keys, values in layers],
+            ))
+        self._prefixes = kept  # finished trajectories do not come back; their states go
 
 
 class VLLMGenerator:

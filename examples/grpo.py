@@ -58,11 +58,18 @@ DEFAULTS = dict(
 )
 
 
-def main(argv: list[str] | None = None) -> AgentGRPOTrainer:
+def parse_args(argv: list[str] | None = None) -> tuple[AgentGRPOConfig, ModelConfig]:
     parser = TrlParser((AgentGRPOConfig, ModelConfig))
-    parser.set_defaults(**DEFAULTS)
-    training_args, model_args = parser.parse_args_and_config(args=argv)
+    defaults = dict(DEFAULTS)
+    given = {arg.split("=")[0] for arg in (sys.argv[1:] if argv is None else argv)}
+    if given & {"--max_turns", "--turn_rounds"}:  # a budget from the command line replaces the default schedule
+        defaults.pop("max_turns_schedule")
+    parser.set_defaults(**defaults)
+    return parser.parse_args_and_config(args=argv)
 
+
+def main(argv: list[str] | None = None) -> AgentGRPOTrainer:
+    training_args, model_args = parse_args(argv)
     state = PartialState()
     print(
         f"[rank {state.process_index}/{state.num_processes}] device={state.device} backend={state.backend}",
@@ -76,13 +83,23 @@ def main(argv: list[str] | None = None) -> AgentGRPOTrainer:
         processing_class=load_tokenizer(model_path),
         peft_config=get_peft_config(model_args),
     )
-    trainer.train()
+    # --resume_from_checkpoint PATH (or "last": the newest checkpoint-N in output_dir) continues a stopped run
+    trainer.train(resume_from_checkpoint=resume_point(training_args))
     trainer.save_model(training_args.output_dir)
     trainer.close_envs()
 
     if state.is_main_process:
         print_summary(trainer)
     return trainer
+
+
+def resume_point(args: AgentGRPOConfig) -> str | None:
+    """The checkpoint to resume from: ``--resume_from_checkpoint last`` picks the newest in output_dir (or none)."""
+    if args.resume_from_checkpoint != "last":
+        return args.resume_from_checkpoint
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
 
 
 def print_summary(trainer: AgentGRPOTrainer) -> None:

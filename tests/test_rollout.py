@@ -22,6 +22,7 @@ from agentgym_trl import (  # noqa: E402
     ChatTemplateError,
     EnvPool,
     HFGenerator,
+    TurnOutput,
     run_rollout,
     validate_rollout_output,
 )
@@ -134,6 +135,36 @@ def test_env_mask_and_logprobs_match_the_model() -> None:
         for value, start, end in segments(t.env_mask):
             if value == 1 and t.completion_ids[end - 1] != encoder.closer_id:
                 assert t.completion_ids[end] == encoder.closer_id and t.env_mask[end] == 0
+
+
+def test_prefix_cache_feeds_only_new_tokens_and_changes_nothing() -> None:
+    tokenizer, model, encoder, _ = make_parts()
+    greedy = GenerationConfig(do_sample=False)
+    results, fed = {}, {}
+    for cached in (False, True):
+        generator = HFGenerator(model, greedy, tokenizer.pad_token_id, encoder.stop_ids, prefix_cache=cached)
+        seen: list[int] = []
+        hook = model.register_forward_pre_hook(
+            lambda module, args, kwargs: seen.append(kwargs["input_ids"].numel()), with_kwargs=True
+        )
+        try:
+            results[cached] = run_rollout(rows(COUNTDOWN, range(6)), generator, encoder, EnvPool(), max_turns=4,
+                                          max_turn_tokens=16, max_context_tokens=600)
+        finally:
+            hook.remove()
+        fed[cached] = sum(seen)
+    assert max(t.turns for t in results[True].trajectories) >= 3
+    for plain, cached in zip(results[False].trajectories, results[True].trajectories, strict=True):
+        assert plain.completion_ids == cached.completion_ids and plain.env_mask == cached.env_mask
+        assert torch.allclose(torch.tensor(plain.logprobs), torch.tensor(cached.logprobs), atol=1e-4)
+    assert fed[True] < 0.7 * fed[False], fed  # later turns encode only the reply and the new observation
+
+
+def test_prefix_cache_turns_itself_off_for_a_cache_it_cannot_slice() -> None:
+    tokenizer, model, encoder, _ = make_parts()
+    generator = HFGenerator(model, GenerationConfig(do_sample=False), tokenizer.pad_token_id, encoder.stop_ids)
+    generator._keep_prefixes(object(), [[5, 6]], [TurnOutput([7], [0.0], True)], [0], [[5, 6]], 0, 2)
+    assert generator.prefix_cache is False and generator._prefixes == []
 
 
 def test_turn_budget_limits_turns() -> None:

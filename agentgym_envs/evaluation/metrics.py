@@ -7,6 +7,10 @@ A record is one evaluated episode (see ``records.py``). Items are evaluated ``K`
 * ``avg_at_k``: per item, the mean success over its K samples, then the mean over items
   (equal to ``success`` when every item has exactly K samples);
 * ``pass_at_k``: the fraction of items with at least one success among their K samples.
+
+``success_interval`` and ``compare_success`` put error bars on these: the K samples of one item
+are correlated (an easy item is solved by most of them), so items, not episodes, are the unit that
+is resampled.
 """
 
 from __future__ import annotations
@@ -55,6 +59,52 @@ def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "score": _mean([float(r["info"]["score"]) for r in records]),
         "turns": _mean([float(r["turns"]) for r in records]),
         "tokens": _mean([float(t) for t in tokens]),
+    }
+
+
+def _item_rates(per_item: Mapping[Any, Sequence[bool]]) -> dict[Any, float]:
+    return {key: sum(samples) / len(samples) for key, samples in per_item.items() if samples}
+
+
+def success_interval(per_item: Mapping[Any, Sequence[bool]], *, level: float = 0.95, resamples: int = 10_000,
+                     seed: int = 0) -> dict[str, float]:
+    """Avg@K with a bootstrap confidence interval over items (``{"mean", "low", "high"}``)."""
+    import numpy as np
+
+    rates = np.array(list(_item_rates(per_item).values()), dtype=float)
+    if rates.size == 0:
+        raise ValueError("no items to put an interval on")
+    rng = np.random.default_rng(seed)
+    means = rates[rng.integers(0, rates.size, size=(resamples, rates.size))].mean(axis=1)
+    tail = 100 * (1 - level) / 2
+    return {"mean": float(rates.mean()), "low": float(np.percentile(means, tail)),
+            "high": float(np.percentile(means, 100 - tail))}
+
+
+def compare_success(before: Mapping[Any, Sequence[bool]], after: Mapping[Any, Sequence[bool]], *,
+                    level: float = 0.95, resamples: int = 10_000, seed: int = 0) -> dict[str, float]:
+    """Paired comparison of two evaluations on their shared items: the change in Avg@K, its bootstrap
+    interval over items, and a two-sided sign-flip permutation p-value (no change = every item's
+    difference is as likely negative as positive)."""
+    import numpy as np
+
+    rates_before, rates_after = _item_rates(before), _item_rates(after)
+    shared = sorted(set(rates_before) & set(rates_after))
+    if not shared:
+        raise ValueError("the two evaluations share no item")
+    differences = np.array([rates_after[key] - rates_before[key] for key in shared])
+    rng = np.random.default_rng(seed)
+    boot = differences[rng.integers(0, differences.size, size=(resamples, differences.size))].mean(axis=1)
+    flipped = (differences * rng.choice([-1.0, 1.0], size=(resamples, differences.size))).mean(axis=1)
+    observed = differences.mean()
+    tail = 100 * (1 - level) / 2
+    return {
+        "items": len(shared),
+        "difference": float(observed),
+        "low": float(np.percentile(boot, tail)),
+        "high": float(np.percentile(boot, 100 - tail)),
+        # the observed split counts as one of the equally likely sign patterns, so p is never 0
+        "p_value": float((1 + np.sum(np.abs(flipped) >= abs(observed) - 1e-12)) / (resamples + 1)),
     }
 
 

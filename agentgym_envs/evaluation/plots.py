@@ -260,3 +260,73 @@ def plot_run(run: str | os.PathLike, out_dir: str | os.PathLike | None = None) -
         result.lines.update(part.lines)
     (out / SIDECAR_FILE).write_text(json.dumps({"figures": result.lines}, indent=1) + "\n", encoding="utf-8")
     return result
+
+
+COMPARISON_FILE = "comparison.png"
+
+
+def _rolling_mean(values: Sequence[float], window: int) -> list[float]:
+    """Trailing mean over up to ``window`` points (a GRPO step's success over a few rollouts is noisy)."""
+    return [sum(values[max(0, i - window + 1): i + 1]) / len(values[max(0, i - window + 1): i + 1])
+            for i in range(len(values))]
+
+
+def last_per_step(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per step (the last logged): a resumed run logs the steps after its checkpoint again."""
+    by_step: dict[float, dict[str, Any]] = {}
+    for row in rows:
+        if any(key.startswith("agent/") for key in row):
+            by_step[float(row["step"])] = dict(row)
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def plot_comparison(runs: Mapping[str, str | os.PathLike], out_dir: str | os.PathLike, *, window: int = 5,
+                    evals: Sequence[Mapping[str, Any]] = (), title: str | None = None,
+                    file_name: str = COMPARISON_FILE) -> PlotResult:
+    """Training runs side by side (label -> run folder or metrics file): rollout success (trailing mean over
+    ``window`` steps), turns used and the turn budget per step; with ``evals`` (``{"label", "mean", "low",
+    "high"}`` each, e.g. from ``success_interval``) a fourth panel of test success with its interval."""
+    plt = _pyplot()
+    panels = 4 if evals else 3
+    fig, axes = plt.subplots(1, panels, figsize=(4.6 * panels, 4.2))
+    for index, (label, run) in enumerate(runs.items()):
+        path = Path(run) / METRICS_FILE if Path(run).is_dir() else Path(run)
+        rows = last_per_step(read_metrics(path))
+        if not rows:
+            raise PlotError(f"{path} has no agent/... metrics to plot")
+        colour = ENV_COLOURS[index % len(ENV_COLOURS)]
+        steps, success = series(rows, "agent/success")
+        axes[0].plot(steps, success, color=colour, alpha=0.25, linewidth=1)
+        axes[0].plot(steps, _rolling_mean(success, window), color=colour, linewidth=2, label=label)
+        axes[1].plot(*series(rows, "agent/turns_mean"), color=colour, linewidth=1.8, marker=".", label=label)
+        axes[2].plot(*series(rows, "agent/max_turns"), color=colour, linewidth=2, drawstyle="steps-post", label=label)
+    titles = [(f"Rollout success (mean of {window} steps)", "success", (-0.03, 1.03)),
+              ("Turns used", "turns per episode", None), ("Turn budget", "max turns", None)]
+    for ax, (panel_title, ylabel, ylim) in zip(axes, titles):
+        ax.set_title(panel_title)
+        ax.set_xlabel("step")
+        ax.set_ylabel(ylabel)
+        if ylim:
+            ax.set_ylim(*ylim)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    if evals:
+        ax = axes[3]
+        labels = [str(entry["label"]) for entry in evals]
+        means = [100 * float(entry["mean"]) for entry in evals]
+        errors = [[100 * (float(e["mean"]) - float(e["low"])) for e in evals],
+                  [100 * (float(e["high"]) - float(e["mean"])) for e in evals]]
+        ax.bar(range(len(evals)), means, yerr=errors, capsize=5, color="tab:blue", alpha=0.75, label="test success")
+        ax.set_xticks(range(len(evals)), labels, rotation=20, fontsize=8)
+        ax.set_title("Held-out test success (95% CI)")
+        ax.set_ylabel("success %")
+        ax.set_ylim(0, 100)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle(title or "Training runs compared")
+    fig.tight_layout()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    result = PlotResult()
+    _save(fig, out / file_name, result)
+    plt.close(fig)
+    return result

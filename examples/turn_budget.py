@@ -1,0 +1,279 @@
+"""Does a real model learn with our trainer, and does the ScalingInter turn curriculum help?
+
+Three GRPO arms train SmolLM2-135M-Instruct from one start on one task, with the same number of steps,
+the same seed and the same items per step. Only the turn budget differs:
+
+* ``small``:  a fixed small budget (short episodes: cheap, but long tasks cannot be finished);
+* ``large``:  a fixed large budget;
+* ``staged``: small first, then large (the paper's ScalingInter-RL schedule, here in two stages).
+
+The start and every arm's final model are evaluated the same way on the held-out test split (every
+item, K samples each, the same turn budget), and the report puts a 95% bootstrap interval (over items)
+on each success rate and a paired sign-flip test on each change::
+
+    python examples/turn_budget.py                       # the whole experiment; run it again to resume
+    python examples/turn_budget.py --arms staged small   # only some arms (then the report of what exists)
+    python examples/turn_budget.py --report_only true    # table, JSON and plot from finished runs
+    python examples/turn_budget.py --phase train & python examples/turn_budget.py --phase eval   # overlapped
+
+SmolLM2's own success is 0 on every candidate task (TextCraft depth 1 and BabyAI GoTo: it never writes
+a valid action), so all arms start from the behaviour-cloned checkpoint of ``examples/sft.py`` (trained
+on oracle episodes of train items only); it is made first when ``--start_model`` does not exist.
+
+Every step leaves its output on disk and is skipped when that output exists: the SFT checkpoint, each
+evaluation (``agentgym eval`` resumes episode by episode), each arm (``examples/grpo.py`` in its own
+process, checkpointing every ``--save_steps`` steps and resuming from the newest checkpoint). Results:
+``benchmarks/results/turn_budget.json`` and ``docs/turn_budget.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded at run time
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from transformers import HfArgumentParser  # noqa: E402
+
+from agentgym_envs.evaluation.metrics import (  # noqa: E402
+    compare_success,
+    item_successes,
+    success_interval,
+)
+from agentgym_envs.evaluation.plots import last_per_step, plot_comparison, read_metrics  # noqa: E402
+from agentgym_envs.evaluation.records import load_run  # noqa: E402
+from agentgym_trl.eval import evaluate_model  # noqa: E402
+from agentgym_trl.models import bf16_is_fast, is_reloadable  # noqa: E402
+
+EXAMPLES = Path(__file__).resolve().parent
+ARMS = ("small", "large", "staged")
+
+
+@dataclass
+class ExperimentConfig:
+    env_id: str = field(default="AgentGym/BabyAI-GoTo-v0", metadata={"help": "the task trained and tested"})
+    start_model: str = field(default="runs/sft-oracle", metadata={"help": "start of every arm (made if missing)"})
+    out_dir: str = field(default="runs/turn-budget", metadata={"help": "arms, evaluations and logs"})
+    arms: list[str] = field(default_factory=lambda: list(ARMS), metadata={"help": "arms to run: small large staged"})
+    steps: int = field(default=8, metadata={"help": "GRPO steps of every arm"})
+    small_turns: int = field(default=3, metadata={"help": "budget of the 'small' arm"})
+    large_turns: int = field(default=6, metadata={"help": "budget of the 'large' arm"})
+    staged_schedule: str = field(default="0:3,4:6", metadata={"help": "'step:turns,...' of the 'staged' arm"})
+    items_per_step: int = field(default=2, metadata={"help": "task items per GRPO step"})
+    group_size: int = field(default=4, metadata={"help": "rollouts per item (the GRPO group)"})
+    micro_batch: int = field(default=2, metadata={"help": "episodes per forward/backward (logits of a 49k vocabulary "
+                                                          "over 8 whole episodes take >20 GB)"})
+    learning_rate: float = 5e-5
+    save_steps: int = field(default=2, metadata={"help": "checkpoint (with optimizer state) every N steps"})
+    eval_turns: int = field(default=6, metadata={"help": "turn budget of every test evaluation"})
+    eval_samples: int = field(default=2, metadata={"help": "samples per test item (K)"})
+    eval_limit: int | None = field(default=33, metadata={"help": "only the first N test items (0: all)"})
+    eval_batch_size: int = 22
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature in training and test"})
+    max_turn_tokens: int = field(default=48, metadata={"help": "token limit of one reply (oracle replies: <=41)"})
+    max_context_tokens: int = 2048
+    bf16: bool = field(default_factory=bf16_is_fast, metadata={"help": "bf16 autocast (default: when fast here)"})
+    seed: int = 0
+    phase: str = field(default="all", metadata={
+        "help": "all | train (the arms only) | eval (the start, then each arm as soon as it is trained): run a "
+                "'train' and an 'eval' process side by side to overlap them"})
+    report_only: bool = False
+    results_file: str = "benchmarks/results/turn_budget.json"
+    plot_file: str = "docs/turn_budget.png"
+
+
+def budget_args(config: ExperimentConfig, arm: str) -> list[str]:
+    return {
+        "small": ["--max_turns", str(config.small_turns)],
+        "large": ["--max_turns", str(config.large_turns)],
+        "staged": ["--max_turns_schedule", config.staged_schedule],
+    }[arm]
+
+
+def run(command: list[str], log: Path) -> None:
+    """A child process whose output goes to ``log`` (tail it to follow); its failure stops the experiment."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"$ {' '.join(command)}\n  (log: {log})", flush=True)
+    with open(log, "a", encoding="utf-8") as handle:
+        code = subprocess.call(command, stdout=handle, stderr=subprocess.STDOUT)
+    if code != 0:
+        sys.exit(f"failed with exit code {code}; see {log}. Run the same command again to resume.")
+
+
+def make_start(config: ExperimentConfig) -> None:
+    if is_reloadable(config.start_model):
+        return
+    run([sys.executable, str(EXAMPLES / "sft.py"), "--output_dir", config.start_model, "--seed", str(config.seed)],
+        Path(config.out_dir) / "logs" / "sft.log")
+
+
+TRAINED_MARK = "TRAINED"  # written once the arm's training process has saved its final model and exited
+
+
+def final_model(config: ExperimentConfig, arm: str) -> Path:
+    return Path(config.out_dir) / arm
+
+
+def is_trained(config: ExperimentConfig, arm: str) -> bool:
+    return (final_model(config, arm) / TRAINED_MARK).exists()
+
+
+def train_arm(config: ExperimentConfig, arm: str) -> None:
+    arm_dir = final_model(config, arm)
+    if is_trained(config, arm):
+        return
+    run([
+        sys.executable, str(EXAMPLES / "grpo.py"),
+        "--model_name_or_path", config.start_model,
+        "--env_ids", config.env_id,
+        "--output_dir", str(arm_dir),
+        *budget_args(config, arm),
+        "--max_steps", str(config.steps),
+        # one rollout of items_per_step x group_size episodes per optimizer step, in micro-batches
+        "--per_device_train_batch_size", str(config.micro_batch),
+        "--gradient_accumulation_steps", str(config.items_per_step * config.group_size // config.micro_batch),
+        "--num_generations", str(config.group_size),
+        "--learning_rate", str(config.learning_rate),
+        "--beta", "0",  # no reference model: one forward less per step on 2 cores
+        "--temperature", str(config.temperature),
+        "--max_turn_tokens", str(config.max_turn_tokens),
+        "--max_context_tokens", str(config.max_context_tokens),
+        "--bf16", str(config.bf16).lower(),
+        "--save_strategy", "steps", "--save_steps", str(config.save_steps), "--save_total_limit", "1",
+        "--save_only_model", "false",  # optimizer and RNG state too, so a resumed arm continues the same run
+        "--resume_from_checkpoint", "last",
+        "--seed", str(config.seed),
+    ], Path(config.out_dir) / "logs" / f"train-{arm}.log")
+    (arm_dir / TRAINED_MARK).write_text(time.strftime("%Y-%m-%d %H:%M:%S\n"), encoding="utf-8")
+
+
+def evaluate(config: ExperimentConfig, name: str, model: str) -> Path:
+    out = Path(config.out_dir) / "eval" / name
+    print(f"evaluating {name} ({model}) -> {out}", flush=True)
+    report = evaluate_model(
+        model, [config.env_id], out, split="test", n_samples=config.eval_samples, max_turns=[config.eval_turns],
+        limit=config.eval_limit or None, temperature=config.temperature, batch_size=config.eval_batch_size,
+        max_turn_tokens=config.max_turn_tokens, max_context_tokens=config.max_context_tokens, seed=config.seed,
+        bf16=config.bf16,
+    )
+    if not report.complete:
+        sys.exit(f"evaluation {out} stopped after {report.episodes} of {report.expected} episodes; run again")
+    return out
+
+
+def test_result(run_dir: Path) -> dict:
+    records = load_run(run_dir)
+    per_item = item_successes(records)
+    interval = success_interval(per_item)
+    return {**interval, "items": len(per_item), "episodes": len(records),
+            "turns": sum(r["turns"] for r in records) / len(records),
+            "score": sum(float(r["info"]["score"]) for r in records) / len(records), "per_item": per_item}
+
+
+def training_curve(arm_dir: Path) -> dict:
+    rows = last_per_step(read_metrics(arm_dir / "agent_metrics.jsonl"))
+    keys = {"budget": "agent/max_turns", "success": "agent/success", "turns": "agent/turns_mean",
+            "valid_action_rate": "agent/valid_action_rate", "step_s": "step_time"}
+    curve = {name: [row.get(key) for row in rows] for name, key in keys.items()}
+    curve["step"] = [int(row["step"]) for row in rows]
+    return curve
+
+
+def report(config: ExperimentConfig) -> dict:
+    out = Path(config.out_dir)
+    start = test_result(out / "eval" / "start")
+    arms = {}
+    for arm in ARMS:
+        if not (out / "eval" / arm / "summary.json").exists():
+            continue
+        result = test_result(out / "eval" / arm)
+        curve = training_curve(out / arm)
+        arms[arm] = {
+            "budget": " ".join(budget_args(config, arm)[1:]),
+            "train_minutes": round(sum(s for s in curve["step_s"] if s) / 60, 1),
+            "curve": curve,
+            "test": {k: v for k, v in result.items() if k != "per_item"},
+            "change_vs_start": compare_success(start["per_item"], result["per_item"]),
+            "per_item": result["per_item"],
+        }
+    pairs = {f"{a}_vs_{b}": compare_success(arms[b]["per_item"], arms[a]["per_item"])
+             for a, b in (("staged", "small"), ("staged", "large"), ("large", "small")) if a in arms and b in arms}
+    summary = {
+        "what": "GRPO from one behaviour-cloned start, three turn-budget arms, test success before and after",
+        "config": asdict(config),
+        "start": {k: v for k, v in start.items() if k != "per_item"},
+        "arms": {arm: {k: v for k, v in entry.items() if k != "per_item"} for arm, entry in arms.items()},
+        "arm_vs_arm": pairs,
+        "method": "success = Avg@K over every test item; 95% interval = bootstrap over items (10k resamples); "
+                  "change = paired over items, p = two-sided sign-flip permutation test",
+    }
+    Path(config.results_file).parent.mkdir(parents=True, exist_ok=True)
+    Path(config.results_file).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    if arms:
+        evals = [{"label": "start", **start}] + [{"label": arm, **arms[arm]["test"]} for arm in arms]
+        plot = Path(config.plot_file)
+        plot_comparison({arm: out / arm for arm in arms}, plot.parent, evals=evals, file_name=plot.name, window=3,
+                        title=f"GRPO on {config.env_id.removeprefix('AgentGym/')}: turn budget arms, {config.steps} "
+                              f"steps each, from the SFT start")
+    print_table(summary)
+    return summary
+
+
+def print_table(summary: dict) -> None:
+    start = summary["start"]
+    print("\n| arm | train budget | test success (95% CI) | change vs start (95% CI) | p | test turns | train min |")
+    print("|---|---|---|---|---|---|---|")
+    print(f"| start (SFT) | - | {pct(start)} | - | - | {start['turns']:.2f} | - |")
+    for arm, entry in summary["arms"].items():
+        change = entry["change_vs_start"]
+        print(f"| {arm} | {entry['budget']} | {pct(entry['test'])} | {change['difference'] * 100:+.1f} "
+              f"[{change['low'] * 100:+.1f}, {change['high'] * 100:+.1f}] | {change['p_value']:.3f} | "
+              f"{entry['test']['turns']:.2f} | {entry['train_minutes']} |")
+    for name, change in summary["arm_vs_arm"].items():
+        print(f"{name}: {change['difference'] * 100:+.1f} points [{change['low'] * 100:+.1f}, "
+              f"{change['high'] * 100:+.1f}], p = {change['p_value']:.3f}")
+
+
+def pct(result: dict) -> str:
+    return f"{result['mean'] * 100:.1f}% [{result['low'] * 100:.1f}, {result['high'] * 100:.1f}]"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    (config,) = HfArgumentParser(ExperimentConfig).parse_args_into_dataclasses(args=argv)
+    unknown = set(config.arms) - set(ARMS)
+    if unknown:
+        sys.exit(f"unknown arms {sorted(unknown)}; choose from {list(ARMS)}")
+    if config.phase not in ("all", "train", "eval"):
+        sys.exit(f"unknown phase {config.phase!r}; choose all, train or eval")
+    if not config.report_only:
+        began = time.time()
+        if config.phase != "eval":
+            make_start(config)
+        if config.phase != "train":
+            evaluate(config, "start", config.start_model)
+        for arm in config.arms:
+            if config.phase != "eval":
+                train_arm(config, arm)
+            if config.phase != "train":
+                wait_until_trained(config, arm)
+                evaluate(config, arm, str(final_model(config, arm)))
+        print(f"{config.phase} time: {(time.time() - began) / 60:.1f} min", flush=True)
+    return report(config) if config.phase != "train" else {}
+
+
+def wait_until_trained(config: ExperimentConfig, arm: str, poll_s: float = 30.0) -> None:
+    """In the 'eval' phase: wait for the 'train' process to finish this arm."""
+    if not is_trained(config, arm):
+        print(f"waiting for arm {arm} to be trained (by a --phase train process)", flush=True)
+    while not is_trained(config, arm):
+        time.sleep(poll_s)
+
+
+if __name__ == "__main__":
+    main()
