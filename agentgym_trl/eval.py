@@ -136,7 +136,7 @@ class ModelRunner:
                  max_context_tokens: int = 4096, seed: int = 0, truncated_turn: str = "step",
                  chat_template_kwargs: dict[str, Any] | None = None, bf16: bool = False):
         self.model, self.tokenizer, self.model_path = load_model(model)
-        # bf16 autocast over fp32 weights: what a trainer with bf16=True samples with (and 3-5x faster on CPUs
+        # bf16 autocast over fp32 weights: what a trainer with bf16=True samples with (and ~3x faster on CPUs
         # with AVX512-BF16 or AMX, see bf16_is_fast)
         self.bf16 = bf16
         self.temperature = temperature

@@ -7,8 +7,8 @@ the same seed and the same items per step. Only the turn budget differs:
 * ``large``:  a fixed large budget;
 * ``staged``: small first, then large (the paper's ScalingInter-RL schedule, here in two stages).
 
-The start and every arm's final model are evaluated the same way on the held-out test split (every
-item, K samples each, the same turn budget), and the report puts a 95% bootstrap interval (over items)
+The start and every arm's final model are evaluated the same way on the held-out test split (the same
+items, K samples each, the same turn budget), and the report puts a 95% bootstrap interval (over items)
 on each success rate and a paired sign-flip test on each change::
 
     python examples/turn_budget.py                       # the whole experiment; run it again to resume
@@ -45,8 +45,14 @@ from agentgym_envs.evaluation.metrics import (  # noqa: E402
     compare_success,
     item_successes,
     success_interval,
+    summarize,
 )
-from agentgym_envs.evaluation.plots import last_per_step, plot_comparison, read_metrics  # noqa: E402
+from agentgym_envs.evaluation.plots import (  # noqa: E402
+    METRICS_FILE,
+    last_per_step,
+    plot_comparison,
+    read_metrics,
+)
 from agentgym_envs.evaluation.records import load_run  # noqa: E402
 from agentgym_trl.eval import evaluate_model  # noqa: E402
 from agentgym_trl.models import bf16_is_fast, is_reloadable  # noqa: E402
@@ -170,14 +176,13 @@ def evaluate(config: ExperimentConfig, name: str, model: str) -> Path:
 def test_result(run_dir: Path) -> dict:
     records = load_run(run_dir)
     per_item = item_successes(records)
-    interval = success_interval(per_item)
-    return {**interval, "items": len(per_item), "episodes": len(records),
-            "turns": sum(r["turns"] for r in records) / len(records),
-            "score": sum(float(r["info"]["score"]) for r in records) / len(records), "per_item": per_item}
+    metrics = summarize(records)
+    return {**success_interval(per_item), **{key: metrics[key] for key in ("items", "episodes", "turns", "score")},
+            "per_item": per_item}
 
 
 def training_curve(arm_dir: Path) -> dict:
-    rows = last_per_step(read_metrics(arm_dir / "agent_metrics.jsonl"))
+    rows = last_per_step(read_metrics(arm_dir / METRICS_FILE))
     keys = {"budget": "agent/max_turns", "success": "agent/success", "turns": "agent/turns_mean",
             "valid_action_rate": "agent/valid_action_rate", "step_s": "step_time"}
     curve = {name: [row.get(key) for row in rows] for name, key in keys.items()}

@@ -66,6 +66,19 @@ def _item_rates(per_item: Mapping[Any, Sequence[bool]]) -> dict[Any, float]:
     return {key: sum(samples) / len(samples) for key, samples in per_item.items() if samples}
 
 
+def _percentile_interval(samples: Any, level: float) -> tuple[float, float]:
+    """The central ``level`` interval of bootstrap samples."""
+    import numpy as np
+
+    tail = 100 * (1 - level) / 2
+    return float(np.percentile(samples, tail)), float(np.percentile(samples, 100 - tail))
+
+
+def _bootstrap_means(values: Any, resamples: int, rng: Any) -> Any:
+    """Means of ``resamples`` resamples (with replacement) of ``values``."""
+    return values[rng.integers(0, values.size, size=(resamples, values.size))].mean(axis=1)
+
+
 def success_interval(per_item: Mapping[Any, Sequence[bool]], *, level: float = 0.95, resamples: int = 10_000,
                      seed: int = 0) -> dict[str, float]:
     """Avg@K with a bootstrap confidence interval over items (``{"mean", "low", "high"}``)."""
@@ -74,11 +87,8 @@ def success_interval(per_item: Mapping[Any, Sequence[bool]], *, level: float = 0
     rates = np.array(list(_item_rates(per_item).values()), dtype=float)
     if rates.size == 0:
         raise ValueError("no items to put an interval on")
-    rng = np.random.default_rng(seed)
-    means = rates[rng.integers(0, rates.size, size=(resamples, rates.size))].mean(axis=1)
-    tail = 100 * (1 - level) / 2
-    return {"mean": float(rates.mean()), "low": float(np.percentile(means, tail)),
-            "high": float(np.percentile(means, 100 - tail))}
+    low, high = _percentile_interval(_bootstrap_means(rates, resamples, np.random.default_rng(seed)), level)
+    return {"mean": float(rates.mean()), "low": low, "high": high}
 
 
 def compare_success(before: Mapping[Any, Sequence[bool]], after: Mapping[Any, Sequence[bool]], *,
@@ -94,15 +104,14 @@ def compare_success(before: Mapping[Any, Sequence[bool]], after: Mapping[Any, Se
         raise ValueError("the two evaluations share no item")
     differences = np.array([rates_after[key] - rates_before[key] for key in shared])
     rng = np.random.default_rng(seed)
-    boot = differences[rng.integers(0, differences.size, size=(resamples, differences.size))].mean(axis=1)
+    low, high = _percentile_interval(_bootstrap_means(differences, resamples, rng), level)
     flipped = (differences * rng.choice([-1.0, 1.0], size=(resamples, differences.size))).mean(axis=1)
     observed = differences.mean()
-    tail = 100 * (1 - level) / 2
     return {
         "items": len(shared),
         "difference": float(observed),
-        "low": float(np.percentile(boot, tail)),
-        "high": float(np.percentile(boot, 100 - tail)),
+        "low": low,
+        "high": high,
         # the observed split counts as one of the equally likely sign patterns, so p is never 0
         "p_value": float((1 + np.sum(np.abs(flipped) >= abs(observed) - 1e-12)) / (resamples + 1)),
     }
