@@ -50,6 +50,11 @@ def cut_turn(ids: Sequence[int], logprobs: Sequence[float], limit: int, stop_ids
     return TurnOutput(list(ids[:limit]), list(logprobs[:limit]), False)
 
 
+def cache_layers(cache: Any) -> list[tuple[Any, Any]]:
+    """Per layer (keys, values) of a transformers cache, ``(None, None)`` where a layer keeps none."""
+    return [(getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in getattr(cache, "layers", [])]
+
+
 @dataclass
 class CachedPrefix:
     """Key/value states of one trajectory's tokens so far (``ids``), kept between its turns."""
@@ -70,6 +75,9 @@ class HFGenerator:
     ``GenerationConfig`` would sample with top-k 50, another distribution than the one trained).
     ``unwrap`` yields the model to generate with for the whole rollout (TRL's
     ``unwrap_model_for_generation`` under DDP / DeepSpeed / FSDP); by default the model itself.
+
+    With ``share_prompt_prefill`` (and the prefix cache) a context that several rows share (a GRPO
+    group's first prompt) is encoded once and its states copied to each row, instead of once per row.
     """
 
     def __init__(
@@ -80,6 +88,7 @@ class HFGenerator:
         stop_ids: Sequence[int],
         unwrap: Callable[[], AbstractContextManager[Any]] | None = None,
         prefix_cache: bool = True,
+        share_prompt_prefill: bool = True,
     ):
         self.model = model
         self.generation_config = copy.deepcopy(generation_config)
@@ -95,6 +104,7 @@ class HFGenerator:
         self._unwrap = unwrap
         self._active_model: Any = None
         self.prefix_cache = prefix_cache
+        self.share_prompt_prefill = share_prompt_prefill
         self._prefixes: list[CachedPrefix] = []
 
     @contextmanager
@@ -119,8 +129,10 @@ class HFGenerator:
         device = next(model.parameters()).device
         # Layout of row i: [pad | cached ids_i | pad | new ids_i]; the pads are masked out, so row i's tokens see
         # exactly its own history, and positions (cumsum of the mask) continue where the cached ones stop.
-        cached = [self._cached_prefix(context) if self.prefix_cache and self._active_model is not None else None
-                  for context in contexts]
+        caching = self.prefix_cache and self._active_model is not None
+        if caching and self.share_prompt_prefill:
+            self._prefill_shared(model, contexts, device)
+        cached = [self._cached_prefix(context) if caching else None for context in contexts]
         past_lengths = [len(prefix.ids) if prefix else 0 for prefix in cached]
         new_parts = [list(context[length:]) for context, length in zip(contexts, past_lengths, strict=True)]
         past_width, new_width = max(past_lengths), max(len(part) for part in new_parts)
@@ -154,6 +166,23 @@ class HFGenerator:
             self._keep_prefixes(out.past_key_values, contexts, outputs, past_lengths, new_parts, past_width, width)
         return outputs
 
+    def _prefill_shared(self, model: Any, contexts: Sequence[Sequence[int]], device: torch.device) -> None:
+        """Encode once each context that several rows share and no kept state covers (all but its last token)."""
+        counts: dict[tuple[int, ...], int] = {}
+        for context in contexts:
+            counts[tuple(context)] = counts.get(tuple(context), 0) + 1
+        for ids, count in counts.items():
+            if count < 2 or len(ids) < 2 or self._cached_prefix(ids) is not None:
+                continue
+            prefix = list(ids[:-1])
+            with torch.no_grad():
+                out = model(input_ids=torch.tensor([prefix], device=device), use_cache=True, logits_to_keep=1)
+            layers = cache_layers(out.past_key_values)
+            if not layers or any(keys is None or keys.shape[2] != len(prefix) for keys, _ in layers):
+                self.share_prompt_prefill = False  # a cache layout this cannot slice: encode per row as before
+                return
+            self._prefixes.append(CachedPrefix(prefix, [(keys[0], values[0]) for keys, values in layers]))
+
     def _cached_prefix(self, context: Sequence[int]) -> CachedPrefix | None:
         """The kept states whose ids start this context (the longest; at least one new token must remain)."""
         best = None
@@ -185,7 +214,7 @@ class HFGenerator:
                        past_lengths: Sequence[int], new_parts: Sequence[Sequence[int]], past_width: int,
                        width: int) -> None:
         """Keep, per row, the states of its context plus its reply (minus the last sampled token, never fed)."""
-        layers = [(getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in getattr(cache, "layers", [])]
+        layers = cache_layers(cache)
         stored = layers[0][0].shape[2] if layers and layers[0][0] is not None else -1
         if stored < width or any(keys is None or keys.shape[2] != stored for keys, _ in layers):
             # sliding-window, recurrent or other cache layouts: encode whole contexts, as without the cache

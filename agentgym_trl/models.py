@@ -127,13 +127,15 @@ def resolve_model(model_args: Any, training_args: Any, state: Any) -> str:
     No ``--model_name_or_path`` means the default PyPI model (one process builds its cached copy,
     the others wait and reuse it). ``--dtype`` (fp32 unless given: CPU training) and
     ``--attn_implementation`` go into ``training_args.model_init_kwargs``, which the trainers use
-    when they load the model from the returned path. Several CPU processes share the cores instead
-    of each starting one thread per core.
+    when they load the model from the returned path. On CPU each process gets its share of the cores
+    (``accelerate launch`` would leave it one thread).
     """
     import torch
 
-    if state.num_processes > 1 and state.device.type == "cpu":
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // state.num_processes))
+    from agentgym_trl.cpu import use_cpu_threads
+
+    if state.device.type == "cpu":  # accelerate launch exports OMP_NUM_THREADS=1: give each process its cores
+        use_cpu_threads(state.num_processes)
     model_path = model_args.model_name_or_path
     if model_path is None:
         with state.main_process_first():

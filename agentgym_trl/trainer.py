@@ -39,10 +39,18 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
 from agentgym_trl.chat import ChatEncoder
+from agentgym_trl.cpu import (
+    plan_micro_batches,
+    release_memory,
+    row_lengths,
+    take_rows,
+    use_compact_lm_head,
+    use_cpu_threads,
+)
 from agentgym_trl.curriculum import TRUNCATED_METRIC, ScheduleError, TurnBudgetCallback, TurnSchedule
 from agentgym_trl.data import build_env_dataset, check_env_ids, placeholder_prompt
 from agentgym_trl.generation import Generator, HFGenerator, VLLMGenerator
-from agentgym_trl.models import is_reloadable, save_plain_copy
+from agentgym_trl.models import bf16_is_fast, is_reloadable, save_plain_copy
 from agentgym_trl.rollout import (
     CONTEXT,
     ENV_ERROR,
@@ -58,6 +66,12 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_ENV_ID = "AgentGym/TextCraft-Depth1-v0"
 DEFAULT_FIXED_TURNS = 10
+DEFAULT_CPU_MICRO_BATCH_TOKENS = 2048
+# Loss types whose normaliser spans the whole batch already (TRL's num_items_in_batch): a micro-batch's loss is its
+# share as it is. The others average within the batch they see, so a micro-batch is weighted by its rows or tokens.
+BATCH_NORMALISED_LOSSES = ("dapo", "cispo", "vespo")
+ROW_AVERAGED_LOSSES = ("grpo", "sapo", "luspo", "dr_grpo")
+TOKEN_AVERAGED_LOSSES = ("bnpo",)
 
 
 @dataclass
@@ -121,6 +135,36 @@ class AgentGRPOConfig(GRPOConfig):
         default="agent_metrics.jsonl",
         metadata={"help": "JSON-lines file (relative to output_dir) receiving every log; empty to disable."},
     )
+    cpu_threads: int | None = field(
+        default=None,
+        metadata={
+            "help": "Torch threads per process on CPU; default: the cores divided among the processes (accelerate "
+            "launch exports OMP_NUM_THREADS=1, which would leave all but one core idle)."
+        },
+    )
+    compact_lm_head: bool = field(
+        default=True,
+        metadata={
+            "help": "Score only completion positions through the LM head on CPU as TRL does on Triton devices (on "
+            "CPU it would otherwise project every prompt and padding position onto the vocabulary)."
+        },
+    )
+    micro_batch_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Split each training batch into micro-batches of at most this many padded tokens, each trimmed of "
+            "padding and back-propagated on its own (gradients sum to the same loss), so activations are bounded by "
+            "this budget; 0 = off. Default: 2048 on CPU, off on GPU."
+        },
+    )
+    release_memory: bool = field(
+        default=True,
+        metadata={"help": "Return freed memory to the OS after each rollout and optimizer step (CPU)."},
+    )
+    share_prompt_prefill: bool = field(
+        default=True,
+        metadata={"help": "Encode a group's shared first prompt once, not once per episode (HF generation)."},
+    )
     log_trajectories: bool = field(
         default=False,
         metadata={
@@ -148,8 +192,10 @@ class AgentGRPOConfig(GRPOConfig):
         gpu = torch.cuda.is_available() and not self.use_cpu
         if self.ddp_find_unused_parameters is None:  # every parameter of a causal LM (and of LoRA) takes part
             self.ddp_find_unused_parameters = False
-        if self.bf16 is None:
-            self.bf16 = bool(gpu and torch.cuda.is_bf16_supported() and not self.fp16)
+        if self.bf16 is None:  # bf16 autocast where the hardware runs it natively (AVX512-BF16 / AMX CPUs too)
+            self.bf16 = bool(not self.fp16 and (torch.cuda.is_bf16_supported() if gpu else bf16_is_fast()))
+        if self.micro_batch_tokens is None:
+            self.micro_batch_tokens = 0 if gpu else DEFAULT_CPU_MICRO_BATCH_TOKENS
         if self.activation_checkpointing is None:  # transformers 5 name; gradient_checkpointing is its alias
             checkpointing = self.gradient_checkpointing
             self.activation_checkpointing = gpu if checkpointing is None else bool(checkpointing)
@@ -167,6 +213,10 @@ class AgentGRPOConfig(GRPOConfig):
             )
         if self.truncated_turn not in ("end", "step"):
             raise ValueError(f"truncated_turn must be 'end' or 'step', got {self.truncated_turn!r}")
+        if self.micro_batch_tokens < 0:
+            raise ValueError(f"micro_batch_tokens must be 0 (off) or positive, got {self.micro_batch_tokens}")
+        if self.cpu_threads is not None and self.cpu_threads < 1:
+            raise ValueError(f"cpu_threads must be at least 1, got {self.cpu_threads}")
         if self.env_workers < 1:
             raise ValueError(f"env_workers must be at least 1, got {self.env_workers}")
         if self.mask_truncated_completions:
@@ -251,6 +301,11 @@ class AgentGRPOTrainer(GRPOTrainer):
                 "AgentGRPOTrainer supplies its own rollout; do not pass rollout_func/environment_factory/tools"
             )
         self.schedule = args.turn_schedule()
+        self.on_cpu = args.use_cpu or not torch.cuda.is_available()
+        if self.on_cpu:
+            use_cpu_threads(PartialState().num_processes, args.cpu_threads)
+        use_compact_lm_head(args.compact_lm_head)
+        self._micro_batching_warned = False
         if train_dataset is None:
             train_dataset = build_env_dataset(args.env_ids, args.train_split, args.max_items_per_env, args.seed)
         else:
@@ -297,7 +352,8 @@ class AgentGRPOTrainer(GRPOTrainer):
             slots = self.args.per_device_train_batch_size * self.args.steps_per_generation
             slots = max(slots, self.args.per_device_eval_batch_size)
             return VLLMGenerator(self.vllm_generation, self.accelerator, self.chat.stop_ids, slots, pad)
-        return HFGenerator(self.model, self.generation_config, pad, self.chat.stop_ids, unwrap=self._unwrapped_model)
+        return HFGenerator(self.model, self.generation_config, pad, self.chat.stop_ids, unwrap=self._unwrapped_model,
+                           share_prompt_prefill=self.args.share_prompt_prefill)
 
     @contextmanager
     def _unwrapped_model(self) -> Iterator[Any]:
@@ -345,11 +401,63 @@ class AgentGRPOTrainer(GRPOTrainer):
         )
         output = result.to_trl()
         validate_rollout_output(output, len(rows))
+        if self.args.release_memory and self.on_cpu:  # the generation caches are garbage now
+            release_memory()
         self.last_rollout = result
         if self.args.log_trajectories:
             self._log_trajectories(result, budget, mode)
         self._record_rollout_metrics(result, budget, mode)
         return output
+
+    # ---- the loss in micro-batches ---------------------------------------------------------------
+    def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
+                     num_items_in_batch: Any = None) -> torch.Tensor:
+        """TRL's loss, back-propagated micro-batch by micro-batch when the batch exceeds ``micro_batch_tokens``.
+
+        Every micro-batch but the last is back-propagated here (without DDP's gradient sync); the last
+        is returned for the Trainer's own backward, plus the others' detached losses for logging. Each
+        micro-batch's loss is scaled by its share of the batch, so the summed gradients are the
+        gradients of the whole batch's loss.
+        """
+        groups = self._micro_batch_groups(inputs) if model.training and torch.is_grad_enabled() else None
+        if groups is None or len(groups) < 2:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        shares = micro_batch_shares(self.loss_type, inputs, groups)
+        done = torch.zeros((), device=self.accelerator.device)
+        for rows, share in zip(groups[:-1], shares[:-1]):
+            with self.accelerator.no_sync(model):
+                loss = self._compute_loss(model, take_rows(inputs, rows)) * share
+                self.accelerator.backward(loss)
+            done = done + loss.detach().float()
+        return self._compute_loss(model, take_rows(inputs, groups[-1])) * shares[-1] + done
+
+    def _micro_batch_groups(self, inputs: dict[str, Any]) -> list[list[int]] | None:
+        budget = self.args.micro_batch_tokens
+        if not budget:
+            return None
+        unsupported = [
+            reason
+            for reason, present in (
+                ("an entropy bonus", self._entropy_bonus_enabled),
+                ("top_entropy_quantile < 1", self.top_entropy_quantile < 1.0),
+                ("an MoE aux loss", self.aux_loss_enabled),
+                ("DeepSpeed", self.is_deepspeed_enabled),
+                (f"loss_type {self.loss_type!r}", self.loss_type not in MICRO_BATCHED_LOSSES),
+            )
+            if present
+        ]
+        if unsupported:  # these terms are normalised per call in TRL: splitting would change the loss
+            if not self._micro_batching_warned:
+                logger.warning("micro_batch_tokens is ignored with %s: each batch trains in one piece", unsupported)
+                self._micro_batching_warned = True
+            return None
+        return plan_micro_batches(row_lengths(inputs), budget)
+
+    def training_step(self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if self.args.release_memory and self.on_cpu:  # activations and gradients' temporaries go back to the OS
+            release_memory()
+        return loss
 
     def _log_trajectories(self, result: RolloutResult, budget: int | list[int], mode: str) -> None:
         """Each process appends its own episodes (no gather of whole conversations across ranks)."""
@@ -415,6 +523,24 @@ class AgentGRPOTrainer(GRPOTrainer):
     def close_envs(self) -> None:
         """Release every env the rollouts created (engines, JVMs, browsers)."""
         self.env_pool.close()
+
+
+MICRO_BATCHED_LOSSES = BATCH_NORMALISED_LOSSES + ROW_AVERAGED_LOSSES + TOKEN_AVERAGED_LOSSES
+
+
+def micro_batch_shares(loss_type: str, inputs: dict[str, Any], groups: list[list[int]]) -> list[float]:
+    """The factor of each micro-batch's loss so that the factors times the losses sum to the batch's loss."""
+    if loss_type in BATCH_NORMALISED_LOSSES:
+        return [1.0] * len(groups)
+    if loss_type in TOKEN_AVERAGED_LOSSES:
+        mask = inputs["completion_mask"] * inputs["tool_mask"] if "tool_mask" in inputs else inputs["completion_mask"]
+        weights = [float(mask[rows].sum()) for rows in groups]
+    elif loss_type in ROW_AVERAGED_LOSSES:
+        weights = [float(len(rows)) for rows in groups]
+    else:
+        raise ValueError(f"no micro-batch weighting for loss_type {loss_type!r}")
+    total = sum(weights)
+    return [w / total for w in weights] if total else [1.0 / len(groups)] * len(groups)
 
 
 def prepare_rows_dataset(dataset: Any) -> Any:

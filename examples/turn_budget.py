@@ -155,6 +155,7 @@ def train_arm(config: ExperimentConfig, arm: str) -> None:
         "--save_only_model", "false",  # optimizer and RNG state too, so a resumed arm continues the same run
         "--resume_from_checkpoint", "last",
         "--seed", str(config.seed),
+        "--clone_episodes", "0", "--eval_items", "0",  # the start is given; this experiment evaluates on its own
     ], Path(config.out_dir) / "logs" / f"train-{arm}.log")
     (arm_dir / TRAINED_MARK).write_text(time.strftime("%Y-%m-%d %H:%M:%S\n"), encoding="utf-8")
 

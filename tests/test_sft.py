@@ -196,6 +196,7 @@ def test_sft_example_checkpoint_starts_grpo(tmp_path: Path) -> None:
     grpo = load_example("grpo").main([
         "--model_name_or_path", str(checkpoint), "--output_dir", str(tmp_path / "grpo"), "--max_steps", "1",
         "--max_turns_schedule", "0:1", "--max_turn_tokens", "12", "--disable_tqdm", "true",
+        "--clone_episodes", "0", "--eval_items", "0", "--per_device_train_batch_size", "4",
     ])
     assert grpo.state.global_step == 1
 

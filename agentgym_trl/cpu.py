@@ -1,0 +1,145 @@
+"""What makes a training step fast and lean on a CPU (and harmless on a GPU).
+
+Measured on a 2-core AVX512-BF16 machine (``benchmarks/bench_train_step.py``), a default GRPO step
+lost its time to four things this module addresses:
+
+* ``accelerate launch`` exports ``OMP_NUM_THREADS=1`` when no config sets it, so torch used one
+  core: ``cpu_threads`` gives each process its share of the cores instead;
+* TRL's fused LM head scores only the completion positions when Triton is available and every
+  position (prompt and padding too, onto the whole vocabulary) otherwise: on CPU nothing recompiles
+  when the number of positions changes, so ``use_compact_lm_head`` lets CPUs take the compact route;
+* the whole batch's activations were kept for one backward: ``plan_micro_batches`` and
+  ``take_rows`` cut it into micro-batches under a padded-token budget, each trimmed of the padding
+  its rows do not need, so activations are bounded by the budget, not by the batch;
+* glibc keeps freed memory: ``release_memory`` hands it back between the rollout and training.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+PROMPT_KEYS = ("prompt_ids", "prompt_mask")  # left-padded (B, prompt width); every other (B, T) tensor is completion
+
+
+def available_cores() -> int:
+    """Cores this process may run on (the affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def cpu_threads(num_processes: int, requested: int | None = None) -> int:
+    """Threads per process: the cores divided among the processes of this machine, unless ``requested``."""
+    if requested:
+        return int(requested)
+    return max(1, available_cores() // max(1, num_processes))
+
+
+def use_cpu_threads(num_processes: int, requested: int | None = None) -> int:
+    """Set torch's intra-op threads (``accelerate launch`` left them at 1 through ``OMP_NUM_THREADS``)."""
+    threads = cpu_threads(num_processes, requested)
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    return threads
+
+
+def use_compact_lm_head(enabled: bool = True) -> bool:
+    """Let TRL's fused LM head score only completion positions on CPU too; returns whether it could.
+
+    TRL (``trl.trainer.utils.add_fused_lm_head``) asks ``_use_triton(device)`` whether to score the
+    positions whose label is set (compact) or all of them: the second keeps tile shapes fixed for
+    compiled backends. CPUs run eager kernels, so compact is strictly less work (about half of a
+    forward + backward for the default run). The switch is process-wide, like TRL's own check.
+    """
+    try:
+        from trl.trainer import utils as trl_utils
+    except ImportError:  # pragma: no cover - trl is a requirement of this package
+        return False
+    current = getattr(trl_utils, "_use_triton", None)
+    if current is None:
+        logger.warning("this TRL has no _use_triton switch; the LM head scores every position on CPU")
+        return False
+    original = getattr(current, "original", current)
+    if not enabled:
+        trl_utils._use_triton = original
+        return False
+
+    def compact_on_cpu(device: torch.device) -> bool:
+        return device.type == "cpu" or original(device)
+
+    compact_on_cpu.original = original  # type: ignore[attr-defined]
+    trl_utils._use_triton = compact_on_cpu
+    return True
+
+
+def release_memory() -> None:
+    """Collect garbage and return freed heap pages to the OS (glibc keeps them otherwise)."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def plan_micro_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+    """Group row indices so each group's padded size (rows x its longest row) stays within ``token_budget``.
+
+    Rows are taken longest first, so rows of similar length share a group and little padding is
+    computed; a row longer than the budget gets a group of its own.
+    """
+    groups: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for index in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        width = max(longest, lengths[index])
+        if current and width * (len(current) + 1) > token_budget:
+            groups.append(current)
+            current, width = [], lengths[index]
+        current.append(index)
+        longest = width
+    if current:
+        groups.append(current)
+    return groups
+
+
+def row_lengths(inputs: Mapping[str, Any]) -> list[int]:
+    """Tokens each row needs once its padding is trimmed: its prompt (left-padded) plus its completion."""
+    prompt = inputs["prompt_mask"].sum(dim=1)
+    completion_mask = inputs["completion_mask"]
+    # the completion is right-padded: keep up to its last real token
+    positions = torch.arange(1, completion_mask.shape[1] + 1, device=completion_mask.device)
+    completion = (completion_mask.bool() * positions).amax(dim=1)
+    return (prompt + completion).tolist()
+
+
+def take_rows(inputs: Mapping[str, Any], rows: Sequence[int]) -> dict[str, Any]:
+    """The micro-batch of ``rows``: every per-row field sliced, prompt and completion trimmed to its rows' need."""
+    batch = int(inputs["prompt_ids"].shape[0])
+    completion_width = int(inputs["completion_ids"].shape[1])
+    index = torch.as_tensor(list(rows), device=inputs["prompt_ids"].device)
+    prompt_need = int(inputs["prompt_mask"][index].sum(dim=1).max())
+    mask = inputs["completion_mask"][index]
+    positions = torch.arange(1, completion_width + 1, device=mask.device)
+    completion_need = max(int((mask.bool() * positions).amax()), 1)
+    out: dict[str, Any] = {}
+    for key, value in inputs.items():
+        if isinstance(value, torch.Tensor) and value.ndim >= 1 and value.shape[0] == batch:
+            value = value[index]
+            if key in PROMPT_KEYS:
+                value = value[:, value.shape[1] - prompt_need :]
+            elif value.ndim == 2 and value.shape[1] == completion_width:
+                value = value[:, :completion_need]
+        elif isinstance(value, list) and len(value) == batch:
+            value = [value[i] for i in rows]
+        out[key] = value
+    return out

@@ -1,0 +1,195 @@
+"""The CPU speed and memory measures of the trainer change its speed and memory, never what it computes.
+
+Micro-batches give the gradients of the whole batch for every loss type they accept; the compact LM
+head scores the same log-probs; a group's shared prompt encoded once generates the same tokens;
+each process gets its share of the cores whatever ``OMP_NUM_THREADS`` says.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+import torch
+from transformers import GenerationConfig
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch.set_num_threads(1)
+
+import agent_envs  # noqa: E402, F401  (registers the test envs)
+from agent_envs import COUNTDOWN  # noqa: E402
+from test_trainer import countdown_rows, make_trainer  # noqa: E402
+from tiny_model import tiny_model, tiny_tokenizer  # noqa: E402
+
+from agentgym_trl import ChatEncoder, EnvPool, HFGenerator, run_rollout  # noqa: E402
+from agentgym_trl.cpu import (  # noqa: E402
+    available_cores,
+    plan_micro_batches,
+    row_lengths,
+    take_rows,
+    use_compact_lm_head,
+)
+from agentgym_trl.models import bf16_is_fast  # noqa: E402
+from agentgym_trl.trainer import AgentGRPOConfig  # noqa: E402
+
+
+def scored_batch(trainer, items=(2, 5)) -> dict:
+    """One rollout of the tiny model turned into TRL's training inputs, with a distinct advantage per row."""
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # set by the training loop, which these tests bypass
+    rows = [dict(r) for r in countdown_rows(items) for _ in range(4)]
+    for row in rows:
+        row["prompt"] = [{"role": "user", "content": "x"}]
+    torch.manual_seed(0)
+    inputs = trainer._generate_and_score_completions(rows)
+    inputs["advantages"] = torch.linspace(-1.0, 1.0, len(rows)) + 0.05
+    return inputs
+
+
+def gradients(trainer, inputs) -> tuple[torch.Tensor, torch.Tensor]:
+    trainer.model.zero_grad(set_to_none=True)
+    loss = trainer.compute_loss(trainer.model, inputs)
+    loss.backward()
+    grads = torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
+    return loss.detach(), grads
+
+
+@pytest.mark.parametrize("loss_type", ["dapo", "grpo", "bnpo", "dr_grpo"])
+def test_micro_batches_give_the_whole_batch_gradients(tmp_path, loss_type: str) -> None:
+    trainer = make_trainer(tmp_path, loss_type=loss_type, truncated_turn="step", max_turn_tokens=10, bf16=False,
+                           beta=0.0, micro_batch_tokens=0)
+    inputs = scored_batch(trainer)
+    lengths = row_lengths(inputs)
+    assert len(set(lengths)) > 1, "rows of different lengths, so trimming is exercised"
+    whole_loss, whole = gradients(trainer, inputs)
+
+    trainer.args.micro_batch_tokens = 2 * max(lengths)  # two rows or fewer per micro-batch
+    calls = []
+    compute = trainer._compute_loss
+    trainer._compute_loss = lambda model, batch: calls.append(batch["prompt_ids"].shape) or compute(model, batch)
+    split_loss, split = gradients(trainer, inputs)
+
+    assert len(calls) >= 4, "the batch of 8 rows was cut into micro-batches"
+    assert all(shape[0] <= 2 for shape in calls)
+    assert torch.allclose(split_loss, whole_loss, rtol=1e-5, atol=1e-7)
+    assert torch.allclose(split, whole, rtol=1e-4, atol=1e-7), (split - whole).abs().max()
+
+
+def test_micro_batches_are_skipped_where_they_would_change_the_loss(tmp_path, caplog) -> None:
+    trainer = make_trainer(tmp_path, truncated_turn="step", max_turn_tokens=10, bf16=False, beta=0.0,
+                           entropy_coef=0.01, micro_batch_tokens=1)
+    inputs = scored_batch(trainer)
+    calls = []
+    compute = trainer._compute_loss
+    trainer._compute_loss = lambda model, batch: calls.append(1) or compute(model, batch)
+    with caplog.at_level(logging.WARNING, logger="agentgym_trl.trainer"):
+        gradients(trainer, inputs)
+    assert calls == [1], "an entropy bonus is averaged per call in TRL: the batch trains in one piece"
+    assert "micro_batch_tokens is ignored with ['an entropy bonus']" in caplog.text
+
+
+def test_plan_keeps_each_micro_batch_within_the_budget() -> None:
+    lengths = [700, 120, 650, 90, 300, 2500]
+    groups = plan_micro_batches(lengths, token_budget=1400)
+    assert sorted(i for group in groups for i in group) == list(range(len(lengths)))
+    for group in groups:
+        longest = max(lengths[i] for i in group)
+        assert len(group) == 1 or longest * len(group) <= 1400
+    assert [5] in groups, "a row over the budget trains alone"
+    assert plan_micro_batches(lengths, token_budget=10**9) == [[5, 0, 2, 4, 1, 3]]
+
+
+def test_take_rows_trims_only_padding() -> None:
+    pad = 0
+    inputs = {
+        "prompt_ids": torch.tensor([[pad, pad, 5, 6], [pad, 7, 8, 9], [1, 2, 3, 4]]),
+        "prompt_mask": torch.tensor([[0, 0, 1, 1], [0, 1, 1, 1], [1, 1, 1, 1]]),
+        "completion_ids": torch.tensor([[10, 11, pad, pad, pad], [12, pad, pad, pad, pad], [1, 2, 3, 4, 5]]),
+        "completion_mask": torch.tensor([[1, 1, 0, 0, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 1]]),
+        "tool_mask": torch.tensor([[1, 0, 1, 1, 1], [1, 1, 1, 1, 1], [1, 1, 0, 0, 1]]),
+        "advantages": torch.tensor([0.5, -0.5, 1.0]),
+        "num_items_in_batch": torch.tensor(9),
+        "notes": ["a", "b", "c"],
+    }
+    assert row_lengths(inputs) == [4, 4, 9]
+    batch = take_rows(inputs, [1, 0])
+    assert batch["prompt_ids"].tolist() == [[7, 8, 9], [pad, 5, 6]]
+    assert batch["completion_ids"].tolist() == [[12, pad], [10, 11]]
+    assert batch["tool_mask"].tolist() == [[1, 1], [1, 0]]
+    assert batch["advantages"].tolist() == [-0.5, 0.5]
+    assert batch["num_items_in_batch"].item() == 9 and batch["notes"] == ["b", "a"]
+
+
+def test_compact_lm_head_scores_the_same_logprobs(tmp_path) -> None:
+    trainer = make_trainer(tmp_path, truncated_turn="step", max_turn_tokens=10, bf16=False, compact_lm_head=False)
+    inputs = scored_batch(trainer)
+    input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    width = inputs["completion_ids"].shape[1]
+    mask = inputs["completion_mask"].bool()
+
+    def logprobs() -> torch.Tensor:
+        with torch.no_grad():
+            return trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, attention, width)[0]
+
+    full = logprobs()
+    try:
+        assert use_compact_lm_head(True)
+        compact = logprobs()
+    finally:
+        use_compact_lm_head(False)
+    assert torch.allclose(compact[mask], full[mask], atol=1e-5)
+    assert torch.all(compact[~mask] == 0)
+    from trl.trainer import utils as trl_utils
+
+    assert trl_utils._use_triton.__name__ == "_use_triton", "switched off, TRL's own check is back"
+
+
+def test_each_process_gets_its_share_of_the_cores(tmp_path) -> None:
+    torch.set_num_threads(1)  # as under `accelerate launch`, which exports OMP_NUM_THREADS=1
+    try:
+        make_trainer(tmp_path)
+        assert torch.get_num_threads() == available_cores()
+        make_trainer(tmp_path, cpu_threads=1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(1)
+
+
+def test_bf16_autocast_is_the_cpu_default_where_it_is_native(tmp_path) -> None:
+    config = AgentGRPOConfig(output_dir=str(tmp_path), env_ids=[COUNTDOWN], max_turns=2, use_cpu=True,
+                             report_to="none")
+    assert config.bf16 == bf16_is_fast()
+    assert config.micro_batch_tokens == 2048
+    with pytest.raises(ValueError, match="micro_batch_tokens"):
+        AgentGRPOConfig(output_dir=str(tmp_path), env_ids=[COUNTDOWN], max_turns=2, micro_batch_tokens=-1)
+
+
+def test_a_groups_shared_prompt_is_encoded_once_and_changes_nothing() -> None:
+    tokenizer = tiny_tokenizer("chatml")
+    model = tiny_model(tokenizer)
+    encoder = ChatEncoder(tokenizer, [tokenizer.convert_tokens_to_ids("<|im_end|>")])
+    rows = [{"env_id": COUNTDOWN, "item_id": item} for item in (2, 5) for _ in range(4)]
+    results, fed = {}, {}
+    for shared in (False, True):
+        generator = HFGenerator(model, GenerationConfig(do_sample=False), tokenizer.pad_token_id, encoder.stop_ids,
+                                share_prompt_prefill=shared)
+        seen: list[int] = []
+        hook = model.register_forward_pre_hook(
+            lambda module, args, kwargs: seen.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+        )
+        try:
+            results[shared] = run_rollout(rows, generator, encoder, EnvPool(), max_turns=3, max_turn_tokens=12,
+                                          max_context_tokens=600)
+        finally:
+            hook.remove()
+        fed[shared] = seen
+    for plain, shared in zip(results[False].trajectories, results[True].trajectories, strict=True):
+        assert plain.completion_ids == shared.completion_ids and plain.env_mask == shared.env_mask
+        assert torch.allclose(torch.tensor(plain.logprobs), torch.tensor(shared.logprobs), atol=1e-4)
+    prompt = len(results[True].trajectories[0].prompt_ids)
+    # without sharing the first call encodes 8 rows of the whole prompt; with it, one row per group, then 1 token
+    assert fed[False][0] >= prompt
+    assert fed[True][:2] == [prompt - 1, len(results[True].trajectories[4].prompt_ids) - 1]
+    assert fed[True][2] == 1

@@ -1,0 +1,48 @@
+"""The stages around GRPO in examples/grpo.py: behaviour-cloning warm-up, held-out success, the report."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch.set_num_threads(1)
+
+import agentgym_envs  # noqa: E402, F401
+from tiny_model import save_tiny  # noqa: E402
+
+from agentgym_trl.models import is_reloadable  # noqa: E402
+from agentgym_trl.stages import StageArguments, behaviour_clone, held_out_success, report_stages  # noqa: E402
+
+TEXTCRAFT = "AgentGym/TextCraft-Depth1-v0"
+
+
+def test_warm_up_then_held_out_success_then_report(tmp_path: Path, capsys) -> None:
+    model = str(save_tiny(tmp_path / "tiny"))
+    stage = StageArguments(clone_episodes=4, clone_steps=2, clone_learning_rate=1e-3, eval_items=3)
+    clone = behaviour_clone(model, [TEXTCRAFT], tmp_path / "warmup", stage, bf16=False, seed=0)
+    assert clone == str(tmp_path / "warmup") and is_reloadable(clone)
+    assert behaviour_clone(model, [TEXTCRAFT], tmp_path / "warmup", stage, bf16=False, seed=0) == clone  # reused
+
+    stages = {}
+    for name, path in (("base", model), ("warm-up", clone)):
+        stages[name] = held_out_success(path, [TEXTCRAFT], tmp_path / f"eval-{name}", stage, max_turns=2,
+                                        max_turn_tokens=12, max_context_tokens=1024, bf16=False)
+    for result in stages.values():
+        assert result["episodes"] == 3 and len(result["per_item"]) == 3
+        assert 0.0 <= result["ci95"][0] <= result["success"] <= result["ci95"][1] <= 1.0
+        assert 0.0 <= result["valid_action_rate"] <= 1.0
+    # the same three test items (the first of the split) at every stage
+    assert stages["base"]["per_item"].keys() == stages["warm-up"]["per_item"].keys()
+
+    metrics = tmp_path / "agent_metrics.jsonl"
+    metrics.write_text("".join(json.dumps({"step": s, "agent/success": s / 4, "agent/reward": s / 4,
+                                           "agent/valid_action_rate": 0.5}) + "\n" for s in (1, 2, 3)))
+    path = report_stages(stages, tmp_path, "agent_metrics.jsonl")
+    assert json.loads(path.read_text()) == json.loads(json.dumps(stages))
+    assert (tmp_path / "stages.png").stat().st_size > 10_000
+    printed = capsys.readouterr().err
+    assert "held-out success (same test items at every stage):" in printed and "warm-up" in printed
