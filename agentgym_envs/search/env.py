@@ -73,6 +73,7 @@ def format_information(hits: list[Hit]) -> str:
 
 class SearchEnv(TextEnv):
     family = "search"
+    acknowledgement = "Ok."  # AgentGym's SearchQA conversations answer the instruction with this
 
     def __init__(
         self,

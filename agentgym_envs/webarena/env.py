@@ -113,6 +113,7 @@ return Array.from(select.options).map(o => o.text.trim());
 
 class WebArenaEnv(TextEnv):
     family = "webarena"
+    acknowledgement = "Ok."  # AgentGym's WebArena conversations answer the instruction with this
     max_observation_length = 64_000
 
     def __init__(
