@@ -42,6 +42,7 @@ from agentgym_envs.server.client import (  # noqa: E402
     SessionLostError,
 )
 from agentgym_envs.server.sessions import jsonable  # noqa: E402
+from agentgym_envs.sciworld.catalog import agentgym_data_idx  # noqa: E402
 
 TEXTCRAFT = "AgentGym/TextCraft-Depth1-v0"
 ORACLE_STEPS = 40
@@ -152,8 +153,10 @@ def test_agentgym_protocol_client_plays_the_same_episode_as_the_local_env(env_id
         local = gym.make(env_id)
         try:
             local_obs, _ = local.reset(seed=0, options={"item_id": item})
-            reset = client.reset(item)
-            assert reset["observation"] == local_obs and reset["done"] is False and reset["reward"] == 0
+            reset = client.reset(agentgym_data_idx(item) if spec.family == "sciworld" else item)
+            # AgentGym's SciWorld client joins the task description and the first look itself
+            shown = "\n".join(reset[key] for key in ("task_description", "observation") if key in reset)
+            assert shown == local_obs and reset["done"] is False and reset["reward"] == 0
             assert client.observe() == local_obs
             remote_return = local_return = 0.0
             for step in range(FAMILY_STEPS):
