@@ -65,6 +65,9 @@ class TextEnv(gym.Env[str, str]):
     family: ClassVar[str] = ""
     max_observation_length: ClassVar[int] = 64_000
     max_action_length: ClassVar[int] = 16_000
+    #: The lowest outcome an episode can have (normalised): 0 for most families; -1 where the engine
+    #: scores failures negatively and AgentGym passes that on (ScienceWorld).
+    min_progress: float = 0.0
     #: The assistant turn between the instruction and the first observation in AgentGym's
     #: conversations (``info["acknowledgement"]`` at reset; see ``agents.first_messages``).
     acknowledgement: ClassVar[str] = "OK. I'll follow your instructions and try my best to solve the task."
@@ -161,7 +164,7 @@ class TextEnv(gym.Env[str, str]):
         if not parsed.ok:
             return self._reply(parsed.error or "Invalid action.", valid=False)
         outcome = self._act(parsed.action or "")
-        progress = float(np.clip(outcome.progress, 0.0, 1.0))
+        progress = float(np.clip(outcome.progress, self.min_progress, 1.0))
         reward = progress - self._progress
         self._progress = progress
         self._score = float(outcome.score)
