@@ -323,7 +323,7 @@ def test_openapi_schema_documents_both_apis(textcraft_server: LocalServer) -> No
     health = httpx.get(f"{textcraft_server.url}/v1/health").json()
     assert health["status"] == "ok" and health["default_env_id"] == "AgentGym/TextCraft-v0" and TEXTCRAFT in health["env_ids"]
     served = httpx.get(f"{textcraft_server.url}/v1/envs").json()
-    assert {"env_id": TEXTCRAFT, "family": "textcraft", "subtask": "Depth1", "max_turns": 30, "train_items": 93, "test_items": 31} in served
+    assert {"env_id": TEXTCRAFT, "family": "textcraft", "subtask": "Depth1", "max_turns": 30, "train_items": 94, "test_items": 31} in served
 
 
 # ---- errors -------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, parse_tags, require
+from agentgym_envs.core.judge import JudgeUnavailable, LLMJudge
 from agentgym_envs.core.parsers import clean_text
 from agentgym_envs.search.data import Corpus, Question, exact_match, load_questions, normalize_answer
 from agentgym_envs.search.retrievers import BACKENDS, Hit, RetrievalError, Retriever, get_retriever
@@ -88,8 +89,12 @@ class SearchEnv(TextEnv):
         questions_path: str | None = None,
         train_questions_path: str | None = None,
         world_seed: int = 0,
+        judge: LLMJudge | dict[str, Any] | None = None,
     ):
+        """``judge`` (off by default): an ``LLMJudge`` or its fields; an answer that fails exact match
+        is then accepted if the judge finds it equivalent to a gold answer."""
         super().__init__(task_id, render_mode=render_mode)
+        self.judge = LLMJudge.of(judge)
         if retriever not in BACKENDS:
             raise ValueError(f"retriever must be one of {BACKENDS}, got {retriever!r}")
         if retriever == "remote" and not retriever_url:
@@ -209,16 +214,30 @@ class SearchEnv(TextEnv):
             format_information(hits), info={"retrieved": [hit.doc.id for hit in hits], "searches": self._searches}
         )
 
+    def _judged(self, answer: str) -> tuple[bool, dict[str, Any]]:
+        """Whether the judge (if any) accepts an answer exact match refused, and what to report."""
+        if self.judge is None:
+            return False, {}
+        assert self.question is not None
+        try:
+            accepted = any(self.judge.accepts(self.question.question, answer, gold) for gold in self.question.golden_answers)
+        except JudgeUnavailable as error:
+            return False, {"judge_error": str(error)}
+        return accepted, {"judged": True}
+
     def _answer(self, answer: str) -> Outcome:
         assert self.question is not None
-        if exact_match(answer, self.question.golden_answers):
+        correct, report = exact_match(answer, self.question.golden_answers), {}
+        if not correct:
+            correct, report = self._judged(answer)
+        if correct:
             return Outcome(
                 f'Your answer "{answer}" is correct.',
                 progress=1.0,
                 score=1.0,
                 done=True,
                 success=True,
-                info={"correct": True},
+                info={"correct": True, **report},
             )
         shown = answer if len(answer) <= 200 else answer[:200] + "..."
         hint = ""
@@ -226,7 +245,7 @@ class SearchEnv(TextEnv):
             hint = " Give only the answer itself (a name, a number, a year, or yes/no), not a sentence."
         return Outcome(
             f'Your answer "{shown}" is not correct.{hint} You can search for more information and answer again.',
-            info={"correct": False},
+            info={"correct": False, **report},
         )
 
     # ---- agents ---------------------------------------------------------------------------------
