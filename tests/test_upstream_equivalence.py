@@ -160,3 +160,41 @@ def test_sciworld_matches_the_scienceworld_package() -> None:
     finally:
         env.close()
         upstream.close()
+
+
+def test_alfworld_matches_textworlds_own_game_loop() -> None:
+    """AgentGym's ALFWorld server plays the game files through TextWorld's gym loop with ALFWorld's
+    ``AlfredDemangler``; the same commands give the same text (as its server and client pass it on),
+    the same admissible commands, wins and ends."""
+    textworld_gym = pytest.importorskip("textworld.gym")
+    import textworld
+    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
+
+    env = gym.make("AgentGym/ALFWorld-v0")
+    rng = np.random.default_rng(0)
+    requested = textworld.EnvInfos(won=True, admissible_commands=True)
+    try:
+        for index in (0, 1, 2):
+            first, info = env.reset(options={"split": "test", "index": index})
+            game = textworld_gym.register_game(info["game_file"], requested, max_episode_steps=100,
+                                               wrappers=[AlfredDemangler()])
+            upstream = textworld_gym.make(game)
+            upstream_obs, upstream_info = upstream.reset()
+            shown = "\n".join(upstream_obs.split("\n\n")[1:])  # AgentGym's server drops the banner
+            assert first == f"{shown}\nAVAILABLE ACTIONS: {','.join(upstream_info['admissible_commands'])}"
+            for _ in range(30):
+                admissible = upstream_info["admissible_commands"]
+                assert sorted(info["available_actions"]) == sorted(admissible)
+                draw = rng.random()
+                response = (env.unwrapped.oracle_action() if draw < 0.6 else
+                            f"Action:\n{admissible[int(rng.integers(len(admissible)))]}" if draw < 0.85 else
+                            "Thought:\nhm\n\nAction:\nfly to the moon")
+                observation, reward, terminated, _, info = env.step(response)
+                upstream_obs, _, done, upstream_info = upstream.step(parse_react(response).action)
+                assert observation == upstream_obs and terminated == upstream_info["won"] == done
+                assert reward == float(upstream_info["won"])
+                if terminated:
+                    break
+            upstream.close()
+    finally:
+        env.close()
