@@ -178,3 +178,74 @@ def test_agentgym_webarena_client() -> None:
             client.close()
         finally:
             local.close()
+
+
+class ALFWorldClient:
+    """AgentGym's ALFWorld client: ``id`` envs, ``game`` episodes, the action list from the reply."""
+
+    def __init__(self, base: str):
+        self.base = base
+        created = requests.post(f"{base}/create", timeout=TIMEOUT)
+        assert created.status_code == 200, created.text
+        self.env_id = created.json()["id"]
+
+    def reset(self, game: int) -> str:
+        reply = _post(f"{self.base}/reset", {"game": game, "world_type": "Text", "id": self.env_id})
+        return f"{reply['observation']}\nAVAILABLE ACTIONS: {','.join(reply['available_actions'])}"
+
+    def step(self, action: str) -> tuple[str, float, bool]:
+        reply = _post(f"{self.base}/step", {"action": action, "id": self.env_id})
+        assert isinstance(reply["available_actions"], list)
+        return reply["observation"], reply["reward"], reply["done"]
+
+
+class WebShopClient:
+    """AgentGym's WebShop client: the bare env number, ``env_idx``, ``session_id`` episodes, ``state``."""
+
+    def __init__(self, base: str):
+        self.base = base
+        created = requests.post(f"{base}/create", timeout=TIMEOUT)
+        assert created.status_code == 200, created.text
+        self.env_id = created.json()
+
+    def reset(self, idx: int) -> None:
+        _post(f"{self.base}/reset", {"session_id": idx, "env_idx": self.env_id})
+
+    def observe(self) -> Any:
+        response = requests.get(f"{self.base}/observation?env_idx={self.env_id}", timeout=TIMEOUT)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def step(self, action: str) -> tuple[str, float, bool]:
+        reply = _post(f"{self.base}/step", {"action": action, "env_idx": self.env_id})
+        return reply["state"], reply["reward"], reply["done"]
+
+
+def test_agentgym_alfworld_client() -> None:
+    pytest.importorskip("textworld")
+    env_id = "AgentGym/ALFWorld-v0"
+    item = agentgym_envs.get_task(env_id).split("test")[0]
+    with LocalServer("alfworld") as server:
+        client, local = ALFWorldClient(server.url), gym.make(env_id)
+        try:
+            first, _ = local.reset(seed=0, options={"item_id": item})
+            assert client.reset(item) == first
+            remote, here = _play_both(client, local, 30)
+            assert remote == here and here[-1][2]
+        finally:
+            local.close()
+
+
+def test_agentgym_webshop_client() -> None:
+    env_id = "AgentGym/WebShop-v0"
+    item = agentgym_envs.get_task(env_id).split("test")[0]
+    with LocalServer("webshop") as server:
+        client, local = WebShopClient(server.url), gym.make(env_id)
+        try:
+            first, _ = local.reset(seed=0, options={"item_id": item})
+            client.reset(item)
+            assert client.observe() == first
+            remote, here = _play_both(client, local, 15)
+            assert remote == here
+        finally:
+            local.close()

@@ -234,7 +234,8 @@ def create_app(
         session = manager.create(body.env_id if body else None)
         reply = {"id": session.number, "env_id": session.env_id, "reward": 0.0, "done": False,
                  "observation": "A new env. Reset it with a data_idx (the item id) to start an episode."}
-        return compat.created(session.number, reply, searchqa_style=body is not None and body.id is not None)
+        given = body.model_dump(exclude_none=True) if body is not None else {}
+        return compat.created(compat.family_of(session.env), session.number, reply, given)
 
     @app.post("/reset", response_model=p.AgentGymState, **agentgym)
     def agentgym_reset(body: p.AgentGymReset) -> dict:
@@ -255,7 +256,8 @@ def create_app(
     @app.post("/step", response_model=p.AgentGymStepped, **agentgym)
     def agentgym_step(body: p.AgentGymStep) -> dict:
         result = manager.step(agentgym_session(body), body.action)
-        return {"observation": result.observation, "reward": result.reward, "done": result.terminated or result.truncated,
+        return {**compat.reply_fields(result.observation, result.info), "reward": result.reward,
+                "done": result.terminated or result.truncated,
                 "terminated": result.terminated, "truncated": result.truncated,
                 "score": result.info.get("score"), "success": result.info.get("success"),
                 "valid_action": result.info.get("valid_action")}

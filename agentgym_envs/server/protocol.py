@@ -63,6 +63,10 @@ class AgentGymId(Lenient):
 class AgentGymReset(AgentGymId):
     data_idx: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode: AgentGym's data index of the env")
     idx: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode, as WebArena clients name it")
+    session_id: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode (WebShop clients)")
+    item_id: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode (SqlGym clients)")
+    game: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode (ALFWorld and Maze clients)")
+    seed: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode (Wordle clients)")
 
 
 class AgentGymStep(AgentGymId):
@@ -79,7 +83,7 @@ class AgentGymCreated(BaseModel):
 
 
 class AgentGymState(BaseModel):
-    model_config = ConfigDict(extra="allow")  # SciWorld adds task_description, task_name, var_num
+    model_config = ConfigDict(extra="allow")  # state, available_actions; SciWorld's task_description, ...
 
     id: int
     observation: str
@@ -90,6 +94,8 @@ class AgentGymState(BaseModel):
 
 
 class AgentGymStepped(BaseModel):
+    model_config = ConfigDict(extra="allow")  # state, available_actions
+
     observation: str
     reward: float
     done: bool
