@@ -156,6 +156,8 @@ def test_agentgym_protocol_client_plays_the_same_episode_as_the_local_env(env_id
             reset = client.reset(agentgym_data_idx(item) if spec.family == "sciworld" else item)
             # AgentGym's SciWorld client joins the task description and the first look itself
             shown = "\n".join(reset[key] for key in ("task_description", "observation") if key in reset)
+            if spec.family == "alfworld":  # AgentGym's ALFWorld client appends the action list itself
+                shown += "\nAVAILABLE ACTIONS: " + ",".join(reset["available_actions"])
             assert shown == local_obs and reset["done"] is False and reset["reward"] == 0
             assert client.observe() == local_obs
             remote_return = local_return = 0.0
