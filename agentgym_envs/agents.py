@@ -17,14 +17,34 @@ Agent = Callable[[gym.Env, str, dict[str, Any]], str]
 logger = logging.getLogger(__name__)
 
 INSTRUCTION_SEPARATOR = "\n\n"
+#: The acknowledgement used when an env's reset info names none (AgentGym's usual one).
+ACKNOWLEDGEMENT = "OK. I'll follow your instructions and try my best to solve the task."
+
+
+def first_messages(info: dict[str, Any], observation: str, agentgym_order: bool = True) -> list[dict[str, str]]:
+    """The conversation before the model's first response.
+
+    In AgentGym's order (the default) the task instruction is a user turn, the assistant
+    acknowledges it (``info["acknowledgement"]``, e.g. "Ok." for SearchQA and WebArena), then the
+    first observation is a user turn: a model trained with AgentGym sees the same turns here, and
+    the other way round. ``agentgym_order=False`` gives the merged layout (instruction and first
+    observation in one user turn) that ``agentgym_trl``'s rollout and SFT still use; see
+    docs/fidelity.md. An env without an instruction starts with the observation alone.
+    """
+    instruction = info.get("instruction")
+    if not instruction:
+        return [{"role": "user", "content": observation}]
+    if not agentgym_order:
+        return [{"role": "user", "content": first_user_message(instruction, observation)}]
+    return [
+        {"role": "user", "content": instruction},
+        {"role": "assistant", "content": info.get("acknowledgement") or ACKNOWLEDGEMENT},
+        {"role": "user", "content": observation},
+    ]
 
 
 def first_user_message(instruction: str | None, observation: str) -> str:
-    """The first user turn a model sees: the task instruction, a blank line, the first observation.
-
-    Shared by the RL rollout and the expert-trajectory collector, so behaviour cloning trains on
-    exactly the prompt the policy is later rolled out with.
-    """
+    """The instruction and the first observation merged into one user turn (the merged layout)."""
     return f"{instruction}{INSTRUCTION_SEPARATOR}{observation}" if instruction else observation
 
 
@@ -68,16 +88,19 @@ def make_agent(name: str, seed: int = 0) -> Agent:
 
 
 def run_episode(env: gym.Env, agent: Agent, options: dict[str, Any] | None = None, seed: int | None = None,
-                on_step: Callable[[str, str, float, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                on_step: Callable[[str, str, float, dict[str, Any]], None] | None = None,
+                agentgym_order: bool = True) -> dict[str, Any]:
     """Play one episode; returns its item, return, success, score, turns and the conversation.
 
-    ``messages`` is the episode as a chat model sees it: the first user turn (instruction and first
-    observation), then each action as an assistant turn and each observation as a user turn, up to
-    the last action; the env's answer to that one is ``final_observation``.
+    ``messages`` is the episode as a chat model sees it: ``first_messages`` (by default
+    instruction, acknowledgement, first observation; ``agentgym_order`` as there), then each action as an assistant turn and each
+    observation as a user turn, up to the last action; the env's answer to that one is
+    ``final_observation``.
     """
     observation, info = env.reset(seed=seed, options=options)
     split = str(info.get("split", ""))
-    messages = [{"role": "user", "content": first_user_message(info.get("instruction"), observation)}]
+    messages = first_messages(info, observation, agentgym_order)
+    opening = len(messages)
     total = 0.0
     while True:
         action = agent(env, observation, info)
@@ -96,7 +119,7 @@ def run_episode(env: gym.Env, agent: Agent, options: dict[str, Any] | None = Non
         "return": total,
         "success": bool(info.get("success", False)),
         "score": info.get("score"),
-        "turns": int(info.get("turn", len(messages) // 2)),
+        "turns": int(info.get("turn", (len(messages) - opening + 1) // 2)),
         "truncated": bool(truncated),
         "messages": messages,
         "final_observation": observation,

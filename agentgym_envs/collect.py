@@ -9,7 +9,7 @@ Each kept episode becomes one row::
      "reward": ..., "success": ..., "turns": ..., "final_observation": ...}
 
 The conversation is exactly what ``agentgym_trl.rollout.run_rollout`` shows and records for the same
-episode: the same first user turn (``first_user_message``), the agent's responses verbatim, every
+episode: the same first user turn (``first_messages(..., agentgym_order=False)``), the agent's responses verbatim, every
 observation as a user turn except the one after the last step (the rollout never feeds that one to
 the model; it is kept in ``final_observation``). Episodes reset with ``seed=item_id`` on the first
 pass over the items, as the rollout does, so a row can be replayed.
@@ -105,7 +105,8 @@ def episode_plan(env_id: str, split: str, episodes: int, seed: int = 0) -> list[
 
 def play_conversation(env: gym.Env, agent: Agent, item_id: int, seed: int) -> dict[str, Any]:
     """Play one episode and return it as a row (conversation + outcome)."""
-    episode = run_episode(env, agent, options={"item_id": item_id}, seed=seed)
+    # the merged first turn, as agentgym_trl's rollout renders it, so SFT and RL share one prompt
+    episode = run_episode(env, agent, options={"item_id": item_id}, seed=seed, agentgym_order=False)
     return {
         "messages": episode["messages"],
         "item_id": int(item_id),

@@ -137,9 +137,13 @@ def test_planner_fallback_solves_a_game() -> None:
 
 # ---- the gym env --------------------------------------------------------------------------------
 def test_observation_lists_available_actions_like_the_info(env) -> None:
+    """AgentGym's first observation: the room, the task and the actions joined by commas; later
+    observations are TextWorld's feedback alone (``extra_feedback=True`` lists the actions each turn)."""
     obs, info = env.reset(options={"split": "test", "index": 0})
-    assert obs.startswith("You are in the middle of a room.") and f"Your task is to: {info['goal']}." in obs
-    listed = obs.rsplit("AVAILABLE ACTIONS: ", 1)[1].split(", ")
+    assert obs.startswith("You are in the middle of a room.") and f"\nYour task is to: {info['goal']}." in obs
+    listed = obs.rsplit("\nAVAILABLE ACTIONS: ", 1)[1].split(",")
+    obs, *_ = env.step(f"Action:\n{listed[0]}")
+    assert "AVAILABLE ACTIONS" not in obs
     assert listed == info["available_actions"] and "look" in listed and "inventory" in listed
     assert all(a.startswith("go to ") for a in listed if a not in ("help", "inventory", "look"))
     assert info["task_type"] == "pick_and_place_simple" and info["subtask"] == "Pick"
@@ -187,7 +191,9 @@ def test_toggle_is_use(env) -> None:
     assert info["valid_action"] and terminated and reward == 1.0
 
 
-def test_invalid_commands_explain_what_is_wrong(env) -> None:
+def test_invalid_commands_explain_what_is_wrong() -> None:
+    """With ``extra_feedback=True``; by default a refused command gets TextWorld's "Nothing happens."."""
+    env = gym.make(ENV_ID, extra_feedback=True)
     env.reset(options={"item_id": 3})  # a heat task in a kitchen
     base = env.unwrapped
     world = World(base.engine.facts())
@@ -225,6 +231,7 @@ def test_invalid_commands_explain_what_is_wrong(env) -> None:
         if terminated or truncated:
             break
     assert info["success"]
+    env.close()
 
 
 def test_translation_cache_on_disk_is_used(tmp_path, monkeypatch) -> None:

@@ -425,12 +425,40 @@ def test_random_agent_plays_valid_actions_and_does_worse_than_the_oracle() -> No
 
 
 def test_instruction_lists_every_action() -> None:
+    """The default instruction has AgentGym's action list; the detailed one (opt-in) explains ours."""
     env = gym.make("AgentGym/BabyAI-SynthLoc-v0")
     obs, info = env.reset(options={"split": "test", "index": 0})
+    for action in ("turn left", "turn right", "move forward", "go to <obj> <id>", "pick up <obj> <id>", "toggle",
+                   "go through <door> <id>", "toggle and go through <door> <id>"):
+        assert action in info["instruction"]
+    detailed = gym.make("AgentGym/BabyAI-SynthLoc-v0", detailed_instruction=True)
+    _, info = detailed.reset(options={"split": "test", "index": 0})
     for action in ("turn left", "turn right", "move forward", "go to <object>", "pick up <object>", "drop", "toggle",
                    "go through <door>", "toggle and go through <door>", "check available actions"):
         assert action in info["instruction"]
+    detailed.close()
     assert obs.startswith("Goal: ") and info["mission"] in obs and "Available actions: " in obs
     assert info["level"] == "BabyAI-SynthLoc-v0" and info["subtask"] == "SynthLoc"
     assert set(info["available_actions"]) >= {"turn left", "turn right", "check available actions"}
     env.close()
+
+
+def test_actions_are_spelled_as_agentgym_by_default_and_both_spellings_work() -> None:
+    """AgentGym lists 'pickup red ball 1' and names doors with their state ('red closed door 1')."""
+    env = gym.make("AgentGym/BabyAI-v0")
+    for item in range(200):
+        _, info = env.reset(options={"item_id": item})
+        doors = [a for a in info["available_actions"] if a.startswith("toggle and go through ")]
+        if doors:
+            break
+    assert re.fullmatch(r"toggle and go through \w+ (closed|locked) door \d+", doors[0])
+    assert not any(a.startswith("pick up ") for a in info["available_actions"])
+    ours = gym.make("AgentGym/BabyAI-v0", agentgym_names=False)
+    _, mine = ours.reset(options={"item_id": item})
+    door = doors[0].replace(" closed door", " door").replace(" locked door", " door")
+    assert door in mine["available_actions"]
+    obs_agentgym = env.step(f"Action:\n{doors[0]}")
+    obs_ours = ours.step(f"Action:\n{door}")
+    assert obs_agentgym[1:4] == obs_ours[1:4] and obs_agentgym[4]["valid_action"]
+    env.close()
+    ours.close()

@@ -33,7 +33,7 @@ def test_play_as_a_human(monkeypatch, capsys) -> None:
     monkeypatch.setattr("builtins.input", fake_input)
     assert main(["play", "AgentGym/TextCraft-Depth1-v0", "--item-id", "0"]) == 130
     out = capsys.readouterr().out
-    assert "Inventory: you are not carrying anything." in out and "invalid action" in out
+    assert "Inventory: You are not carrying anything." in out and "Could not execute dance" in out
 
 
 def test_solve_reports_success_rate(capsys) -> None:

@@ -123,5 +123,5 @@ def test_render_ansi_shows_last_action_and_observation() -> None:
     env = gym.make("AgentGym/TextCraft-Depth1-v0", render_mode="ansi")
     env.reset(seed=0)
     env.step("inventory")
-    assert env.render() == "> inventory\nInventory: you are not carrying anything.\n"
+    assert env.render() == "> inventory\nInventory: You are not carrying anything.\n"
     env.close()

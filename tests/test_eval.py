@@ -114,9 +114,10 @@ def test_oracle_eval_on_the_command_line_with_several_turn_budgets(tmp_path, cap
     assert len(solved["actions"]) == len(solved["rewards"]) == solved["turns"]
     assert sum(solved["rewards"]) == pytest.approx(1.0) and solved["info"]["success"] is True
     roles = [m["role"] for m in solved["messages"]]
-    assert roles[0] == "user" and roles[1::2] == ["assistant"] * solved["turns"]
-    assert roles[2::2] == ["user"] * solved["turns"]
-    assert "Crafting commands" in solved["messages"][0]["content"]
+    # AgentGym's opening: instruction, acknowledgement, first observation; then the turns
+    assert roles[:3] == ["user", "assistant", "user"] and solved["messages"][1]["content"].startswith("OK.")
+    assert roles[3::2] == ["assistant"] * solved["turns"] and roles[4::2] == ["user"] * solved["turns"]
+    assert "Crafting commands" in solved["messages"][2]["content"]
     sidecar = json.loads((out / "plots" / "plots.json").read_text())
     line = sidecar["figures"]["turn_scaling.png"]["Success vs turn budget"]["TextCraft-Depth1"]
     assert line == {"x": [1.0, 10.0], "y": [0.0, 100.0]}
@@ -311,9 +312,9 @@ def test_openai_compatible_endpoint_gets_the_whole_conversation(tmp_path) -> Non
     assert len(server.requests) == 6  # 2 episodes x 3 turns
     first, third = server.requests[0], server.requests[2]
     assert first["path"] == "/v1/chat/completions" and first["model"] == "fake-model" and first["temperature"] == 0.7
-    assert [m["role"] for m in first["messages"]] == ["user"]
-    assert [m["role"] for m in third["messages"]] == ["user", "assistant", "user", "assistant", "user"]
-    assert "Crafting commands" in first["messages"][0]["content"]
+    assert [m["role"] for m in first["messages"]] == ["user", "assistant", "user"]  # AgentGym's opening
+    assert [m["role"] for m in third["messages"]] == ["user", "assistant", "user"] + ["assistant", "user"] * 2
+    assert "Crafting commands" in first["messages"][2]["content"]
     assert server.headers[0]["Authorization"] == "Bearer k3y"
     records = read_jsonl(out / "trajectories.jsonl")
     assert [r["tokens"] for r in records] == [21, 21] and all(r["actions"][0].endswith("inventory") for r in records)

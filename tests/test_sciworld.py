@@ -40,6 +40,11 @@ def replay_gold(env: gym.Env, item: int) -> tuple[bool, float, list[float], dict
     return bool(info["success"]), float(info["score"]), rewards, info
 
 
+def fitting_test_items(subtask: str) -> list[int]:
+    """Test items whose gold path fits the 30-turn cap (the unfiltered split also has longer ones)."""
+    return [item for item in load_splits("sciworld")[subtask]["test"] if len(stored_gold()[item]) <= 30]
+
+
 def is_running(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -69,7 +74,6 @@ def test_item_ids_and_split_sizes() -> None:
         covered = {task.name for task in task_types(subtask)}
         assert {decode(i)[0].name for i in ids["test"]} == covered, f"{subtask}: test items miss a task type"
         assert all(str(i) in {str(k) for k in stored_gold()} for i in ids["test"])
-    assert all(len(gold) <= 30 for gold in stored_gold().values())
 
 
 def test_splits_follow_scienceworld_variation_sets() -> None:
@@ -88,10 +92,9 @@ def test_splits_follow_scienceworld_variation_sets() -> None:
 
 
 def test_gold_replay_succeeds_on_test_items_of_every_subtask(family_env: gym.Env) -> None:
-    splits = load_splits("sciworld")
     tried = {}
     for subtask, count in REPLAYS_PER_SUBTASK.items():
-        items = splits[subtask]["test"]
+        items = fitting_test_items(subtask)
         picks = [items[int(i)] for i in np.linspace(0, len(items) - 1, count)]
         for item in picks:
             success, score, rewards, info = replay_gold(family_env, item)
@@ -100,6 +103,14 @@ def test_gold_replay_succeeds_on_test_items_of_every_subtask(family_env: gym.Env
             assert sum(rewards) == pytest.approx(1.0), "rewards must add up to the normalised final score"
             tried[item] = subtask
     assert len(tried) >= 30 and set(tried.values()) == set(TEST_SIZES)
+
+
+def test_test_split_is_unfiltered_like_agentgyms() -> None:
+    """Test items are drawn from all of ScienceWorld's test variations, long ones included."""
+    splits = load_splits("sciworld")
+    test_items = [item for sub in splits.values() for item in sub["test"]]
+    assert len(test_items) == 200 and set(stored_gold()) == set(test_items)
+    assert any(len(stored_gold()[item]) > 30 for item in test_items)  # the cap does not filter the set
 
 
 def test_resets_reuse_one_jvm(family_env: gym.Env) -> None:
@@ -129,15 +140,15 @@ def test_bad_input_gets_feedback(family_env: gym.Env) -> None:
         "Action: " + "open " * 80: "characters long",
         "Action: 拿起温度计": "plain English",
         "Action: reset task": "not available",
-        "Action: opne door": "Did you mean: 'open door'",
-        "Action: fly to the moon": "not a command ScienceWorld understands",
+        "Action: opne door": "No known action matches that input.",  # the simulator's own words by default
     }
     for response, expected in cases.items():
         obs, reward, terminated, truncated, info = family_env.step(response)
         assert expected in obs, f"{response[:30]!r} -> {obs[:200]!r}"
         assert info["valid_action"] is False and reward == 0.0 and not terminated and not truncated
     obs, _, _, _, info = family_env.step("Action: check valid actions")
-    assert info["valid_action"] and "open door" in obs.splitlines() and "reset task" not in obs
+    lines = obs.splitlines()
+    assert info["valid_action"] and lines[0] == "Valid actions:" and len(lines) > 5 and "reset task" not in lines
     for item in load_splits("sciworld")["Find"]["test"]:  # a start room with several doors
         obs, _ = family_env.reset(options={"item_id": item})
         if obs.count("A door to") >= 2:
@@ -149,10 +160,24 @@ def test_bad_input_gets_feedback(family_env: gym.Env) -> None:
 
 
 def test_failing_the_task_ends_the_episode(family_env: gym.Env) -> None:
+    """As in AgentGym, a failed task keeps the simulator's negative score: the outcome is -1."""
     family_env.reset(options={"item_id": load_splits("sciworld")["Find"]["test"][0]})
     obs, reward, terminated, truncated, info = family_env.step("focus on chair")
-    assert terminated and not info["success"] and info["score"] < 0 and reward == 0.0
-    assert "failed" in obs
+    assert terminated and not info["success"] and info["score"] == -100 and reward == -1.0
+    assert "failed" not in obs
+
+
+def test_extra_feedback_and_nonnegative_reward_are_opt_in() -> None:
+    env = gym.make(FAMILY_ID, extra_feedback=True, nonnegative_reward=True)
+    _, info = env.reset(options={"item_id": load_splits("sciworld")["Find"]["test"][0]})
+    assert "check valid actions" in info["instruction"]
+    for response, expected in {"Action: opne door": "Did you mean: 'open ",
+                               "Action: fly to the moon": "not a command ScienceWorld understands"}.items():
+        obs, reward, _, _, info = env.step(response)
+        assert expected in obs and not info["valid_action"] and reward == 0.0
+    obs, reward, terminated, _, info = env.step("focus on chair")
+    assert terminated and "failed" in obs and reward == 0.0 and info["score"] == -100
+    env.close()
 
 
 def test_oracle_plans_train_items_on_demand(family_env: gym.Env) -> None:
@@ -167,7 +192,7 @@ def test_killed_jvm_ends_the_episode_and_the_next_reset_works(caplog: pytest.Log
     env = gym.make("AgentGym/SciWorld-Find-v0")
     try:
         base = env.unwrapped
-        item = env.unwrapped.task.split("test")[1]
+        item = fitting_test_items("Find")[1]
         env.reset(options={"item_id": item})
         env.step(base.oracle_action())
         pid = base.jvm.pid
@@ -206,9 +231,8 @@ def test_a_hanging_jvm_is_stopped_by_the_timeout() -> None:
 
 
 def test_several_envs_at_once() -> None:
-    splits = load_splits("sciworld")
     counts = {"Find": 3, "Lifespan": 3, "TestConductivity": 2}
-    jobs = {name: splits[name]["test"][:count] for name, count in counts.items()}
+    jobs = {name: fitting_test_items(name)[:count] for name, count in counts.items()}
     results: dict[str, list] = {}
     pids: dict[str, int] = {}
 

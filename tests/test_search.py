@@ -177,7 +177,8 @@ def test_generation_is_deterministic_from_the_seed(data):
 
 @pytest.fixture
 def env():
-    environment = gym.make("AgentGym/Search-HotpotQA-v0").unwrapped
+    """Our detailed feedback (opt-in); AgentGym's defaults are tested in test_agentgym_defaults."""
+    environment = gym.make("AgentGym/Search-HotpotQA-v0", extra_feedback=True).unwrapped
     environment.reset(seed=0, options={"split": "test", "index": 0})
     yield environment
     environment.close()
@@ -203,6 +204,28 @@ def test_answers_match_after_normalisation_and_wrong_answers_continue(env):
     assert "only the answer" in obs and not terminated
     obs, reward, terminated, _, info = env.step(f"I am sure now.\n<answer>  **The {gold.upper()}**. </answer>")
     assert reward == 1.0 and terminated and info["success"] and info["score"] == 1.0
+
+
+def test_agentgym_defaults() -> None:
+    """AgentGym's SearchQA: its rules, the first tag decides the action, the last <answer> is graded,
+    its replies word for word, and "Ok." after the instruction."""
+    from agentgym_envs.search.env import AGENTGYM_CORRECT, AGENTGYM_INSTRUCTION, AGENTGYM_INVALID, AGENTGYM_WRONG
+
+    env = gym.make("AgentGym/Search-HotpotQA-v0")
+    obs, info = env.reset(seed=0, options={"split": "test", "index": 0})
+    question = env.unwrapped.question
+    gold = question.golden_answers[0]
+    assert info["instruction"] == AGENTGYM_INSTRUCTION and info["acknowledgement"] == "Ok."
+    assert obs.endswith(f"Follow this process every time.\n\n Question: {question.question.strip()}")
+    obs, reward, terminated, _, info = env.step("I think it is Kestrel.")
+    assert obs == AGENTGYM_INVALID and not info["valid_action"] and reward == 0 and not terminated
+    obs, reward, terminated, _, info = env.step("<answer>certainly not this</answer>")
+    assert obs == AGENTGYM_WRONG and info["valid_action"] and reward == 0 and not terminated
+    obs, reward, terminated, _, _ = env.step(f"<search>{question.question}</search><answer>{gold}</answer>")
+    assert obs.startswith("<information>Doc 1(Title: ") and reward == 0 and not terminated
+    obs, reward, terminated, _, info = env.step(f"<answer>no</answer> on second thought <answer>{gold}</answer>")
+    assert obs == AGENTGYM_CORRECT and reward == 1.0 and terminated and info["success"]
+    env.close()
 
 
 @pytest.mark.parametrize(
@@ -349,7 +372,8 @@ def test_env_runs_on_a_local_corpus_and_question_file(tmp_path, monkeypatch):
     try:
         obs, info = env.reset(seed=0, options={"split": "test", "index": 1})
         assert (
-            obs == "Question: In which town was the founder of Velmora born?" and "fictional" not in info["instruction"]
+            obs.endswith("\n\n Question: In which town was the founder of Velmora born?")
+            and "fictional" not in info["instruction"]
         )
         obs, *_ = env.step("<search>founder of Velmora</search>")
         assert "Doc 1(Title: Velmora)" in obs

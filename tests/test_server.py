@@ -42,6 +42,7 @@ from agentgym_envs.server.client import (  # noqa: E402
     SessionLostError,
 )
 from agentgym_envs.server.sessions import jsonable  # noqa: E402
+from agentgym_envs.sciworld.catalog import agentgym_data_idx  # noqa: E402
 
 TEXTCRAFT = "AgentGym/TextCraft-Depth1-v0"
 ORACLE_STEPS = 40
@@ -152,8 +153,12 @@ def test_agentgym_protocol_client_plays_the_same_episode_as_the_local_env(env_id
         local = gym.make(env_id)
         try:
             local_obs, _ = local.reset(seed=0, options={"item_id": item})
-            reset = client.reset(item)
-            assert reset["observation"] == local_obs and reset["done"] is False and reset["reward"] == 0
+            reset = client.reset(agentgym_data_idx(item) if spec.family == "sciworld" else item)
+            # AgentGym's SciWorld client joins the task description and the first look itself
+            shown = "\n".join(reset[key] for key in ("task_description", "observation") if key in reset)
+            if spec.family == "alfworld":  # AgentGym's ALFWorld client appends the action list itself
+                shown += "\nAVAILABLE ACTIONS: " + ",".join(reset["available_actions"])
+            assert shown == local_obs and reset["done"] is False and reset["reward"] == 0
             assert client.observe() == local_obs
             remote_return = local_return = 0.0
             for step in range(FAMILY_STEPS):
@@ -320,7 +325,7 @@ def test_openapi_schema_documents_both_apis(textcraft_server: LocalServer) -> No
     health = httpx.get(f"{textcraft_server.url}/v1/health").json()
     assert health["status"] == "ok" and health["default_env_id"] == "AgentGym/TextCraft-v0" and TEXTCRAFT in health["env_ids"]
     served = httpx.get(f"{textcraft_server.url}/v1/envs").json()
-    assert {"env_id": TEXTCRAFT, "family": "textcraft", "subtask": "Depth1", "max_turns": 30, "train_items": 93, "test_items": 31} in served
+    assert {"env_id": TEXTCRAFT, "family": "textcraft", "subtask": "Depth1", "max_turns": 30, "train_items": 94, "test_items": 31} in served
 
 
 # ---- errors -------------------------------------------------------------------------------------

@@ -22,8 +22,8 @@ HOSTILE = "</script><img id=pwned src=x onerror=\"document.title='pwned'\"><b>no
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    """The oracle under budgets too short for some items: depth 1 (K=2, 2 turns: 6 of 8 solved) and depth 2
-    (4 turns: 3 of 4 solved), in one log."""
+    """The oracle under budgets too short for some items: depth 1 (K=2, 2 turns: 4 of 8 solved) and depth 2
+    (4 turns: 2 of 4 solved under AgentGym's one-unit crafts), in one log."""
     root = tmp_path_factory.mktemp("viewer")
     lines = []
     for name, env_id, samples, turns in (("depth1", DEPTH1, 2, 2), ("depth2", DEPTH2, 1, 4)):
@@ -32,7 +32,7 @@ def run_dir(tmp_path_factory) -> Path:
         runner.close()
         lines += (root / name / "trajectories.jsonl").read_text(encoding="utf-8").splitlines()
     records = [json.loads(line) for line in lines]
-    records[0]["messages"][1]["content"] = HOSTILE  # model output that looks like markup
+    records[0]["messages"][3]["content"] = HOSTILE  # model output that looks like markup (after the opening)
     run = root / "mixed"
     run.mkdir()
     (run / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
@@ -83,17 +83,17 @@ def test_filters_search_and_conversation_in_chromium(run_dir, browser, tmp_path)
 
     Select(driver.find_element(By.ID, "env")).select_by_value(DEPTH2)
     assert count() == 4 and all("TextCraft-Depth2-v0 / Depth2" in card.text for card in shown())
-    assert driver.find_element(By.ID, "rate").text == "75.0%"
+    assert driver.find_element(By.ID, "rate").text == "50.0%"
 
     Select(driver.find_element(By.ID, "env")).select_by_value("")
     Select(driver.find_element(By.ID, "outcome")).select_by_value("failure")
     failures = [r for r in records if not r["info"]["success"]]
-    assert len(failures) == 3 and count() == 3
+    assert len(failures) == 6 and count() == 6
     assert all(card.get_attribute("data-success") == "false" and "failure" in card.text for card in shown())
 
     Select(driver.find_element(By.ID, "outcome")).select_by_value("")
     Select(driver.find_element(By.ID, "subtask")).select_by_value("Depth1")
-    assert count() == 8 and driver.find_element(By.ID, "rate").text == "75.0%"
+    assert count() == 8 and driver.find_element(By.ID, "rate").text == "50.0%"
     Select(driver.find_element(By.ID, "subtask")).select_by_value("")
     budget = Select(driver.find_element(By.ID, "budget"))
     assert [option.text for option in budget.options] == ["all turn budgets", "max turns 2", "max turns 4"]
@@ -107,7 +107,8 @@ def test_filters_search_and_conversation_in_chromium(run_dir, browser, tmp_path)
     assert count() == 1
     card = shown()[0]
     conversation = open_episode(driver, card)
-    assert "Crafting commands" in conversation.find_element(By.CSS_SELECTOR, ".msg.task").text
+    opening = conversation.find_elements(By.CSS_SELECTOR, ".msg.task")  # instruction, acknowledgement, observation
+    assert len(opening) == 3 and "Crafting commands" in opening[2].text and "acknowledgement" in opening[1].text
     first_action = conversation.find_element(By.CSS_SELECTOR, ".msg.assistant")
     assert HOSTILE in first_action.text and "action 1" in first_action.text and "reward" in first_action.text
     assert driver.find_elements(By.ID, "pwned") == [] and driver.title != "pwned"  # shown as text, never run

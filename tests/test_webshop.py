@@ -561,3 +561,14 @@ def test_browser_spec_reports_missing_chromium(monkeypatch: pytest.MonkeyPatch, 
     with pytest.raises(Exception, match="chromium"):
         gym.make(BROWSER_ID)
     assert os.environ["PATH"] == str(tmp_path)
+
+
+def test_instruction_is_agentgyms_by_default_and_ours_on_request() -> None:
+    env = gym.make("AgentGym/WebShop-v0")
+    _, info = env.reset(options={"split": "test", "index": 0})
+    assert "search[keywords]\nclick[value]" in info["instruction"] and info["acknowledgement"] == "Ok."
+    env.close()
+    detailed = gym.make("AgentGym/WebShop-v0", detailed_instruction=True)
+    _, info = detailed.reset(options={"split": "test", "index": 0})
+    assert "buy now" in info["instruction"] and "reward" in info["instruction"]
+    detailed.close()

@@ -33,7 +33,18 @@ from agentgym_envs.alfworld.engine import AlfredEngine
 from agentgym_envs.alfworld.expert import TOOLS, Goal, World, next_command, parse_goal
 from agentgym_envs.core import Outcome, Start, TextEnv, normalize_command, require
 
-INSTRUCTION = """You are in a house and must complete a household task. The first observation describes the room and ends with your task.
+INSTRUCTION = """Solve a task by interacting with a household. Imagine you are an intelligent agent in a household environment whose target is to carry out actions that complete the task goal. At the start you are given a detailed description of the environment and the goal to accomplish. Each turn you get a list of actions and choose one of them to perform. You can answer in one of two ways, "THOUGHT" or "ACTION". With "THOUGHT", first think about the current situation and plan your next actions, then give this turn's action; the output must follow exactly this format:"Thought:
+your thoughts.
+
+Action:
+your next action"; with "ACTION", give the action directly; the output must follow exactly this format:"Action:
+your next action". After each turn the environment gives you immediate feedback to plan your next steps with. If the environment answers "Nothing happened", the previous action was invalid and you should try other options.
+ Reminder:
+1. The action must be one of the available actions given. Any other action is illegal.
+2. Think when needed; try to act directly more often."""
+
+#: Our instruction, with ``extra_feedback=True``.
+DETAILED_INSTRUCTION = """You are in a house and must complete a household task. The first observation describes the room and ends with your task.
 
 Commands (use object and receptacle names exactly as shown, with their number, e.g. "apple 1", "countertop 2"):
 - go to <receptacle>
@@ -95,8 +106,14 @@ def load_game_file(path: str | Path) -> dict[str, Any] | None:
 class ALFWorldEnv(TextEnv):
     family = "alfworld"
 
-    def __init__(self, task_id: str, render_mode: str | None = None, game_dir: str | None = None, game_split: str = "test"):
+    def __init__(self, task_id: str, render_mode: str | None = None, game_dir: str | None = None, game_split: str = "test",
+                 extra_feedback: bool = False):
+        """By default the env answers as AgentGym's ALFWorld server: TextWorld's own feedback (the
+        available actions only in the first observation), exact admissible commands. With
+        ``extra_feedback=True`` the available actions end every observation, other spellings of a
+        command are accepted and a refused command is explained."""
         super().__init__(task_id, render_mode=render_mode)
+        self.extra_feedback = extra_feedback
         for module in self.task.requires:  # fail at make() with the pip hint, not at the first reset
             if importlib.util.find_spec(module) is None:
                 require(module, extra=self.task.extra)
@@ -145,9 +162,15 @@ class ALFWorldEnv(TextEnv):
             "goal": self.engine.goal,
             "game_file": str(path),
         }
-        return Start(INSTRUCTION, self._with_actions(intro), info)
+        if self.extra_feedback:
+            return Start(DETAILED_INSTRUCTION, self._with_actions(intro), info)
+        # AgentGym joins the intro's paragraphs with one newline and lists the actions with commas
+        intro = "\n".join(part for part in intro.split("\n\n"))
+        return Start(INSTRUCTION, f"{intro}\nAVAILABLE ACTIONS: {','.join(self.engine.admissible_commands)}", info)
 
     def _act(self, action: str) -> Outcome:
+        if not self.extra_feedback:
+            return self._act_as_agentgym(action)
         command = self._resolve(normalize_command(action))
         feedback = self.engine.step(command) if command is not None else None
         if feedback is None:
@@ -161,6 +184,18 @@ class ALFWorldEnv(TextEnv):
             feedback += "\nYou have completed the task."
         return Outcome(self._with_actions(feedback) if not won else feedback,
                        progress=float(won), score=float(won), done=won, success=won)
+
+    def _act_as_agentgym(self, action: str) -> Outcome:
+        """TextWorld's answer, as AgentGym's server passes it on: "Nothing happens." for a command
+        that is not admissible, the feedback alone otherwise, reward 1 and done once won. AgentGym's
+        older ALFWorld spellings ("put X in/on Y", "toggle X") name the admissible command they mean."""
+        command = self._resolve(normalize_command(action))
+        feedback = self.engine.step(command) if command is not None else None
+        if feedback is None:
+            return Outcome("Nothing happens.", valid=False)
+        self._moves += 1
+        won = self.engine.won
+        return Outcome(feedback, progress=float(won), score=float(won), done=won, success=won)
 
     def _with_actions(self, text: str) -> str:
         return f"{text}\nAVAILABLE ACTIONS: {', '.join(self.engine.admissible_commands)}"

@@ -16,7 +16,33 @@ from agentgym_envs.babyai.levels import SUBTASK_LEVELS, level_and_seed, subtask_
 from agentgym_envs.babyai.world import TextWorld
 from agentgym_envs.core import Outcome, Start, TextEnv, normalize_command, require
 
-INSTRUCTION = """You are an agent in a grid world of rooms (BabyAI). Complete the goal given in each observation.
+INSTRUCTION = """You are an explorer who wants to reach every goal you are given. Each round you get an observation and answer with your thought and one action, based on that observation, to complete the task. You are in a room and must reach the given goal with actions.
+
+The actions you can use:
+
+- turn right
+
+- turn left
+
+- move forward
+
+- go to <obj> <id>
+
+- pick up <obj> <id>
+
+- go through <door> <id>: the <door> must be open.
+
+- toggle and go through <door> <id>: the <door> may be closed or locked. To open a locked door you must carry a key of the same colour as the door.
+
+- toggle: a closed or locked door is right in front of you and you can toggle it.
+Answer in this format:
+Thought:
+<Your Thought>
+
+Action:
+<Your Action>"""
+
+DETAILED_INSTRUCTION = """You are an agent in a grid world of rooms (BabyAI). Complete the goal given in each observation.
 
 Every observation tells you the goal, the objects you can see with their positions relative to you, objects you saw earlier that are now out of sight, what is right in front of you, how far the nearest walls are, what you carry, and the actions you can take now. Positions count steps from your own cell, e.g. "3 steps ahead and 1 step to your left". Objects of the same colour and type are numbered in the order you first see them (red ball 1, red ball 2); a number stays with its object for the whole episode. Doors are shown with their state: open, closed or locked.
 
@@ -53,8 +79,13 @@ def _make_level(level: str) -> Any:
 class BabyAIEnv(TextEnv):
     family = "babyai"
 
-    def __init__(self, task_id: str, render_mode: str | None = None):
+    def __init__(self, task_id: str, render_mode: str | None = None, agentgym_names: bool = True,
+                 detailed_instruction: bool = False):
+        """``agentgym_names=False`` lists actions in our spelling ("pick up red ball 1", "grey door 1");
+        ``detailed_instruction=True`` explains our observation format in the instruction."""
         super().__init__(task_id, render_mode=render_mode)
+        self.agentgym_names = agentgym_names
+        self.detailed_instruction = detailed_instruction
         self._levels = {level for subtask in self.task.subtasks for level in SUBTASK_LEVELS[subtask]}
         self._engines: dict[str, Any] = {}
         self.world: TextWorld | None = None
@@ -64,11 +95,12 @@ class BabyAIEnv(TextEnv):
         engine = self._engines.get(level)
         if engine is None:
             engine = self._engines[level] = _make_level(level)
-        self.world = TextWorld(engine)
+        self.world = TextWorld(engine, agentgym_names=self.agentgym_names)
         self.world.reset(seed)
         info = {"subtask": subtask_of(item_id), "level": level, "seed": seed, "mission": self.world.mission}
         info.update(self._engine_info())
-        return Start(INSTRUCTION, self.world.describe(), info)
+        instruction = DETAILED_INSTRUCTION if self.detailed_instruction else INSTRUCTION
+        return Start(instruction, self.world.describe(), info)
 
     def _act(self, action: str) -> Outcome:
         world = self._require_world()
@@ -78,7 +110,7 @@ class BabyAIEnv(TextEnv):
                            score=world.reward, valid=False, info=self._engine_info())
         result = world.execute(command)
         if not result.valid:
-            observation = f"{result.message}\nAvailable actions: {', '.join(world.available_actions())}."
+            observation = f"{result.message}\nAvailable actions: {', '.join(world.shown_actions())}."
         elif command in ("check available actions", "check actions", "available actions"):
             observation = result.message
         else:
@@ -99,13 +131,14 @@ class BabyAIEnv(TextEnv):
         return {"primitive_steps": int(world.env.step_count), "max_primitive_steps": int(world.env.max_steps)}
 
     def available_actions(self) -> list[str] | None:
-        return None if self.world is None else self.world.available_actions()
+        return None if self.world is None else self.world.shown_actions()
 
     def oracle_action(self) -> str:
         from agentgym_envs.babyai.oracle import next_command
 
-        command, reason = next_command(self._require_world())
-        return f"Thought:\n{reason}\n\nAction:\n{command}"
+        world = self._require_world()
+        command, reason = next_command(world)
+        return f"Thought:\n{reason}\n\nAction:\n{world.spell(command)}"
 
     def accepts_item(self, item_id: int) -> bool:
         return item_id >= 0 and level_and_seed(item_id)[0] in self._levels

@@ -36,6 +36,9 @@ from agentgym_envs.babyai.planner import (
 )
 
 OBJECT_TYPES = ("ball", "box", "key", "door")
+_COLORS = "red|green|blue|purple|yellow|grey|gray"
+_DOOR_IN_ACTION = re.compile(rf"\b(?:{_COLORS}) door \d+$")
+_DOOR_STATE = re.compile(rf"\b({_COLORS}) (?:open|closed|locked) door\b")
 _NAME = re.compile(r"^(?:(?:the|a|an) )?(?:(red|green|blue|purple|yellow|grey|gray) )?(ball|box|key|door)(?: (\d+))?$")
 
 PRIMITIVE_COMMANDS = {
@@ -70,8 +73,11 @@ def steps(n: int) -> str:
 class TextWorld:
     """One MiniGrid BabyAI level played through text (see the module docstring)."""
 
-    def __init__(self, level_env: Any):
+    def __init__(self, level_env: Any, agentgym_names: bool = True):
+        """``agentgym_names``: list actions as AgentGym's BabyAI server names them ("pickup red ball 1",
+        "go through grey open door 1"); commands are accepted in either spelling."""
         self.env = level_env
+        self.agentgym_names = agentgym_names
         self.mission = ""
         self.reward = 0.0
         self.success = False
@@ -242,7 +248,7 @@ class TextWorld:
             lines.append("Nearest walls: " + ", ".join(walls) + ".")
         carried = self.carrying
         lines.append("You are not carrying anything." if carried is None else f"You are carrying the {self.label(carried)}.")
-        lines.append("Available actions: " + (", ".join(self.available_actions()) or "none, the episode is over") + ".")
+        lines.append("Available actions: " + (", ".join(self.shown_actions()) or "none, the episode is over") + ".")
         return "\n".join(lines)
 
     def front_text(self) -> str:
@@ -311,6 +317,24 @@ class TextWorld:
         return None if target is None else routes.primitives_to(target)
 
     # ---- actions ------------------------------------------------------------------------------
+    def spell(self, action: str) -> str:
+        """An action as shown to the agent: with ``agentgym_names``, AgentGym's spelling ("pickup
+        red ball 1", a door named with its state: "toggle and go through grey locked door 1")."""
+        if not self.agentgym_names:
+            return action
+        if action.startswith("pick up "):
+            action = "pickup " + action[len("pick up "):]
+        match = _DOOR_IN_ACTION.search(action)
+        door = self.object_named(match.group(0)) if match else None
+        if door is not None and door.type == "door":
+            color, _, index = match.group(0).split(" ")
+            action = action[: match.start()] + f"{color} {door_state(door)} door {index}" + action[match.end():]
+        return action
+
+    def shown_actions(self) -> list[str]:
+        """``available_actions`` in the spelling shown to the agent."""
+        return [self.spell(action) for action in self.available_actions()]
+
     def available_actions(self) -> list[str]:
         """Every action that would be accepted now (object actions only for reachable known objects)."""
         if self._actions_cache is not None and self._actions_cache[0] == self._version:
@@ -350,12 +374,13 @@ class TextWorld:
 
     def execute(self, command: str) -> Result:
         """Run one normalised text command; never raises on bad input."""
+        command = _DOOR_STATE.sub(r"\1 door", command)  # "grey locked door 1" (AgentGym) names "grey door 1"
         if self.over:
             return Result("The episode is over.", valid=False)
         if command in PRIMITIVE_COMMANDS:
             return self._primitive(PRIMITIVE_COMMANDS[command])
         if command in CHECK_COMMANDS:
-            return Result("Available actions: " + ", ".join(self.available_actions()) + ".")
+            return Result("Available actions: " + ", ".join(self.shown_actions()) + ".")
         if command == "drop" or command.startswith("drop "):
             return self._drop(command[len("drop"):].strip())
         if command == "toggle" or (command.startswith("toggle ") and not command.startswith("toggle and go through")):

@@ -65,6 +65,12 @@ class TextEnv(gym.Env[str, str]):
     family: ClassVar[str] = ""
     max_observation_length: ClassVar[int] = 64_000
     max_action_length: ClassVar[int] = 16_000
+    #: The lowest outcome an episode can have (normalised): 0 for most families; -1 where the engine
+    #: scores failures negatively and AgentGym passes that on (ScienceWorld).
+    min_progress: float = 0.0
+    #: The assistant turn between the instruction and the first observation in AgentGym's
+    #: conversations (``info["acknowledgement"]`` at reset; see ``agents.first_messages``).
+    acknowledgement: ClassVar[str] = "OK. I'll follow your instructions and try my best to solve the task."
 
     def __init__(self, task_id: str, render_mode: str | None = None, default_split: str = "train"):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -135,7 +141,8 @@ class TextEnv(gym.Env[str, str]):
         self._last_action = None
         start = self._start(self.item_id, self.np_random)
         self._last_observation = self._clip(start.observation)
-        info = self._info(valid_action=True, instruction=start.instruction, **start.info)
+        info = self._info(valid_action=True, instruction=start.instruction, acknowledgement=self.acknowledgement,
+                          **start.info)
         return self._last_observation, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -157,7 +164,7 @@ class TextEnv(gym.Env[str, str]):
         if not parsed.ok:
             return self._reply(parsed.error or "Invalid action.", valid=False)
         outcome = self._act(parsed.action or "")
-        progress = float(np.clip(outcome.progress, 0.0, 1.0))
+        progress = float(np.clip(outcome.progress, self.min_progress, 1.0))
         reward = progress - self._progress
         self._progress = progress
         self._score = float(outcome.score)

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
-from agentgym_envs.agents import close_quietly, first_user_message
+from agentgym_envs.agents import close_quietly, first_messages
 from agentgym_envs.core.tasks import get_task
 from agentgym_envs.evaluation.metrics import summarize_run
 from agentgym_envs.evaluation.records import TRAJECTORIES_FILE, TrajectoryLog, episode_key
@@ -179,7 +179,7 @@ class StepwiseRunner:
         except Exception as error:  # noqa: BLE001 (an engine that cannot start: a clear message, saved work kept)
             self._drop((job.env_id, job.max_turns))
             raise EvalError(f"{job.env_id} could not reset item {job.item_id}: {error}") from error
-        messages = [{"role": "user", "content": first_user_message(info.get("instruction") or "", observation)}]
+        messages = first_messages(info, observation)
         subtask = info.get("subtask")
         self.policy.begin(job)
         actions: list[str] = []

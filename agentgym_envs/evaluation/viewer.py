@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from agentgym_envs.agents import ACKNOWLEDGEMENT
 from agentgym_envs.evaluation.records import load_run
 
 VIEW_FILE = "trajectories.html"
@@ -77,7 +78,10 @@ button.more {
 }
 """
 
-SCRIPT = r"""
+#: Assistant turns that acknowledge the instruction in AgentGym's opening (not actions of the agent).
+ACKNOWLEDGEMENTS = sorted({ACKNOWLEDGEMENT, "Ok."})
+
+SCRIPT = "const ACKS = " + json.dumps(ACKNOWLEDGEMENTS) + ";\n" + r"""
 const episodes = JSON.parse(document.getElementById('episodes').textContent);
 const PAGE = 100;
 let limit = PAGE;
@@ -139,10 +143,15 @@ function rewardTag(ep, turn, msg) {
 function conversation(ep) {
   const box = el('div', 'conversation');
   let turn = 0;
-  (ep.messages || []).forEach((m, i) => {
-    if (i === 0) {
+  const messages = ep.messages || [];
+  // AgentGym's opening is instruction, acknowledgement, first observation; the merged one a single turn
+  const opening = messages.length > 2 && messages[1].role === 'assistant' && ACKS.includes(messages[1].content) ? 3 : 1;
+  messages.forEach((m, i) => {
+    if (i < opening) {
       const task = el('div', 'msg task');
-      task.appendChild(el('span', 'role', 'task: instruction and first observation'));
+      const label = opening === 1 ? 'task: instruction and first observation'
+        : ['task: instruction', 'acknowledgement', 'task: first observation'][i];
+      task.appendChild(el('span', 'role', label));
       task.appendChild(document.createTextNode(m.content));
       box.appendChild(task);
       return;

@@ -2,15 +2,15 @@
 
 * Train items: every variation ScienceWorld puts in its train set, for each covered task type.
 * Test items: 53/83/44/5/15 per sub-task like the paper, drawn with a fixed seed from
-  ScienceWorld's test variations, spread evenly over the sub-task's task types. Only variations
-  whose gold path (the simulator's own planner) succeeds within the 30-turn cap are eligible, so
-  every test item can be completed within the budget the paper evaluates with. A gold path a
-  few steps too long is first pruned of look-only commands ("look around", "examine X", ...) one
-  at a time, keeping each removal only if the replay still succeeds.
+  ScienceWorld's test variations and spread evenly over the sub-task's task types. The draw is
+  unfiltered, as AgentGym evaluates: long variations stay in, including those whose gold path
+  needs more turns than the 30-turn cap.
 * ``gold.json``: the gold action sequence of every test item, so the oracle needs no planning at
-  reset. Other items get their gold path on demand (reproducible, see ``jvm.py``).
+  reset. A gold path longer than the cap is first pruned of look-only commands ("look around",
+  "examine X", ...) while the replay still succeeds; the items still too long are reported.
+  Other items get their gold path on demand (reproducible, see ``jvm.py``).
 
-Takes a few minutes: one JVM plans and replays the gold path of each variation it scans.
+Takes a few minutes: one JVM plans (and for long paths prunes) the gold path of each test item.
 """
 
 from __future__ import annotations
@@ -61,23 +61,28 @@ def prune(jvm: ScienceWorldJvm, task: TaskType, variation: int, gold: list[str])
     return actions
 
 
-def gold_within_cap(jvm: ScienceWorldJvm, task: TaskType, variation: int) -> list[str] | None:
-    """A verified gold path of at most ``MAX_TURNS`` actions (pruned if needed), or ``None``."""
+def gold_path(jvm: ScienceWorldJvm, task: TaskType, variation: int) -> list[str]:
+    """The gold path of a variation, pruned of look-only commands when longer than the cap."""
     jvm.load(task.name, variation, "", gold=True)
     gold = jvm.gold_actions()
-    if not gold or len(gold) > PRUNE_LIMIT:
-        return None
-    if len(gold) > MAX_TURNS:
+    if MAX_TURNS < len(gold) <= PRUNE_LIMIT and succeeds(jvm, task, variation, gold):
         gold = prune(jvm, task, variation, gold)
-        if len(gold) > MAX_TURNS:
-            return None
-    return gold if succeeds(jvm, task, variation, gold) else None
+    return gold
+
+
+def spread(test_size: int, available: dict[str, int]) -> dict[str, int]:
+    """Test items per task type: as even as the task types' test variation counts allow."""
+    quota = {name: 0 for name in available}
+    while sum(quota.values()) < test_size:
+        open_types = [name for name in available if quota[name] < available[name]]
+        if not open_types:
+            raise RuntimeError(f"only {sum(available.values())} test variations for {test_size} slots")
+        quota[min(open_types, key=lambda name: (quota[name], list(available).index(name)))] += 1
+    return quota
 
 
 def build() -> tuple[dict[str, dict[str, list[int]]], dict[str, list[str]], dict[str, dict[str, int]]]:
-    """Scan each task type's test variations in a seeded random order, always extending the task
-    type with the fewest items so far, until the sub-task has its test size: a uniform draw among
-    eligible variations, spread evenly over task types, without planning all ~900 of them."""
+    """Draw each sub-task's test items uniformly (seeded) from its task types' test variations."""
     rng = np.random.default_rng(SEED)
     jvm = ScienceWorldJvm()
     splits: dict[str, dict[str, list[int]]] = {}
@@ -86,33 +91,21 @@ def build() -> tuple[dict[str, dict[str, list[int]]], dict[str, list[str]], dict
     try:
         for subtask, test_size in TEST_SIZES.items():
             types = task_types(subtask)
+            sets = {task.name: jvm.variations(task.name) for task in types}
+            quota = spread(test_size, {task.name: len(sets[task.name]["test"]) for task in types})
             train: list[int] = []
-            queue: dict[str, list[int]] = {}
-            for task in types:
-                sets = jvm.variations(task.name)
-                train += [item_id(task, v) for v in sets["train"]]
-                queue[task.name] = [int(v) for v in rng.permutation(sets["test"])]
-                report[task.name] = {
-                    "train": len(sets["train"]), "test_variations": len(sets["test"]), "scanned": 0, "test": 0,
-                }
-            chosen: dict[str, list[int]] = {task.name: [] for task in types}
-            progress = tqdm(total=test_size, desc=subtask)
-            while sum(len(items) for items in chosen.values()) < test_size:
-                open_types = [task for task in types if queue[task.name]]
-                if not open_types:
-                    found = sum(map(len, chosen.values()))
-                    raise RuntimeError(f"{subtask}: only {found} eligible test items for {test_size} slots")
-                task = min(open_types, key=lambda t: (len(chosen[t.name]), types.index(t)))
-                variation = queue[task.name].pop(0)
-                report[task.name]["scanned"] += 1
-                gold = gold_within_cap(jvm, task, variation)
-                if gold is not None:
-                    chosen[task.name].append(item_id(task, variation))
+            test: list[int] = []
+            for task in tqdm(types, desc=subtask):
+                train += [item_id(task, v) for v in sets[task.name]["train"]]
+                drawn = sorted(int(v) for v in rng.choice(sets[task.name]["test"], size=quota[task.name], replace=False))
+                over_cap = 0
+                for variation in drawn:
+                    gold = gold_path(jvm, task, variation)
                     golds[str(item_id(task, variation))] = gold
-                    report[task.name]["test"] += 1
-                    progress.update(1)
-            progress.close()
-            splits[subtask] = {"train": sorted(train), "test": sorted(i for items in chosen.values() for i in items)}
+                    over_cap += len(gold) > MAX_TURNS
+                    test.append(item_id(task, variation))
+                report[task.name] = {"train": len(sets[task.name]["train"]), "test": len(drawn), "gold_over_cap": over_cap}
+            splits[subtask] = {"train": sorted(train), "test": sorted(test)}
             print(subtask, {task.name: report[task.name] for task in types}, flush=True)
     finally:
         jvm.close()

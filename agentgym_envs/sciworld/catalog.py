@@ -67,3 +67,42 @@ def decode(item: int) -> tuple[TaskType, int]:
     if task is None or variation >= task.variations:
         raise KeyError(f"item id {item} names no ScienceWorld variation of this family")
     return task, variation
+
+
+#: AgentGym's ScienceWorld server numbers its items (``data_idx``) through these task types in this
+#: order (ScienceWorld's task list without 5-1, 5-2, 9-1..9-3, 10-1, 10-2), every variation of each.
+AGENTGYM_TASK_ORDER: tuple[tuple[str, int], ...] = (
+    ("1-1", 30), ("1-2", 30), ("1-3", 30), ("1-4", 30), ("2-1", 540), ("2-2", 436), ("2-3", 300), ("3-1", 20),
+    ("3-2", 20), ("3-3", 900), ("3-4", 600), ("4-1", 300), ("4-2", 300), ("4-3", 300), ("4-4", 300), ("6-1", 32),
+    ("6-2", 36), ("6-3", 36), ("7-1", 125), ("7-2", 125), ("7-3", 125), ("8-1", 14), ("8-2", 10),
+)
+
+
+def _agentgym_offsets() -> dict[str, int]:
+    offsets, total = {}, 0
+    for number, count in AGENTGYM_TASK_ORDER:
+        offsets[number] = total
+        total += count
+    return offsets
+
+
+_AGENTGYM_OFFSET = _agentgym_offsets()
+
+
+def agentgym_data_idx(item: int) -> int:
+    """The ``data_idx`` AgentGym's ScienceWorld server uses for our item id."""
+    task, variation = decode(item)
+    return _AGENTGYM_OFFSET[task.number] + variation
+
+
+def from_agentgym_data_idx(data_idx: int) -> int:
+    """Our item id of AgentGym's ``data_idx``; ``KeyError`` for task types this family does not cover."""
+    for number, count in AGENTGYM_TASK_ORDER:
+        offset = _AGENTGYM_OFFSET[number]
+        if offset <= data_idx < offset + count:
+            task = next((t for t in TASK_TYPES if t.number == number), None)
+            if task is None:
+                raise KeyError(f"AgentGym's data_idx {data_idx} is task {number}, which the paper's SciWorld ids do not use")
+            return item_id(task, data_idx - offset)
+    raise KeyError(f"AgentGym's data_idx {data_idx} is beyond its {sum(c for _, c in AGENTGYM_TASK_ORDER)} items")
+

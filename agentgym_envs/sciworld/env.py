@@ -25,7 +25,40 @@ from agentgym_envs.core import Outcome, Start, TextEnv, normalize_command, requi
 from agentgym_envs.sciworld.catalog import TaskType, decode
 from agentgym_envs.sciworld.jvm import JvmConfig, ScienceWorldJvm, SimulatorCrashed, SimulatorRejected
 
-INSTRUCTION = (
+INSTRUCTION = """You are an agent in ScienceWorld. Each round you receive an observation and must answer with one action, based on that observation, that moves you toward finishing the task. These are the actions you can take (OBJ is an object, LOC a location):
+- open OBJ / close OBJ: open or close a container
+- activate OBJ / deactivate OBJ: switch a device on or off
+- connect OBJ to OBJ: connect electrical components
+- disconnect OBJ: disconnect electrical components
+- use OBJ [on OBJ]: use a device or an item
+- look around: describe the room you are in
+- look at OBJ: describe an object in detail
+- look in OBJ: describe what a container holds
+- read OBJ: read a note or a book
+- move OBJ to OBJ: move an object into a container
+- pick up OBJ: put an object in your inventory
+- put down OBJ: drop an item from your inventory
+- pour OBJ into OBJ: pour a liquid into a container
+- dunk OBJ into OBJ: dunk a container into a liquid
+- mix OBJ: chemically mix a container
+- go to LOC: move to another location
+- eat OBJ: eat a food
+- flush OBJ: flush a toilet
+- focus on OBJ: signal that this object is the one the task is about
+- wait: do nothing for 10 iterations
+- wait1: do nothing for 1 iteration
+- examine OBJ: describe the objects on or in a receptacle
+- task: describe the current task
+- inventory: list your inventory
+Answer in this format:
+Thought:
+your thoughts.
+
+Action:
+your next action"""
+
+#: Our longer instruction, shown with ``extra_feedback=True`` (it describes the extra feedback).
+FEEDBACK_INSTRUCTION = (
     "You are a scientist in ScienceWorld, a text simulation of a house with a kitchen, a workshop, a greenhouse, "
     "an art studio and other rooms. Each episode gives you one science task (measuring a melting point, testing "
     "electrical conductivity, finding a living thing, mixing chemicals, comparing lifespans, ...). Complete it by "
@@ -98,8 +131,17 @@ class SciWorldEnv(TextEnv):
         step_timeout: float | None = None,
         load_timeout: float | None = None,
         start_timeout: float | None = None,
+        extra_feedback: bool = False,
+        nonnegative_reward: bool = False,
     ):
+        """By default the env answers as AgentGym's ScienceWorld server: the simulator's own text,
+        and a failed task's negative score passed on (rewards sum to score / 100, -1 on failure).
+        ``extra_feedback=True`` adds our notes (closest valid commands for a command the simulator
+        does not understand, "the task is complete" / "has failed"); ``nonnegative_reward=True``
+        floors the outcome at 0. ``info["score"]`` is the simulator's score (-100..100) either way."""
         super().__init__(task_id, render_mode=render_mode)
+        self.extra_feedback = extra_feedback
+        self.min_progress = 0.0 if nonnegative_reward else -1.0
         require("scienceworld", extra="sciworld")
         self._jvm_config = JvmConfig.from_environment(
             heap_mb=heap_mb, step_timeout=step_timeout, load_timeout=load_timeout, start_timeout=start_timeout
@@ -138,8 +180,12 @@ class SciWorldEnv(TextEnv):
                 failure = error
         else:
             raise RuntimeError(f"ScienceWorld could not start item {item_id}: {failure}") from failure
-        info = {"sciworld_task": task.name, "sciworld_task_number": task.number, "variation": variation}
-        return Start(INSTRUCTION, f"{description.strip()}\n\n{room.strip()}", info)
+        info = {"sciworld_task": task.name, "sciworld_task_number": task.number, "variation": variation,
+                "task_description": description, "first_look": room.rstrip()}  # AgentGym's /reset sends these apart
+        if self.extra_feedback:
+            return Start(FEEDBACK_INSTRUCTION, f"{description.strip()}\n\n{room.strip()}", info)
+        # as AgentGym's client joins them; its "look around" step has no trailing newline
+        return Start(INSTRUCTION, f"{description}\n{room.rstrip()}", info)
 
     def _act(self, action: str) -> Outcome:
         if self._lost is not None:
@@ -166,16 +212,18 @@ class SciWorldEnv(TextEnv):
         score = int(round(100 * result.score))
         failed = score < 0
         success = result.completed and not failed
-        observation = result.observation.strip()
-        if not understood:
-            observation = f"{refusal} {self._hint(command)}"
-        elif success:
-            observation += "\n\nThe task is complete."
-        elif failed:
-            observation += "\n\nThat was not what the task asked for: the task has failed and the episode is over."
+        observation = result.observation
+        if self.extra_feedback:
+            observation = observation.strip()
+            if not understood:
+                observation = f"{refusal} {self._hint(command)}"
+            elif success:
+                observation += "\n\nThe task is complete."
+            elif failed:
+                observation += "\n\nThat was not what the task asked for: the task has failed and the episode is over."
         return Outcome(
             observation,
-            progress=max(score, 0) / 100.0,
+            progress=score / 100.0,
             score=float(score),
             done=success or failed,
             success=success,

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, parse_tags, require
+from agentgym_envs.core.judge import JudgeUnavailable, LLMJudge
 from agentgym_envs.core.parsers import clean_text
 from agentgym_envs.search.data import Corpus, Question, exact_match, load_questions, normalize_answer
 from agentgym_envs.search.retrievers import BACKENDS, Hit, RetrievalError, Retriever, get_retriever
@@ -45,6 +46,33 @@ In every turn, think first if you like (for example inside <think> ... </think>)
 - <answer>your answer</answer> gives your final answer: only the answer itself (a name, a number, a year, or yes/no), not a sentence.
 
 Search as often as you need: many questions take several searches, one for each fact along the way. {note}An answer counts when it equals a correct answer after normalisation (case, punctuation and articles are ignored). A wrong answer does not end the episode: you can search more and answer again. You have {turns} turns."""
+
+#: AgentGym's SearchQA rules (the default): the instruction turn, and the process described again
+#: with the question in the first observation.
+AGENTGYM_INSTRUCTION = (
+    "Always reason inside <think>...</think> first. If you lack the knowledge, write a <search>...</search> "
+    "and stop there: do not write <information> or <answer> yet. Wait for the external input between "
+    "<information>...</information> and go on only once new information has arrived. Do not skip steps or "
+    "anticipate the answer."
+)
+AGENTGYM_QUESTION = (
+    "Reason inside <think>...</think> first. If you do not know enough, write a <search>...</search> and STOP. "
+    "Do not write <information> or <answer> yet; wait for the external input inside <information>...</information>. "
+    "Once it arrives, reason again inside <think>. When you are confident, give the final answer inside "
+    "<answer>...</answer>. Do not answer before receiving <information> unless you are fully sure. If no more "
+    "external knowledge is needed, you can answer directly inside <answer> and </answer>, without explanation, "
+    "for example <answer> Beijing </answer>. Follow this process every time.\n\n Question: {question}"
+)
+#: AgentGym's SearchQA replies (an agent reads them, so they are kept word for word).
+AGENTGYM_CORRECT = "Congratulations! You have answered the question correctly."
+AGENTGYM_WRONG = "Sorry, your answer is incorrect. Please try again."
+AGENTGYM_INVALID = (
+    "Your previous action is invalid. If you want to search, you should put the query between <search> and "
+    "</search>. If you want to give the final answer, you should put the answer between <answer> and </answer>. "
+    "Please try again."
+)
+_AGENTGYM_ACTION = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
+_AGENTGYM_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 FICTIONAL_NOTE = "The questions are about a fictional world, so rely on the passages, not on memory. "
 USAGE = "Write <search>your query</search> to search the passages, or <answer>your answer</answer> to give the final answer."
@@ -73,6 +101,7 @@ def format_information(hits: list[Hit]) -> str:
 
 class SearchEnv(TextEnv):
     family = "search"
+    acknowledgement = "Ok."  # AgentGym's SearchQA conversations answer the instruction with this
 
     def __init__(
         self,
@@ -87,8 +116,17 @@ class SearchEnv(TextEnv):
         questions_path: str | None = None,
         train_questions_path: str | None = None,
         world_seed: int = 0,
+        judge: LLMJudge | dict[str, Any] | None = None,
+        extra_feedback: bool = False,
     ):
+        """By default the env speaks as AgentGym's SearchQA server (its rules, the first tag decides
+        the action, its replies). ``extra_feedback=True`` uses our instruction and feedback (why a
+        response has no action, hints after a wrong answer). ``judge`` (off by default): an
+        ``LLMJudge`` or its fields; an answer that fails exact match is then accepted if the judge
+        finds it equivalent to a gold answer."""
         super().__init__(task_id, render_mode=render_mode)
+        self.judge = LLMJudge.of(judge)
+        self.extra_feedback = extra_feedback
         if retriever not in BACKENDS:
             raise ValueError(f"retriever must be one of {BACKENDS}, got {retriever!r}")
         if retriever == "remote" and not retriever_url:
@@ -157,12 +195,22 @@ class SearchEnv(TextEnv):
         self._retrieved = set()
         self._tried = set()
         self._searches = 0
+        info = {"question": self.question.question, "question_type": self.question.metadata.get("type")}
+        if not self.extra_feedback:
+            return Start(AGENTGYM_INSTRUCTION, AGENTGYM_QUESTION.format(question=self.question.question.strip()), info)
         note = FICTIONAL_NOTE if self._custom_questions is None and self.corpus_path is None else ""
         instruction = INSTRUCTION.format(k=self.top_k, note=note, turns=self.task.max_turns)
-        info = {"question": self.question.question, "question_type": self.question.metadata.get("type")}
         return Start(instruction, f"Question: {self.question.question}", info)
 
     def _parse(self, response: str) -> ParsedAction:
+        if not self.extra_feedback:
+            # AgentGym: the first complete tag decides; an answer is graded on the response's last <answer>
+            match = _AGENTGYM_ACTION.search(response)
+            if match is None:
+                return ParsedAction(None, AGENTGYM_INVALID)
+            if match.group(1) == "answer":
+                return ParsedAction(f"answer:{_AGENTGYM_ANSWER.findall(response)[-1]}")
+            return ParsedAction(f"search:{match.group(2)}")
         opened = [tag.lower() for tag in _OPEN_TAG.findall(clean_text(response))]
         if len(opened) > 1:
             listed = ", ".join(f"<{tag}>" for tag in opened)
@@ -208,24 +256,40 @@ class SearchEnv(TextEnv):
             format_information(hits), info={"retrieved": [hit.doc.id for hit in hits], "searches": self._searches}
         )
 
+    def _judged(self, answer: str) -> tuple[bool, dict[str, Any]]:
+        """Whether the judge (if any) accepts an answer exact match refused, and what to report."""
+        if self.judge is None:
+            return False, {}
+        assert self.question is not None
+        try:
+            accepted = any(self.judge.accepts(self.question.question, answer, gold) for gold in self.question.golden_answers)
+        except JudgeUnavailable as error:
+            return False, {"judge_error": str(error)}
+        return accepted, {"judged": True}
+
     def _answer(self, answer: str) -> Outcome:
         assert self.question is not None
-        if exact_match(answer, self.question.golden_answers):
+        correct, report = exact_match(answer, self.question.golden_answers), {}
+        if not correct:
+            correct, report = self._judged(answer)
+        if correct:
             return Outcome(
-                f'Your answer "{answer}" is correct.',
+                f'Your answer "{answer}" is correct.' if self.extra_feedback else AGENTGYM_CORRECT,
                 progress=1.0,
                 score=1.0,
                 done=True,
                 success=True,
-                info={"correct": True},
+                info={"correct": True, **report},
             )
+        if not self.extra_feedback:
+            return Outcome(AGENTGYM_WRONG, info={"correct": False, **report})
         shown = answer if len(answer) <= 200 else answer[:200] + "..."
         hint = ""
         if len(answer.split()) > 6:
             hint = " Give only the answer itself (a name, a number, a year, or yes/no), not a sentence."
         return Outcome(
             f'Your answer "{shown}" is not correct.{hint} You can search for more information and answer again.',
-            info={"correct": False},
+            info={"correct": False, **report},
         )
 
     # ---- agents ---------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from typing import Any, AsyncIterator, Optional
+from typing import Any, AsyncIterator, Optional, Union
 
 from agentgym_envs.core.extras import require
 
@@ -43,6 +43,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa
 from starlette.routing import Match  # noqa: E402
 
 from agentgym_envs.core.tasks import get_task  # noqa: E402
+from agentgym_envs.server import compat  # noqa: E402
 from agentgym_envs.server import protocol as p  # noqa: E402
 from agentgym_envs.server.sessions import ServerError, SessionManager, resolve_env_ids  # noqa: E402
 
@@ -221,38 +222,56 @@ def create_app(
     async def hello() -> str:
         return f"This is an AgentGym env server for {', '.join(env_ids)} (API /v1, schema /openapi.json)."
 
-    @app.post("/create", response_model=p.AgentGymCreated, **agentgym)
-    def agentgym_create(body: Optional[p.AgentGymCreate] = Body(None)) -> dict:
+    # Clients of AgentGym's SearchQA and WebArena servers name envs "env_idx": see compat.py.
+    def agentgym_session(body: p.AgentGymId) -> Any:
+        try:
+            return manager.get(compat.env_number(body.model_dump(exclude_none=True)))
+        except ValueError as error:
+            raise ServerError(422, "invalid_request", str(error)) from error
+
+    @app.post("/create", response_model=Union[p.AgentGymCreated, int], **agentgym)
+    def agentgym_create(body: Optional[p.AgentGymCreate] = Body(None)) -> Any:
         session = manager.create(body.env_id if body else None)
-        return {"id": session.number, "env_id": session.env_id, "reward": 0.0, "done": False,
-                "observation": "A new env. Reset it with a data_idx (the item id) to start an episode."}
+        reply = {"id": session.number, "env_id": session.env_id, "reward": 0.0, "done": False,
+                 "observation": "A new env. Reset it with a data_idx (the item id) to start an episode."}
+        given = body.model_dump(exclude_none=True) if body is not None else {}
+        return compat.created(compat.family_of(session.env), session.number, reply, given)
 
     @app.post("/reset", response_model=p.AgentGymState, **agentgym)
     def agentgym_reset(body: p.AgentGymReset) -> dict:
-        session = manager.get(body.id)
+        session = agentgym_session(body)
+        family = compat.family_of(session.env)
+        try:
+            item = compat.item_of(family, compat.episode_index(body.model_dump(exclude_none=True)))
+        except (KeyError, ValueError) as error:
+            raise ServerError(400, "bad_reset", str(error).strip("'\"")) from error
         # a data_idx always gives the same episode: the item id picks it, a fixed seed pins the rest
         if _is_text_env(session.env):
-            observation, info = manager.reset(session, seed=0, options={"item_id": body.data_idx})
+            observation, info = manager.reset(session, seed=0, options={"item_id": item})
         else:
-            observation, info = manager.reset(session, seed=body.data_idx)
-        return {"id": body.id, "observation": observation, "reward": 0.0, "done": False,
-                "score": info.get("score"), "success": info.get("success")}
+            observation, info = manager.reset(session, seed=item)
+        return {"id": session.number, "reward": 0.0, "done": False, "score": info.get("score"),
+                "success": info.get("success"), **compat.reset_fields(family, observation, info)}
 
     @app.post("/step", response_model=p.AgentGymStepped, **agentgym)
     def agentgym_step(body: p.AgentGymStep) -> dict:
-        result = manager.step(manager.get(body.id), body.action)
-        return {"observation": result.observation, "reward": result.reward, "done": result.terminated or result.truncated,
+        result = manager.step(agentgym_session(body), body.action)
+        return {**compat.reply_fields(result.observation, result.info), "reward": result.reward,
+                "done": result.terminated or result.truncated,
+                "terminated": result.terminated, "truncated": result.truncated,
                 "score": result.info.get("score"), "success": result.info.get("success"),
                 "valid_action": result.info.get("valid_action")}
 
     @app.get("/observation", response_model=str, **agentgym)
-    def agentgym_observation(id: p.QueryInt = Query(ge=0, le=p.MAX_ID)) -> str:
-        return manager.get(id).observation
+    def agentgym_observation(id: Optional[p.QueryInt] = Query(None, ge=0, le=p.MAX_ID),
+                             env_idx: Optional[p.QueryInt] = Query(None, ge=0, le=p.MAX_ID)) -> str:
+        return agentgym_session(p.AgentGymId(id=id, env_idx=env_idx)).observation
 
     @app.post("/close", response_model=p.AgentGymClosed, **agentgym)
     def agentgym_close(body: p.AgentGymId) -> dict:
-        manager.close(manager.get(body.id))
-        return {"id": body.id, "closed": True}
+        session = agentgym_session(body)
+        manager.close(session)
+        return {"id": session.number, "closed": True}
 
     # ---- v1 -----------------------------------------------------------------------------------
     # cheap read-only endpoints are async: they answer even when every worker thread is busy with an env

@@ -50,24 +50,32 @@ class ErrorBody(BaseModel):
 # ---- AgentGym protocol --------------------------------------------------------------------------
 class AgentGymCreate(Lenient):
     env_id: Optional[str] = Field(None, max_length=200, description="which served id (default: the server's first)")
+    id: Optional[int] = Field(None, description="sent by SearchQA's client, which then reads the bare env number")
 
 
 class AgentGymId(Lenient):
-    id: int = Field(ge=0, le=MAX_ID)
+    """Names an env: ``id``, or ``env_idx`` as AgentGym's SearchQA and WebArena clients write it."""
+
+    id: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the env (the episode for SearchQA, see env_idx)")
+    env_idx: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the env, as SearchQA and WebArena clients name it")
 
 
-class AgentGymReset(Lenient):
-    id: int = Field(ge=0, le=MAX_ID)
-    data_idx: int = Field(0, ge=0, le=MAX_ID, description="the item id of the episode")
+class AgentGymReset(AgentGymId):
+    data_idx: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode: AgentGym's data index of the env")
+    idx: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode, as WebArena clients name it")
+    session_id: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode (WebShop clients)")
+    item_id: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode (SqlGym clients)")
+    game: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode (ALFWorld and Maze clients)")
+    seed: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode (Wordle clients)")
 
 
-class AgentGymStep(Lenient):
-    id: int = Field(ge=0, le=MAX_ID)
+class AgentGymStep(AgentGymId):
     action: str
 
 
 class AgentGymCreated(BaseModel):
     id: int
+    env_idx: int = Field(description="the same number, for clients that name envs by env_idx")
     env_id: str
     observation: str
     reward: float
@@ -75,6 +83,8 @@ class AgentGymCreated(BaseModel):
 
 
 class AgentGymState(BaseModel):
+    model_config = ConfigDict(extra="allow")  # state, available_actions; SciWorld's task_description, ...
+
     id: int
     observation: str
     reward: float
@@ -84,9 +94,13 @@ class AgentGymState(BaseModel):
 
 
 class AgentGymStepped(BaseModel):
+    model_config = ConfigDict(extra="allow")  # state, available_actions
+
     observation: str
     reward: float
     done: bool
+    terminated: bool = Field(description="the episode ended (WebArena clients read this name)")
+    truncated: bool
     score: Optional[float] = None
     success: Optional[bool] = None
     valid_action: Optional[bool] = None

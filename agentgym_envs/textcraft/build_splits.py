@@ -1,8 +1,8 @@
 """Regenerate ``splits.json``: ``python -m agentgym_envs.textcraft.build_splits``.
 
 The test split has 31/41/25/3 goals at depths 1/2/3/4, like the paper's 100 test items, drawn
-with a fixed seed; every other goal is a train item. Goals whose oracle plan would not fit in
-the turn cap are left out of both splits.
+with a fixed seed; every other goal is a train item. Goals whose oracle plan under AgentGym's
+rules (one recipe unit per craft) would not fit in the turn cap are left out of both splits.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def build() -> dict[str, dict[str, list[int]]]:
         items = [
             item_id
             for item_id, (goal, d) in enumerate(goals())
-            if d == depth and len(make_game(book, goal, np.random.default_rng(item_id)).plan_actions()) < MAX_TURNS
+            if d == depth and len(make_game(book, goal, np.random.default_rng(item_id)).plan_actions(unit_crafts=True)) < MAX_TURNS
         ]
         test = sorted(rng.choice(items, size=test_size, replace=False).tolist())
         splits[f"Depth{depth}"] = {"train": [i for i in items if i not in test], "test": test}

@@ -154,8 +154,12 @@ class Game:
         return Result(f"Crafted {count} {recipe.output}.", True)
 
     # ---- the oracle ---------------------------------------------------------------------------
-    def plan_actions(self) -> list[str]:
-        """Actions that reach the goal from the current inventory: gets first, then crafts bottom-up."""
+    def plan_actions(self, unit_crafts: bool = False) -> list[str]:
+        """Actions that reach the goal from the current inventory: gets first, then crafts bottom-up.
+
+        ``unit_crafts`` plans for AgentGym's rules: each craft applies one recipe unit (repeated as
+        often as needed) and names the specific item used for a generic ingredient.
+        """
         need: Counter = Counter({self.goal: 1})
         stock = Counter(self.inventory)
         gets: list[str] = []
@@ -169,7 +173,11 @@ class Game:
                 continue
             recipe = self.plan[item]
             multiplier = math.ceil(missing / recipe.output_count)
-            crafts.append(recipe.command(multiplier))
+            if unit_crafts:
+                parts = ", ".join(f"{i.count} {self.member(i)}" for i in recipe.ingredients)
+                crafts += [f"craft {recipe.output_count} {recipe.output} using {parts}"] * multiplier
+            else:
+                crafts.append(recipe.command(multiplier))
             for ingredient in recipe.ingredients:
                 need[self.member(ingredient)] += ingredient.count * multiplier
         return gets + crafts[::-1]

@@ -12,11 +12,27 @@ from functools import lru_cache
 import numpy as np
 
 from agentgym_envs.core import Outcome, Start, TextEnv
+from agentgym_envs.core.parsers import ParsedAction, parse_react
+from agentgym_envs.textcraft import rules
 from agentgym_envs.textcraft.engine import Game, make_game
 from agentgym_envs.textcraft.recipes import recipe_book
 from agentgym_envs.textcraft.tasks import DEPTHS
 
-INSTRUCTION = """You are playing a Minecraft crafting game. Each episode shows a list of crafting commands and a goal item. Your job is to obtain the goal item.
+INSTRUCTION = """You are crafting Minecraft items. You are shown a few useful crafting recipes; a crafting command has the form "craft [target object] using [input ingredients]".
+Each round you get an observation and answer with your thought and one action based on it and the task. You can "get" an ingredient (from your inventory or the world), look at what you carry with "inventory", or "craft" a target with one of the crafting commands.
+Follow this answer format exactly:"Thought:
+your thoughts.
+
+Action:
+your next action"
+
+Remember:
+1. Give a quantity in every "get" and "craft" command. Example get: get 1 lapis lazuli - example craft: craft 1 blue dye using 1 lapis lazuli - another craft: craft 1 golden carrot using 8 gold nugget, 1 carrot
+2. In a "get" command, do not say whether the item comes from your inventory or from the world.
+3. Only the crafting commands shown may be used; do not invent your own. When a command names a generic ingredient such as "planks", write a specific kind of it instead, e.g. "dark oak planks".
+"""
+
+LENIENT_INSTRUCTION = """You are playing a Minecraft crafting game. Each episode shows a list of crafting commands and a goal item. Your job is to obtain the goal item.
 
 Actions:
 - get <count> <item>: gather a raw material (only items that no shown command produces can be gathered).
@@ -43,25 +59,43 @@ def goals() -> tuple[tuple[str, int], ...]:
 class TextCraftEnv(TextEnv):
     family = "textcraft"
 
-    def __init__(self, task_id: str, render_mode: str | None = None):
+    def __init__(self, task_id: str, render_mode: str | None = None, lenient_crafting: bool = False):
+        """``lenient_crafting=True`` opts into our relaxed rules (scaled crafts, generic ingredient
+        names, plurals, case-insensitive commands); the default is AgentGym's rules (``rules.py``)."""
         super().__init__(task_id, render_mode=render_mode)
+        self.lenient_crafting = lenient_crafting
         self.game: Game | None = None
 
     def _start(self, item_id: int, rng: np.random.Generator) -> Start:
         goal, depth = goals()[item_id]
         self.game = make_game(recipe_book(), goal, np.random.default_rng(item_id))
-        return Start(INSTRUCTION, self.game.intro(), {"goal": goal, "depth": depth})
+        instruction = LENIENT_INSTRUCTION if self.lenient_crafting else INSTRUCTION
+        return Start(instruction, self.game.intro(), {"goal": goal, "depth": depth})
+
+    def _parse(self, response: str) -> ParsedAction:
+        parsed = parse_react(response)
+        if self.lenient_crafting:
+            return parsed
+        if parsed.error is not None and "more than one" in parsed.error:
+            return ParsedAction(None, rules.MULTIPLE_ACTIONS)
+        # AgentGym's server sees the action as its client cleans it; an empty one is a wasted turn.
+        return ParsedAction(rules.client_action(parsed.action or ""))
 
     def _act(self, action: str) -> Outcome:
         assert self.game is not None
-        result = self.game.execute(action)
-        won = self.game.won
-        observation = result.message + (f"\nYou have crafted the goal: {self.game.goal}." if won else "")
+        if self.lenient_crafting:
+            result = self.game.execute(action)
+            won = self.game.won
+            observation = result.message + (f"\nYou have crafted the goal: {self.game.goal}." if won else "")
+        else:
+            result = rules.execute(self.game, action)
+            won = self.game.won
+            observation = result.message
         return Outcome(observation, progress=float(won), score=float(won), done=won, success=won, valid=result.valid)
 
     def oracle_action(self) -> str:
         assert self.game is not None, "call reset() first"
-        actions = self.game.plan_actions()
+        actions = self.game.plan_actions(unit_crafts=not self.lenient_crafting)
         if not actions:
             return "Thought:\nThe goal is in my inventory.\n\nAction:\ninventory"
         step = actions[0]

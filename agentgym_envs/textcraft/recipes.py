@@ -3,8 +3,9 @@
 Only crafting-table recipes count (shaped and shapeless); smelting, stonecutting and the special
 recipes are not TextCraft actions. An ingredient is either one item or a tag: a recipe's
 ``group`` makes its output a member of that tag, so "planks" accepts oak, birch, ... planks.
-An item that no recipe can make from gatherable materials (no recipe at all, or only cycles such
-as ingot <-> nugget) is a base item the agent gathers with ``get``.
+An item that no recipe makes is a base item the agent gathers with ``get``. The recipes AgentGym's
+crafting tree drops are dropped here too: those made of one kind of block, and the second recipe
+of a cycle (nugget from ingot after ingot from nuggets, in file name order).
 """
 
 from __future__ import annotations
@@ -60,11 +61,17 @@ class RecipeBook:
                 group = display_name(data["group"])
                 if group != output:
                     self.tag_members[group].add(output)
+        # What each item is (transitively) made from, to drop a recipe that would close a cycle:
+        # like AgentGym's crafting tree, the recipe read later (in file name order) is dropped.
+        made_from: dict[str, set[str]] = defaultdict(set)
         for data in raw:
             if data.get("type") in _CRAFTING_TYPES:
                 recipe = self._parse(data)
-                if recipe is not None:
-                    self.recipes[recipe.output].append(recipe)
+                if recipe is None or any(recipe.output in made_from[i.name] for i in recipe.ingredients):
+                    continue
+                self.recipes[recipe.output].append(recipe)
+                for ingredient in recipe.ingredients:
+                    made_from[recipe.output] |= {ingredient.name} | made_from[ingredient.name]
         self.depth = self._depths()
         self.base_items = {item for item, d in self.depth.items() if d == 0}
 
@@ -81,9 +88,9 @@ class RecipeBook:
         result = data["result"]
         output_count = int(result.get("count", 1)) if isinstance(result, dict) else 1
         ingredients = tuple(Ingredient(name, count, is_tag) for (name, is_tag), count in counts.items())
-        # "9 ingots from 1 block", "9 nuggets from 1 ingot": unpacking recipes only undo a compression
-        # recipe and would make the compressed item a base item (the cycle ingot <-> nugget).
-        if len(ingredients) == 1 and ingredients[0].count == 1 and output_count == 9:
+        # AgentGym's crafting tree drops every recipe made of one kind of "... block" ("9 iron ingots
+        # from 1 iron block", but also "6 purpur slab from 3 purpur block"): same here.
+        if len(ingredients) == 1 and ingredients[0].name.endswith(" block"):
             return None
         if any(i.name == output for i in ingredients):
             return None

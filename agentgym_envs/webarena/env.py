@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, parse_backtick, require
+from agentgym_envs.core.judge import JudgeUnavailable, LLMJudge
 from agentgym_envs.webarena.actions import ACTION_HELP, Command, parse_command, resolve_script_step
-from agentgym_envs.webarena.evaluation import evaluate
+from agentgym_envs.webarena.evaluation import evaluate, fuzzy_match
 from agentgym_envs.webarena.observation import TEXT_ROLES, Tree, render_tree
 from agentgym_envs.webarena.sites import SITES, SUBTASK_SITE, app_class, base_urls_from_environment
 
@@ -113,6 +114,7 @@ return Array.from(select.options).map(o => o.text.trim());
 
 class WebArenaEnv(TextEnv):
     family = "webarena"
+    acknowledgement = "Ok."  # AgentGym's WebArena conversations answer the instruction with this
     max_observation_length = 64_000
 
     def __init__(
@@ -124,7 +126,10 @@ class WebArenaEnv(TextEnv):
         browser: Any = None,
         browser_config: Any = None,
         page_load_timeout: float = 10.0,
+        judge: LLMJudge | dict[str, Any] | None = None,
     ):
+        """``judge`` (off by default): an ``LLMJudge`` or its fields ({"base_url", "model", ...}) that
+        grades ``fuzzy_match`` string answers as WebArena does, instead of the fixed offline rule."""
         require("selenium", extra="web")
         from agentgym_envs.web.browser import require_browser
 
@@ -132,6 +137,7 @@ class WebArenaEnv(TextEnv):
         super().__init__(task_id, render_mode=render_mode)
         self._site_keys = [SUBTASK_SITE[sub] for sub in self.task.subtasks]
         self.page_load_timeout = float(page_load_timeout)
+        self.judge = LLMJudge.of(judge)
         self._external_configs: dict[int, dict[str, Any]] | None = None
         self._real_bases: dict[str, str] = {}
         if config_path is not None:
@@ -358,7 +364,18 @@ class WebArenaEnv(TextEnv):
         def run_sql(site: str, sql: str, params: list[Any]) -> list[list[Any]]:
             return [list(row) for row in self._servers[site].app.query(sql, tuple(params))] if site in self._servers else []
 
-        return evaluate(self._config, answer, self._current_url(), self.real_url, run_locator, run_sql if self.embedded else None)
+        fuzzy = fuzzy_match
+        if self.judge is not None:
+            judge, intent = self.judge, str(self._config.get("intent", ""))
+
+            def fuzzy(given: str, reference: str) -> bool:
+                return judge.accepts(intent, given, reference)
+
+        try:
+            return evaluate(self._config, answer, self._current_url(), self.real_url, run_locator,
+                            run_sql if self.embedded else None, fuzzy)
+        except JudgeUnavailable as error:
+            return 0.0, [str(error)]
 
     def _current_url(self) -> str:
         try:

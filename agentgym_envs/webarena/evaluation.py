@@ -4,7 +4,8 @@ A task's score is the product of its evaluators' scores (all must pass), as in W
 
 * ``string_match``: ``exact_match`` (normalised equality), ``must_include`` (every reference is a
   substring of the normalised answer; a one-token reference must be one of its tokens),
-  ``fuzzy_match``. WebArena asks an LLM for fuzzy matches; here the rule is fixed: after
+  ``fuzzy_match``. WebArena asks an LLM for fuzzy matches (here too with ``judge=``, see
+  ``core/judge.py``); by default the rule is fixed: after
   normalisation (lower case, numbers without thousands separators or currency signs, punctuation
   dropped) the answer passes if it contains every reference token and is not much longer than the
   reference (at most twice its tokens, or ``FUZZY_EXTRA_TOKENS`` more), or if its ``difflib``
@@ -71,10 +72,11 @@ def fuzzy_match(answer: str, reference: str) -> bool:
     return difflib.SequenceMatcher(None, normalize(answer), normalize(reference)).ratio() >= FUZZY_RATIO
 
 
-def string_match(answer: str, references: dict[str, Any]) -> bool:
+def string_match(answer: str, references: dict[str, Any], fuzzy: Callable[[str, str], bool] = fuzzy_match) -> bool:
+    """Whether the answer passes every reference; ``fuzzy`` grades ``fuzzy_match`` (an LLM judge if given)."""
     for kind, reference in references.items():
         values = reference if isinstance(reference, list) else [reference]
-        check = {"exact_match": exact_match, "must_include": must_include, "fuzzy_match": fuzzy_match}.get(kind)
+        check = {"exact_match": exact_match, "must_include": must_include, "fuzzy_match": fuzzy}.get(kind)
         if check is None:
             raise ValueError(f"unknown string_match kind {kind!r}")
         if kind == "must_include" and len(values) == 1 and " |OR| " in str(values[0]):
@@ -118,6 +120,7 @@ def evaluate(
     resolve: Callable[[str], str],
     run_locator: Callable[[str, str], str | None],
     run_sql: Callable[[str, str, list[Any]], list[list[Any]]] | None,
+    fuzzy: Callable[[str, str], bool] = fuzzy_match,
 ) -> tuple[float, list[str]]:
     """(score in {0, 1}, reasons for failures) of a finished episode.
 
@@ -128,7 +131,7 @@ def evaluate(
     failures: list[str] = []
     for kind in spec["eval_types"]:
         if kind == "string_match":
-            if not string_match(answer, spec["reference_answers"]):
+            if not string_match(answer, spec["reference_answers"], fuzzy):
                 failures.append(f"answer {answer!r} does not match {spec['reference_answers']}")
         elif kind == "url_match":
             if not url_match(current_url, resolve(spec["reference_url"])):

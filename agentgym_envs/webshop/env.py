@@ -40,7 +40,31 @@ from agentgym_envs.webshop.reward import is_success
 
 MODES = ("text", "browser")
 
+#: AgentGym's WebShop rules (the default instruction), in our words.
 INSTRUCTION = (
+    "You are shopping on the web.\n"
+    "I will tell you what to do, and you have to follow those instructions.\n"
+    "Each round I give you an observation and a list of available actions; answer with an action based on "
+    "the state and the instruction.\n"
+    "You can use the search action when search is available.\n"
+    "You can click one of the buttons among the clickables.\n"
+    "An action has one of these forms:\n"
+    "search[keywords]\n"
+    "click[value]\n"
+    "An invalid action does nothing.\n"
+    "The search keywords are your choice, but the value you click must be one of the available actions.\n"
+    "Design your search keywords carefully.\n"
+    "Answer in this format:\n"
+    "\n"
+    "Thought:\n"
+    "I think ... \n"
+    "\n"
+    "Action: \n"
+    "click[something]"
+)
+
+#: Our instruction (``detailed_instruction=True``): the page format, the buttons and the reward.
+DETAILED_INSTRUCTION = (
     "You are shopping in an online store for a customer. Their request is shown at the top of every page: "
     "a kind of product, the features it must have, the options to choose (such as color or size) and a "
     "price limit. Find a product that fits, choose its options and buy it.\n"
@@ -125,6 +149,7 @@ class WebShopEnv(TextEnv):
     """Find and buy the product a customer asks for (WebShop, Yao et al. 2022)."""
 
     family = "webshop"
+    acknowledgement = "Ok."  # AgentGym's WebShop conversations answer the instruction with this
 
     def __init__(
         self,
@@ -136,8 +161,12 @@ class WebShopEnv(TextEnv):
         attributes_file: str | os.PathLike[str] | None = None,
         reviews_file: str | os.PathLike[str] | None = None,
         browser_config: Any = None,
+        detailed_instruction: bool = False,
     ):
+        """``detailed_instruction=True`` explains the page format, the buttons and the reward
+        instead of AgentGym's shorter instruction."""
         super().__init__(task_id, render_mode=render_mode)
+        self.detailed_instruction = detailed_instruction
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if importlib.util.find_spec("bm25s") is None:
@@ -206,7 +235,7 @@ class WebShopEnv(TextEnv):
         info: dict[str, Any] = {"mode": self.mode, "page": self._page.state.kind}
         if restarted:
             info["browser_restarted"] = True
-        return Start(INSTRUCTION, self._page.text, info)
+        return Start(DETAILED_INSTRUCTION if self.detailed_instruction else INSTRUCTION, self._page.text, info)
 
     def _act(self, action: str) -> Outcome:
         assert self._page is not None and self._goal is not None, "call reset() first"

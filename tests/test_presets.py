@@ -1,0 +1,77 @@
+"""The paper-recipe presets ``examples/configs/<scenario>.yaml``: they parse through examples/grpo.py
+with the paper's hyperparameters, and one of them runs a training step with a tiny model."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+
+from tiny_model import save_tiny  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "grpo.py"
+CONFIGS = ROOT / "examples" / "configs"
+
+#: scenario -> (env id, ScalingInter schedule as (step, turns), group size), from PAPER_FACTS / the paper's scripts
+RECIPES = {
+    "webarena": ("AgentGym/WebArena-v0", [(0, 8), (80, 12), (160, 15)], 4),
+    "searchqa": ("AgentGym/Search-v0", [(0, 5), (100, 8), (200, 10)], 4),
+    "textcraft": ("AgentGym/TextCraft-v0", [(0, 10), (100, 20), (200, 30)], 8),
+    "babyai": ("AgentGym/BabyAI-v0", [(0, 6), (100, 13), (200, 20)], 4),
+    "sciworld": ("AgentGym/SciWorld-v0", [(0, 10), (100, 20), (200, 30)], 8),
+}
+
+
+def _grpo_module():
+    spec = importlib.util.spec_from_file_location("grpo_example", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_scenario_has_a_preset() -> None:
+    assert sorted(path.stem for path in CONFIGS.glob("*.yaml")) == sorted(RECIPES)
+
+
+@pytest.mark.parametrize("scenario", sorted(RECIPES))
+def test_preset_parses_with_the_papers_hyperparameters(scenario: str) -> None:
+    env_id, schedule, group = RECIPES[scenario]
+    args, model_args = _grpo_module().parse_args(["--config", str(CONFIGS / f"{scenario}.yaml")])
+    assert args.env_ids == [env_id] and args.num_generations == group
+    parsed = [tuple(int(x) for x in stage.split(":")) for stage in args.max_turns_schedule.split(",")]
+    assert parsed == schedule and args.max_steps == schedule[-1][0] + schedule[1][0]
+    assert (args.beta, args.epsilon, args.entropy_coef, args.learning_rate) == (0.001, 0.2, 0.001, 1e-6)
+    assert args.lr_scheduler_type == "constant" and args.warmup_steps == 0 and not args.use_bias_correction_kl
+    assert (args.temperature, args.top_p, args.top_k, args.max_grad_norm) == (1.0, 1.0, 0, 1.0)
+    assert args.scale_rewards == "group" and args.loss_type == "dapo"
+    assert args.per_device_train_batch_size % group == 0  # whole groups per mini-batch
+    assert model_args.model_name_or_path == "Qwen/Qwen2.5-7B-Instruct"
+
+
+def test_a_preset_runs_a_training_step_with_a_tiny_model(tmp_path: Path) -> None:
+    """The TextCraft preset as is, except what a CPU test cannot afford (model, sizes, one step)."""
+    model_dir = save_tiny(tmp_path / "tiny")
+    output_dir = tmp_path / "run"
+    overrides = {
+        "--model_name_or_path": str(model_dir), "--dtype": "float32", "--bf16": "false",
+        "--env_ids": "AgentGym/TextCraft-Depth1-v0", "--max_steps": "1", "--per_device_train_batch_size": "4",
+        "--num_generations": "4", "--steps_per_generation": "1", "--max_turn_tokens": "12",
+        "--max_context_tokens": "1024", "--output_dir": str(output_dir), "--save_strategy": "no",
+        "--truncated_turn": "step",
+    }
+    command = [sys.executable, str(EXAMPLE), "--config", str(CONFIGS / "textcraft.yaml")]
+    command += [part for pair in overrides.items() for part in pair]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert result.returncode == 0, result.stderr[-4000:]
+    lines = [json.loads(line) for line in (output_dir / "agent_metrics.jsonl").read_text().splitlines()]
+    steps = [line for line in lines if "agent/max_turns" in line]
+    assert [line["agent/max_turns"] for line in steps] == [10]  # the preset's first ScalingInter stage
