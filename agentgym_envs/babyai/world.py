@@ -36,7 +36,7 @@ from agentgym_envs.babyai.planner import (
 )
 
 OBJECT_TYPES = ("ball", "box", "key", "door")
-_NAME = re.compile(r"^(?:(?:the|a|an) )?(?:(red|green|blue|purple|yellow|grey|gray) )?(ball|box|key|door)(?: (\d+))?$")
+_NAME = re.compile(r"^(?:(?:the|a|an) )?(?:(red|green|blue|purple|yellow|grey|gray) )?(ball|box|key|door)(?: ([0-9]{1,9}))?$")
 
 PRIMITIVE_COMMANDS = {
     "turn left": LEFT,

@@ -19,6 +19,7 @@ process, ``_release``. See ``agentgym_envs/textcraft/env.py`` for a complete sma
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -26,8 +27,17 @@ import gymnasium as gym
 import numpy as np
 
 from agentgym_envs.core.parsers import ParsedAction, parse_react
+from agentgym_envs.core.safety import valid_utf8
 from agentgym_envs.core.spaces import TextSpace
 from agentgym_envs.core.tasks import TaskSpec, get_task, load_splits
+
+logger = logging.getLogger(__name__)
+
+#: Errors a hostile action can raise deep inside an engine (``int()`` of a 5,000-digit number, an
+#: index past a list's end, ...). ``step`` turns them into invalid-action feedback so the episode
+#: goes on, logs them and marks ``info["action_error"]``: the conformance checks count that key,
+#: so each such error is still fixed where it arises.
+ACTION_ERRORS = (ValueError, ArithmeticError, RecursionError, LookupError, TypeError, UnicodeError)
 
 
 @dataclass
@@ -153,10 +163,18 @@ class TextEnv(gym.Env[str, str]):
                 "Answer with a short reasoning and one action.",
                 valid=False,
             )
-        parsed = self._parse(action)
-        if not parsed.ok:
-            return self._reply(parsed.error or "Invalid action.", valid=False)
-        outcome = self._act(parsed.action or "")
+        try:
+            parsed = self._parse(action)
+            if not parsed.ok:
+                return self._reply(parsed.error or "Invalid action.", valid=False)
+            outcome = self._act(parsed.action or "")
+        except ACTION_ERRORS as error:
+            logger.warning("%s: action %r raised", self.task.env_id, action[:200], exc_info=True)
+            return self._reply(
+                f"Your action could not be carried out ({type(error).__name__}). Check its format and arguments.",
+                valid=False,
+                action_error=type(error).__name__,
+            )
         progress = float(np.clip(outcome.progress, 0.0, 1.0))
         reward = progress - self._progress
         self._progress = progress
@@ -188,8 +206,8 @@ class TextEnv(gym.Env[str, str]):
         if unknown:
             raise ValueError(f"unknown reset options {sorted(unknown)}; use item_id, or split with an optional index")
         if "item_id" in options:
-            item_id = int(options["item_id"])
-            if not self.accepts_item(item_id):
+            item_id = _integer_option(options, "item_id")
+            if not 0 <= item_id < 2**63 or not self.accepts_item(item_id):  # ids are int64 everywhere
                 raise ValueError(f"item_id {item_id} is not an item of {self.task.env_id}")
             return item_id, self._split_of.get(item_id, "custom")
         split = options.get("split", self.default_split)
@@ -199,7 +217,7 @@ class TextEnv(gym.Env[str, str]):
         if not items:
             raise ValueError(f"{self.task.env_id} has no {split} items")
         if "index" in options:
-            index = int(options["index"])
+            index = _integer_option(options, "index")
             if not 0 <= index < len(items):
                 raise ValueError(f"index {index} is out of range for the {len(items)} {split} items of {self.task.env_id}")
         else:
@@ -207,7 +225,10 @@ class TextEnv(gym.Env[str, str]):
         return items[index], split
 
     def _clip(self, text: str) -> str:
+        """The observation as returned: valid UTF-8 (whatever the agent made the engine echo) and
+        at most ``max_observation_length`` characters."""
         limit = self.max_observation_length
+        text = valid_utf8(text)
         return text if len(text) <= limit else text[: limit - 20] + "\n[... truncated]"
 
     def _info(self, valid_action: bool, **extra: Any) -> dict[str, Any]:
@@ -224,7 +245,7 @@ class TextEnv(gym.Env[str, str]):
         actions = self.available_actions()
         if actions is not None:
             info["available_actions"] = actions
-        info.update(extra)
+        info.update(valid_utf8(extra))  # extras may echo the agent (an answer, a query)
         return info
 
     def _reply(
@@ -238,3 +259,12 @@ class TextEnv(gym.Env[str, str]):
     ) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._last_observation = self._clip(observation)
         return self._last_observation, float(reward), bool(terminated), bool(truncated), self._info(valid, **extra)
+
+
+def _integer_option(options: dict[str, Any], name: str) -> int:
+    """``options[name]`` as an int; ``True``, ``1.5`` or ``"3"`` are refused rather than coerced to
+    another item than the caller meant."""
+    value = options[name]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"reset option {name!r} must be an int, got {type(value).__name__} {value!r}")
+    return int(value)
