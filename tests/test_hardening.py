@@ -142,3 +142,69 @@ def test_one_cache_variable_everywhere(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("AGENTGYM_CACHE", str(tmp_path / "old"))
     assert CACHE_ENV_VAR == "AGENTGYM_CACHE_DIR" and cache_root() == tmp_path
     assert generator.cache_dir().is_relative_to(tmp_path) and webshop_cache().is_relative_to(tmp_path)
+
+
+def test_clients_never_follow_redirects_with_credentials() -> None:
+    """An endpoint that redirects elsewhere gets no second request: the API key stays with it."""
+    import http.server
+    import threading
+
+    from agentgym_envs.evaluation.endpoint import ChatEndpoint
+    from agentgym_envs.evaluation.runner import EvalError
+    from agentgym_envs.search.retrievers import RemoteRetriever, RetrievalError
+
+    seen: list[tuple[str, str | None]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append((self.path, self.headers.get("Authorization")))
+            if self.path.startswith("/elsewhere"):
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b'{"choices": [{"message": {"content": "hi"}}], "result": []}')
+                return
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{self.server.server_address[1]}/elsewhere")
+            self.end_headers()
+
+        do_GET = do_POST
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(EvalError, match="redirects are not followed"):
+            ChatEndpoint(f"{base}/v1", "m", api_key="sk-secret", retries=0).complete([{"role": "user", "content": "x"}])
+        with pytest.raises(RetrievalError, match="redirects are not followed"):
+            RemoteRetriever(base).search_batch(["q"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [path for path, _ in seen] == ["/v1/chat/completions", "/retrieve"]
+
+
+def test_eval_saves_every_episode_even_when_a_reply_holds_a_lone_surrogate(tmp_path) -> None:
+    """An endpoint can send ``"\\ud800"`` in its JSON; the episode is saved (as valid UTF-8) with the others."""
+    from agentgym_envs.evaluation import evaluate
+    from agentgym_envs.evaluation.records import read_records
+    from agentgym_envs.evaluation.runner import Reply, StepwiseRunner
+
+    class SurrogatePolicy:
+        name = "surrogate"
+
+        def begin(self, job) -> None:
+            pass
+
+        def respond(self, env, observation, info, messages) -> Reply:
+            return Reply("Thought: \ud800\nAction: get 1 \udfff logs", 3)
+
+    report = evaluate(StepwiseRunner(SurrogatePolicy(), {"kind": "surrogate"}), ["AgentGym/TextCraft-Depth1-v0"],
+                      tmp_path, limit=3, max_turns=[2], progress=False)
+    raw = (tmp_path / "trajectories.jsonl").read_bytes()
+    raw.decode("utf-8")  # strict: the file is valid UTF-8
+    records = list(read_records(tmp_path / "trajectories.jsonl"))
+    assert len(records) == 3 == report.episodes
+    assert "\ufffd" in records[0]["actions"][0]
