@@ -137,3 +137,17 @@ def test_browsers_of_a_killed_process_are_reaped() -> None:
     survivors = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert not survivors, survivors
     assert not any(profile.exists() for profile in profiles)
+
+
+def test_webshop_browser_step_is_bounded_too() -> None:
+    env = gym.make("AgentGym/WebShop-Browser-v0").unwrapped
+    env.browser_step_timeout = 3.0
+    try:
+        env.reset(seed=0, options={"split": "test", "index": 0})
+        _freeze(env._browser._processes())
+        started = time.monotonic()
+        obs, reward, terminated, truncated, info = env.step(env.oracle_action())
+        assert time.monotonic() - started < 20 and info.get("browser_restarted")
+        assert info["valid_action"] and not terminated
+    finally:
+        env.close()
