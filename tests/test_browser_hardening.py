@@ -151,3 +151,18 @@ def test_webshop_browser_step_is_bounded_too() -> None:
         assert info["valid_action"] and not terminated
     finally:
         env.close()
+
+
+def test_a_crashed_browser_mid_episode_costs_no_action() -> None:
+    """The browser dies between two steps: the next action (an element id of the old page) is
+    carried out on the relaunched browser's reloaded page."""
+    env = gym.make(MAPS).unwrapped
+    try:
+        env.reset(seed=0, options={"split": "test", "index": 0})
+        env.step(env.oracle_action())
+        for process in env.browser._processes():
+            process.kill()
+        obs, reward, terminated, truncated, info = env.step(env.oracle_action())
+        assert info["valid_action"] and info.get("browser_restarted"), obs[:300]
+    finally:
+        env.close()

@@ -230,8 +230,13 @@ class WebArenaEnv(TextEnv):
         return self._browser
 
     def _driver_call(self, action, recover_url: str | None = None) -> tuple[Any, bool]:
-        recover = (lambda: self._load(recover_url)) if recover_url else None
-        return self.browser.call(action, recover)
+        def recover() -> None:
+            """After a relaunch: the page again, and its tree (the ids are the same, the new
+            browser's node handles are not), so the retried action finds its element."""
+            self._load(recover_url)
+            self._tree = render_tree(self.browser.accessibility_nodes())
+
+        return self.browser.call(action, recover if recover_url else None)
 
     def _load(self, address: str) -> str | None:
         """Open ``address`` in the current tab; a note if it did not finish loading in time."""
