@@ -5,7 +5,11 @@ The base class owns everything the families share, so a family only writes its e
 * item selection: ``reset(options={"item_id": 17})``, ``{"split": "test", "index": 3}``,
   ``{"split": "test"}`` (a random item of that split) or nothing (a random train item);
 * the raw model response goes through the family's parser; an unparseable or invalid action
-  never raises: the observation explains it, reward 0, ``info["valid_action"] = False``;
+  never raises: the observation explains it, reward 0, ``info["valid_action"] = False``; an
+  input error that escapes a family (``ACTION_ERRORS``) is answered the same way and marked
+  ``info["action_error"]``, which the conformance checks treat as a bug to fix in the family;
+* observations and info are always valid UTF-8 (``core.safety.valid_utf8``), whatever an
+  engine echoes back of the agent's text; ``item_id`` and ``index`` must be ints;
 * rewards are differences of a progress value in [0, 1], so an episode's rewards always sum to
   its final outcome score;
 * ``info`` always carries ``task``, ``item_id``, ``split``, ``valid_action``, ``score``,
