@@ -32,4 +32,5 @@ def redirect_hint(error: urllib.error.HTTPError) -> str:
     if not 300 <= error.code < 400:
         return ""
     location = error.headers.get("Location", "?") if error.headers else "?"
-    return f" (a redirect to {location}; redirects are not followed so credentials stay with the configured host: use the final URL)"
+    return (f" (a redirect to {location}; redirects are not followed so credentials stay with the configured "
+            "host: use the final URL)")

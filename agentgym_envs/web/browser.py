@@ -1,10 +1,12 @@
 """Chromium driven by Selenium: one browser per env worker, a clean slate per episode.
 
 ``Browser`` is what a web env holds. It launches Debian's Chromium lazily with the flags that work
-as root on a closed network (``chromium_arguments``: nothing but loopback is reachable), gives every episode fresh state (extra tabs closed, cookies, cache
-and the storage of the visited origins cleared, a blank page), notices a dead browser and
-launches a new one, bounds every wait, and releases the processes and the temporary profile on
-``close()`` (also at interpreter exit if the env was never closed). A long-running worker
+as root on a closed network (``chromium_arguments``: nothing but loopback is reachable), gives
+every episode fresh state (one new blank tab, cookies, cache and the storage of the visited
+origins cleared), notices a dead browser and launches a new one, bounds every wait (and, with
+``time_limit``, a whole env step), and releases the processes and the temporary profile on
+``close()`` (also at interpreter exit if the env was never closed; after a SIGKILL, the next
+process reaps them). A long-running worker
 relaunches its browser every ``max_episodes_per_launch`` episodes so memory cannot creep up
 over hours of training.
 
@@ -52,7 +54,9 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 #: at once. Host resolver rules alone stop names, not IP literals such as ``http://93.184.216.34/``.
 DEAD_PROXY = "http://127.0.0.1:9"
 #: Flags that would reopen the network; ``chromium_arguments`` drops them from caller extras.
-_NETWORK_FLAGS = ("--host-resolver-rules", "--proxy-server", "--proxy-bypass-list", "--no-proxy-server", "--proxy-pac-url")
+_NETWORK_FLAGS = (
+    "--host-resolver-rules", "--proxy-server", "--proxy-bypass-list", "--no-proxy-server", "--proxy-pac-url",
+)
 
 
 def chromium_arguments(allowed_hosts: Iterable[str] = (), extra: Iterable[str] = ()) -> tuple[str, ...]:
