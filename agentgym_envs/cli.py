@@ -84,19 +84,35 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from agentgym_envs.server.app import serve
 
     serve(args.env, host=args.host, port=args.port, max_envs=args.max_envs, idle_timeout=args.idle_timeout,
-          max_body_bytes=args.max_body_bytes, log_level=args.log_level)
+          max_body_bytes=args.max_body_bytes, log_level=args.log_level, token=args.token,
+          request_timeout=args.request_timeout)
     return 0
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
     """Play train episodes with a scripted agent and save the kept ones as a chat dataset (behaviour cloning data)."""
-    from agentgym_envs.collect import KeepRule, collect, save_trajectories
+    from pathlib import Path
 
+    from agentgym_envs.collect import JOURNAL_FILE, KeepRule, collect, save_trajectories
+
+    out = Path(args.out)
+    journal = out / JOURNAL_FILE
+    if args.overwrite:
+        journal.unlink(missing_ok=True)
+    elif out.exists() and not journal.is_file() and (out.is_file() or any(out.iterdir())):
+        print(f"agentgym: error: {out} exists and holds no collection to resume; pass --overwrite to replace it",
+              file=sys.stderr)
+        return 2
     keep = KeepRule(min_reward=args.min_reward, keep_failures=args.keep_failures)
-    rows, counts = collect(args.env, args.n, split=args.split, agent=args.agent, keep=keep, seed=args.seed,
-                           allow_held_out=args.allow_held_out_split)
+    try:
+        rows, counts = collect(args.env, args.n, split=args.split, agent=args.agent, keep=keep, seed=args.seed,
+                               allow_held_out=args.allow_held_out_split, journal=journal)
+    except ValueError as error:  # a journal of other settings
+        print(f"agentgym: error: {error}", file=sys.stderr)
+        return 2
     for env_id, count in counts.items():
-        print(f"{env_id}: kept {count['kept']}/{count['played']} episodes ({count['success']} solved) "
+        resumed = f", {count['resumed']} from the journal" if count["resumed"] else ""
+        print(f"{env_id}: kept {count['kept']}/{count['played']} episodes ({count['success']} solved{resumed}) "
               f"in {count['seconds']:.1f} s")
     path = save_trajectories(rows, args.out)
     print(f"wrote {len(rows)} conversations to {path}")
@@ -131,10 +147,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--env", required=True, help="an env id, or a family name to serve all its ids")
     serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: loopback only)")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--max-envs", type=int, default=256, help="live envs at most; more get HTTP 429")
+    serve.add_argument("--max-envs", type=int, default=256,
+                       help="live envs at most, by weight (SciWorld and browser envs count 8); more get HTTP 429")
     serve.add_argument("--idle-timeout", type=float, default=600.0, help="seconds after which an unused env is closed")
     serve.add_argument("--max-body-bytes", type=int, default=1 << 20, help="larger requests get HTTP 413")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--token", default=None,
+                       help="require 'Authorization: Bearer TOKEN' (default $AGENTGYM_SERVER_TOKEN); "
+                            "needed to bind anything but loopback")
+    serve.add_argument("--request-timeout", type=float, default=10.0,
+                       help="seconds a client may take to send a request; silent connections are dropped")
     serve.set_defaults(run=cmd_serve)
 
     gather = commands.add_parser("collect", help="save a scripted agent's train episodes as a chat dataset for SFT")
@@ -150,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     gather.add_argument("--allow-held-out-split", action="store_true",
                         help="allow collecting from a held-out split such as test (contaminates evaluation)")
     gather.add_argument("--seed", type=int, default=0, help="item order and the random agent's seed")
+    gather.add_argument("--overwrite", action="store_true",
+                        help="replace what --out holds (by default a rerun resumes its collection and anything "
+                             "else there is refused)")
     gather.set_defaults(run=cmd_collect)
     from agentgym_envs.evaluation.commands import add_commands  # eval, view, plot
 

@@ -17,10 +17,16 @@ pass over the items, as the rollout does, so a row can be replayed.
 Only train items are played unless the caller explicitly allows another split: the test split is
 the held-out evaluation set. This module needs no torch; ``datasets`` (the ``[train]`` extra) is
 imported only to save or load.
+
+Nothing played is lost: with a ``journal`` (``agentgym collect`` keeps ``<out>/episodes.jsonl``)
+every episode is appended as it ends, and a rerun with the same settings replays the journal
+instead of the episodes, so a killed collection resumes where it stopped and a larger ``--n``
+or another ``--env`` only plays what is new.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -35,10 +41,13 @@ import numpy as np
 import agentgym_envs
 from agentgym_envs.agents import Agent, close_quietly, make_agent, run_episode
 from agentgym_envs.core import MissingExtraError
+from agentgym_envs.core.safety import valid_utf8
 
 logger = logging.getLogger(__name__)
 
 TRAIN_SPLIT = "train"
+#: The journal of played episodes inside an ``agentgym collect`` output folder.
+JOURNAL_FILE = "episodes.jsonl"
 COLUMNS = (
     "messages",
     "env_id",
@@ -103,6 +112,49 @@ def episode_plan(env_id: str, split: str, episodes: int, seed: int = 0) -> list[
     return plan
 
 
+class Journal:
+    """Append-only JSONL of played episodes, keyed by (env id, position in its plan).
+
+    The first line holds the settings that fix every plan (split, agent, seed, keep rule); a
+    journal written with other settings is refused, since its episodes belong to another collection.
+    """
+
+    def __init__(self, path: str | os.PathLike, settings: dict[str, Any]):
+        self.path = Path(path)
+        self.settings = settings
+        self.entries: dict[tuple[str, int], dict[str, Any]] = {}
+        if self.path.is_file():
+            self._load()
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._write({"settings": settings})
+
+    def _load(self) -> None:
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        header = json.loads(lines[0]) if lines else {}
+        if header.get("settings") != self.settings:
+            raise ValueError(
+                f"{self.path} belongs to a collection with other settings ({header.get('settings')}, now "
+                f"{self.settings}); pass --overwrite to start over, or another --out"
+            )
+        for line in lines[1:]:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:  # the line a kill cut off
+                continue
+            self.entries[(entry["env_id"], entry["index"])] = entry
+
+    def add(self, env_id: str, index: int, kept: bool, row: dict[str, Any]) -> None:
+        entry = {"env_id": env_id, "index": index, "kept": kept, "row": row}
+        self.entries[(env_id, index)] = entry
+        self._write(entry)
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(valid_utf8(entry), ensure_ascii=False) + "\n")
+            handle.flush()
+
+
 def play_conversation(env: gym.Env, agent: Agent, item_id: int, seed: int) -> dict[str, Any]:
     """Play one episode and return it as a row (conversation + outcome)."""
     # the merged first turn, as agentgym_trl's rollout renders it, so SFT and RL share one prompt
@@ -129,11 +181,13 @@ def collect(
     seed: int = 0,
     allow_held_out: bool = False,
     progress: bool = True,
+    journal: str | os.PathLike | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
     """Play ``episodes`` episodes per env id with ``agent`` and return the kept rows plus per-env counts.
 
-    The counts (``played``, ``kept``, ``success``, ``seconds``) say how much the keep rule dropped
-    and how fast the env plays.
+    The counts (``played``, ``kept``, ``success``, ``seconds``, ``resumed``) say how much the keep
+    rule dropped and how fast the env plays. With ``journal`` (a JSONL path) every episode is
+    appended as it ends and the episodes already there are taken from it instead of replayed.
     """
     from tqdm import tqdm
 
@@ -144,6 +198,10 @@ def collect(
     if episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {episodes}")
     plans = {env_id: episode_plan(env_id, split, episodes, seed) for env_id in env_ids}
+    log = None
+    if journal is not None:
+        settings = {"split": split, "agent": agent, "seed": seed, "keep": [keep.min_reward, keep.keep_failures]}
+        log = Journal(journal, settings)
     rows: list[dict[str, Any]] = []
     counts: dict[str, dict[str, float]] = {}
     bar = tqdm(total=episodes * len(env_ids), desc=f"{agent} episodes", disable=not progress)
@@ -152,9 +210,19 @@ def collect(
             env = gym.make(env_id)
             player = make_agent(agent, seed=seed)
             started = time.perf_counter()
-            played = kept = solved = crashed = 0
+            played = kept = solved = crashed = resumed = 0
             try:
-                for item_id, reset_seed in plan:
+                for index, (item_id, reset_seed) in enumerate(plan):
+                    saved = log.entries.get((env_id, index)) if log is not None else None
+                    if saved is not None and saved["row"]["item_id"] == item_id:
+                        resumed += 1
+                        played += 1
+                        solved += int(saved["row"]["success"])
+                        if saved["kept"]:
+                            kept += 1
+                            rows.append(saved["row"])
+                        bar.update(1)
+                        continue
                     try:
                         row = play_conversation(env, player, item_id, reset_seed)
                     except Exception as error:  # an engine crash costs this episode, not what was collected
@@ -166,9 +234,13 @@ def collect(
                         continue
                     played += 1
                     solved += int(row["success"])
-                    if keep.keeps(row["reward"], row["success"]):
+                    row = {"env_id": env_id, "agent": agent, **row}
+                    keeps = keep.keeps(row["reward"], row["success"])
+                    if log is not None:
+                        log.add(env_id, index, keeps, row)
+                    if keeps:
                         kept += 1
-                        rows.append({"env_id": env_id, "agent": agent, **row})
+                        rows.append(row)
                     bar.update(1)
                     bar.set_postfix(env=env_id.split("/")[-1], kept=len(rows))
             finally:
@@ -178,6 +250,7 @@ def collect(
                 "kept": kept,
                 "success": solved,
                 "crashed": crashed,
+                "resumed": resumed,
                 "seconds": round(time.perf_counter() - started, 3),
             }
     finally:

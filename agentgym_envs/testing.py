@@ -8,11 +8,14 @@ registered.
 from __future__ import annotations
 
 import gc
+import json
 import os
+import re
 import sys
 import time
 import tracemalloc
 import warnings
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -45,12 +48,56 @@ FOREIGN_ACTIONS: dict[str, str] = {
 
 _VOLATILE_INFO_KEYS = {"timing", "elapsed", "time"}
 
+#: What a hostile or broken model may put where an env expects a count, an id, a name, a query or
+#: a tool argument. ``hostile_actions`` places each one into a well-formed action of the env.
+HOSTILE_PAYLOADS: dict[str, str] = {
+    "huge number": "9" * 5_000,
+    "huge negative number": "-" + "9" * 400,
+    "float overflow": "1e999",
+    "not a number": "NaN",
+    "Ethiopic digits": "\u1369\u136a",
+    "Arabic-Indic digits": "\u0661\u0662",
+    "superscript digits": "\u00b2\u00b3",
+    "lone surrogates": "\ud800x\udfff",
+    "control characters": "\x00\x07\x1b[2J\x7f\x85",
+    "bidi and zero-width": "\u202eevil\u202c\u2066x\u2069\u200b\ufeff",
+    "astral characters": "\U0001d54f\U0001f642" * 200,
+    "SQL injection": "x'); DROP TABLE items; --",
+    "SQLite printf bomb": "printf('%.*c', 2147483647, 'x')",
+    "script injection": "<script>alert(1)</script><img src=x onerror=alert(1)>",
+    "path traversal": "../../../../../../etc/passwd",
+    "file URL": "file:///etc/passwd",
+    "outside URL": "http://example.com/",
+    "format string": "%s%n{0}{__class__}${HOME}",
+    "regex metacharacters": "(a+)+$[\\",
+    "long string": "A" * 15_000,
+}
+
+#: Raw JSON values for the argument of a JSON-taking action (tool calls).
+HOSTILE_JSON_VALUES: dict[str, str] = {
+    "deeply nested JSON": "[" * 5_000 + "]" * 5_000,
+    "huge JSON integer": "9" * 5_000,
+    "JSON float overflow": "1e999",
+    "JSON NaN": "NaN",
+    "JSON-escaped lone surrogate": '"\\ud800\\udc00\\udfff"',
+    "JSON object as a string argument": '{"a": {"b": [1, 2, {"c": null}]}}',
+}
+
+#: A whole response far past every env's action length limit.
+MEGABYTE_RESPONSE = "A" * 1_000_000
+
+_NUMBER_RUN = re.compile(r"\d+")
+_BRACKETED = re.compile(r"\[([^\[\]]*)\]")
+_TAGGED = re.compile(r"<(\w+)>(.*?)</\1>", re.DOTALL)
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
 
 def check_text_env(env_id: str, memory_resets: int | None = None) -> None:
     """Run every conformance check on ``env_id``; raises ``AssertionError`` on the first failure."""
     check_gymnasium_api(env_id)
     check_determinism(env_id)
     check_bad_actions(env_id)
+    check_hostile_actions(env_id)
     check_close_twice(env_id)
     check_reset_memory(env_id, resets=memory_resets)
 
@@ -131,6 +178,150 @@ def check_bad_actions(env_id: str) -> None:
         assert info["success"], f"{env_id}: after bad actions the oracle could not finish the episode: {obs[:300]!r}"
     finally:
         env.close()
+
+
+def hostile_actions(seed_action: str) -> dict[str, str]:
+    """Hostile variants of a well-formed action: each payload of ``HOSTILE_PAYLOADS`` on its own,
+    as a ReAct action, in place of the numbers, the last bracketed argument, the tag content and
+    each JSON argument of ``seed_action``; and ``HOSTILE_JSON_VALUES`` as JSON arguments.
+
+    Built from one action of the env (its oracle's or a random one), so an env of any syntax gets
+    its hostile input where its parser and engine actually read it.
+    """
+    actions = {"megabyte response": MEGABYTE_RESPONSE}
+    json_match = _JSON_OBJECT.search(seed_action)
+    try:
+        arguments = json.loads(json_match.group(0)) if json_match else None
+    except ValueError:
+        arguments = None
+    if not isinstance(arguments, dict) or not arguments:
+        arguments = None
+
+    def with_json(key: str, raw_value: str) -> str:
+        """The seed action with one JSON argument replaced by ``raw_value`` (the others stay valid)."""
+        assert json_match is not None and arguments is not None
+        raw = ", ".join(f"{json.dumps(k)}: {raw_value if k == key else json.dumps(v)}" for k, v in arguments.items())
+        return seed_action[: json_match.start()] + "{" + raw + "}" + seed_action[json_match.end() :]
+
+    for name, payload in HOSTILE_PAYLOADS.items():
+        actions[f"{name}: bare"] = payload
+        actions[f"{name}: as action"] = f"Thought: let me try this.\nAction: {payload}"
+        if _NUMBER_RUN.search(seed_action) and arguments is None:
+            actions[f"{name}: as numbers"] = _NUMBER_RUN.sub(lambda _: payload, seed_action)
+        brackets = list(_BRACKETED.finditer(seed_action))
+        if brackets:
+            last = brackets[-1]
+            actions[f"{name}: in brackets"] = f"{seed_action[: last.start(1)]}{payload}{seed_action[last.end(1) :]}"
+        tag = _TAGGED.search(seed_action)
+        if tag:
+            actions[f"{name}: in a tag"] = f"{seed_action[: tag.start(2)]}{payload}{seed_action[tag.end(2) :]}"
+        for key in arguments or {}:
+            actions[f"{name}: as JSON argument {key!r}"] = with_json(key, json.dumps(payload))  # ASCII: \\ud800
+            if re.fullmatch(r"-?[0-9]+", payload):
+                actions[f"{name}: as JSON number {key!r}"] = with_json(key, payload)
+        if arguments is None and not (brackets or tag):
+            actions[f"{name}: as last word"] = seed_action.rsplit(" ", 1)[0] + " " + payload
+    for name, raw in HOSTILE_JSON_VALUES.items():
+        for key in arguments or {}:
+            actions[f"{name}: as JSON argument {key!r}"] = with_json(key, raw)
+    return actions
+
+
+@dataclass
+class HostileReport:
+    """What ``run_hostile_actions`` saw on one env id."""
+
+    env_id: str
+    steps: int = 0
+    exceptions: list[str] = field(default_factory=list)
+    invalid_observations: list[str] = field(default_factory=list)
+    max_step_seconds: float = 0.0
+    slowest: str = ""
+
+    @property
+    def clean(self) -> bool:
+        return not self.exceptions and not self.invalid_observations
+
+
+def _seed_actions(env: gym.Env, family: str) -> list[str]:
+    """Well-formed actions of the env to mutate: its oracle's first move, a random action, and the
+    family's typical action."""
+    base = env.unwrapped
+    seeds = []
+    try:
+        seeds.append(base.oracle_action())
+    except NotImplementedError:
+        pass
+    seeds.append(base.random_action(np.random.default_rng(0)))
+    if family in FOREIGN_ACTIONS:
+        seeds.append(FOREIGN_ACTIONS[family])
+    return list(dict.fromkeys(seeds))
+
+
+def _observation_problem(obs: Any, info: dict[str, Any], space: Any) -> str | None:
+    """Why a step's output could not be sent to an agent as UTF-8 JSON, or ``None``."""
+    if not isinstance(obs, str) or not obs.strip():
+        return "empty or non-string observation"
+    if not space.contains(obs):
+        return "observation outside the observation space"
+    try:
+        obs.encode("utf-8")
+        json.dumps(info, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, TypeError, ValueError) as error:
+        return f"not valid UTF-8 JSON: {error}"[:200]
+    return None
+
+
+def run_hostile_actions(env_id: str, env: gym.Env | None = None) -> HostileReport:
+    """Play every hostile action of ``hostile_actions`` on ``env_id`` (on the test item 0, starting
+    a new episode when one ends) and report exceptions, unencodable observations and step times.
+    Never raises because of the env: the benchmark counts what this records."""
+    spec = get_task(env_id)
+    report = HostileReport(env_id)
+    owned = env is None
+    env = env if env is not None else gym.make(env_id).unwrapped
+    try:
+        env.reset(seed=0, options={"split": "test", "index": 0})
+        actions: dict[str, str] = {}
+        for seed in _seed_actions(env, spec.family):
+            actions.update(hostile_actions(seed))
+        for name, action in actions.items():
+            started = time.perf_counter()
+            try:
+                obs, _, terminated, truncated, info = env.step(action)
+            except Exception as error:  # what this check exists to find
+                report.exceptions.append(f"{name}: {type(error).__name__}: {str(error)[:120]}")
+                terminated, info, obs = True, {}, ""
+            else:
+                problem = _observation_problem(obs, info, env.observation_space)
+                if problem:
+                    report.invalid_observations.append(f"{name}: {problem}")
+                if "action_error" in info:
+                    report.exceptions.append(f"{name}: {info['action_error']} (caught by TextEnv.step)")
+            elapsed = time.perf_counter() - started
+            report.steps += 1
+            if elapsed > report.max_step_seconds:
+                report.max_step_seconds, report.slowest = elapsed, name
+            if terminated or truncated:
+                try:
+                    env.reset(seed=0, options={"split": "test", "index": 0})
+                except Exception as error:
+                    report.exceptions.append(f"reset after {name}: {type(error).__name__}: {str(error)[:120]}")
+    finally:
+        if owned:
+            env.close()
+    return report
+
+
+def check_hostile_actions(env_id: str, max_step_seconds: float = 15.0) -> None:
+    """No hostile action raises (in the env or inside its engine), every observation is valid
+    UTF-8 and every step ends within ``max_step_seconds``."""
+    report = run_hostile_actions(env_id)
+    assert not report.exceptions, f"{env_id}: hostile actions raised: {report.exceptions[:5]}"
+    assert not report.invalid_observations, f"{env_id}: invalid observations: {report.invalid_observations[:5]}"
+    assert report.max_step_seconds <= max_step_seconds, (
+        f"{env_id}: {report.slowest!r} took {report.max_step_seconds:.1f} s (bound {max_step_seconds} s)"
+    )
 
 
 def check_close_twice(env_id: str) -> None:

@@ -114,9 +114,9 @@ def alfworld_reset_paths(items: list[int]) -> dict:
     from agentgym_envs.alfworld import engine
 
     out = {}
-    saved = os.environ.get("AGENTGYM_CACHE")
+    saved = os.environ.get("AGENTGYM_CACHE_DIR")
     with tempfile.TemporaryDirectory() as tmp:
-        os.environ["AGENTGYM_CACHE"] = tmp
+        os.environ["AGENTGYM_CACHE_DIR"] = tmp
         try:
             env = gym.make("AgentGym/ALFWorld-v0")
             cold, disk, hot = [], [], []
@@ -140,9 +140,9 @@ def alfworld_reset_paths(items: list[int]) -> dict:
             env.close()
         finally:
             if saved is None:
-                os.environ.pop("AGENTGYM_CACHE", None)
+                os.environ.pop("AGENTGYM_CACHE_DIR", None)
             else:
-                os.environ["AGENTGYM_CACHE"] = saved
+                os.environ["AGENTGYM_CACHE_DIR"] = saved
     out["cold_generate_and_ground"] = stats_ms(cold)
     out["from_disk_cache"] = stats_ms(disk)
     out["same_game_again"] = stats_ms(hot)

@@ -64,7 +64,7 @@ def test_generated_games_cover_the_six_task_types_in_valid_rooms() -> None:
 
 
 def test_generation_is_deterministic_and_cached_on_disk(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("AGENTGYM_CACHE", str(tmp_path))
+    monkeypatch.setenv("AGENTGYM_CACHE_DIR", str(tmp_path))
     assert generator.generate_game(17) == generator.generate_game(17) != generator.generate_game(23)
     path = generator.game_path(17)
     assert path.is_relative_to(tmp_path) and json.loads(path.read_text()) == generator.generate_game(17)
@@ -235,7 +235,7 @@ def test_invalid_commands_explain_what_is_wrong() -> None:
 
 
 def test_translation_cache_on_disk_is_used(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("AGENTGYM_CACHE", str(tmp_path))
+    monkeypatch.setenv("AGENTGYM_CACHE_DIR", str(tmp_path))
     first = gym.make(ENV_ID)
     obs_first, _ = first.reset(options={"item_id": 5})
     first.close()
@@ -331,7 +331,7 @@ def test_real_alfworld_game_directory(tmp_path) -> None:
 
 
 def test_damaged_or_foreign_cache_files_are_regenerated(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("AGENTGYM_CACHE", str(tmp_path))
+    monkeypatch.setenv("AGENTGYM_CACHE_DIR", str(tmp_path))
     path = generator.game_file(11)
     path.parent.mkdir(parents=True)
     path.write_text("{ not json")

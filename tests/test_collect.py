@@ -137,3 +137,44 @@ def test_an_engine_crash_skips_one_episode_and_keeps_the_rest(monkeypatch: pytes
     rows, counts = collect(TEXTCRAFT, 4, progress=False)
     assert counts[TEXTCRAFT]["crashed"] == 1 and counts[TEXTCRAFT]["played"] == 3
     assert len(rows) == 3 and crashed_item not in [row["item_id"] for row in rows]
+
+
+def test_a_killed_collection_resumes_and_a_rerun_never_overwrites(tmp_path: Path, capsys, monkeypatch) -> None:
+    import agentgym_envs.collect as collect_module
+
+    out = tmp_path / "oracle"
+    real_play, calls = collect_module.play_conversation, []
+
+    def killed_at_the_fourth(*args, **kwargs):
+        calls.append(args[2])
+        if len(calls) == 4:
+            raise KeyboardInterrupt  # what a kill mid-run looks like to the loop
+        return real_play(*args, **kwargs)
+
+    monkeypatch.setattr(collect_module, "play_conversation", killed_at_the_fourth)
+    with pytest.raises(KeyboardInterrupt):
+        cli_main(["collect", "--env", TEXTCRAFT, "--n", "5", "--out", str(out)])
+    monkeypatch.setattr(collect_module, "play_conversation", real_play)
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 1 + 3  # settings + 3 episodes
+
+    played = []
+    monkeypatch.setattr(collect_module, "play_conversation", lambda *a, **k: played.append(a[2]) or real_play(*a, **k))
+    assert cli_main(["collect", "--env", TEXTCRAFT, "--n", "5", "--out", str(out)]) == 0
+    assert len(played) == 2 and "3 from the journal" in capsys.readouterr().out
+    expected, _ = collect(TEXTCRAFT, 5, progress=False)
+    dataset = load_trajectories(out)
+    assert [dataset[i] for i in range(5)] == [{c: row[c] for c in COLUMNS} for row in expected]
+
+    played.clear()  # a larger --n plays only the new episodes (append)
+    assert cli_main(["collect", "--env", TEXTCRAFT, "--n", "6", "--out", str(out)]) == 0
+    assert len(played) == 1 and len(load_trajectories(out)) == 6
+
+    assert cli_main(["collect", "--env", TEXTCRAFT, "--n", "6", "--seed", "1", "--out", str(out)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    other = tmp_path / "not-a-collection"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert cli_main(["collect", "--env", TEXTCRAFT, "--n", "2", "--out", str(other)]) == 2
+    assert "--overwrite" in capsys.readouterr().err and (other / "notes.txt").read_text() == "mine"
+    assert cli_main(["collect", "--env", TEXTCRAFT, "--n", "2", "--seed", "1", "--out", str(out), "--overwrite"]) == 0
+    assert len(load_trajectories(out)) == 2

@@ -6,6 +6,7 @@ A family whose extra is not installed is skipped with the pip command that would
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 import agentgym_envs
@@ -47,6 +48,10 @@ def test_bad_actions(env_id: str) -> None:
     testing.check_bad_actions(env_id)
 
 
+def test_hostile_actions(env_id: str) -> None:
+    testing.check_hostile_actions(env_id)
+
+
 def test_close_twice(env_id: str) -> None:
     testing.check_close_twice(env_id)
 
@@ -76,6 +81,25 @@ def test_bad_reset_options_raise_clear_errors(env_id: str) -> None:
             env.reset(options={"split": "test", "index": 10**9})
         with pytest.raises(ValueError, match="unknown reset options"):
             env.reset(options={"item": 3})
+    finally:
+        env.close()
+
+
+def test_reset_item_id_is_a_checked_int(env_id: str) -> None:
+    """Non-integers are refused, not coerced to another item; ids outside the env are refused
+    before any engine work (ALFWorld once wrote a game file for any id below 10 million)."""
+    env = gym.make(env_id)
+    try:
+        for value in (True, False, 1.5, "3", None, np.float64(2.0), [1]):
+            with pytest.raises(TypeError, match="must be an int"):
+                env.reset(options={"item_id": value})
+            with pytest.raises(TypeError, match="must be an int"):
+                env.reset(options={"split": "test", "index": value})
+        for value in (-1, 2**63, 10**100, -(10**100)):
+            with pytest.raises(ValueError, match="is not an item"):
+                env.reset(options={"item_id": value})
+        first = agentgym_envs.get_task(env_id).split("test")[0]
+        assert env.reset(options={"item_id": np.int64(first)})[1]["item_id"] == first
     finally:
         env.close()
 

@@ -30,9 +30,8 @@ TEST_ITEMS = agentgym_envs.get_task(FAMILY_ID).split("test")
 @pytest.fixture(scope="module")
 def browser():
     from agentgym_envs.web.browser import Browser, BrowserConfig
-    from agentgym_envs.webarena.env import CLOSED_NETWORK_RULES
 
-    shared = Browser(BrowserConfig(page_load_timeout=10, extra_arguments=(CLOSED_NETWORK_RULES,)))
+    shared = Browser(BrowserConfig(page_load_timeout=10))
     yield shared
     shared.close()
 

@@ -35,7 +35,7 @@ def test_word_lists_come_from_the_installed_dictionaries() -> None:
 
 
 def test_answer_list_built_from_packages_matches_the_disk_cache(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("AGENTGYM_CACHE", str(tmp_path))
+    monkeypatch.setenv("AGENTGYM_CACHE_DIR", str(tmp_path))
     rebuilt = words._build_lists()
     assert tuple(w for w, _ in rebuilt["answers"]) == words.answers()
     assert set(rebuilt["allowed"]) | set(words.answers()) == words.allowed_guesses()

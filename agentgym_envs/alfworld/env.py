@@ -68,8 +68,6 @@ Thought:
 Action:
 <the action>"""
 
-MAX_GENERATED_ITEM = 10_000_000
-
 _PUT = re.compile(r"^(?:put|place|move|drop)\s+(.+?)\s+(?:in/on|in / on|into|onto|inside|in|on|to)\s+(?:the\s+)?(.+)$")
 _TAKE = re.compile(r"^(?:take|pick up|pickup|get|grab)\s+(.+?)\s+(?:from|off|out of)\s+(?:the\s+)?(.+)$")
 _TOOL = re.compile(r"^(clean|heat|cool|slice)\s+(.+?)\s+(?:with|using|in)\s+(?:the\s+)?(.+)$")
@@ -131,6 +129,7 @@ class ALFWorldEnv(TextEnv):
     def _use_game_dir(self, game_dir: str, game_split: str) -> None:
         if game_split not in self._splits:
             raise ValueError(f"game_split must be one of {sorted(self._splits)}, got {game_split!r}")
+        self._game_root = Path(game_dir).expanduser()
         files = find_game_files(game_dir)
         self.game_files = [p for p in files if json.loads(p.read_text()).get("solvable", True) is not False]
         if not self.game_files:
@@ -147,9 +146,10 @@ class ALFWorldEnv(TextEnv):
             path = self.game_files[item_id]
             game = load_game_file(path)
             assert game is not None
+            name = str(path.relative_to(self._game_root))
         else:
             game = generator.load_game(item_id)
-            path = generator.game_file(item_id)
+            name = str(generator.game_file(item_id).relative_to(generator.cache_dir()))
         self.game = game
         self.engine.load(game)
         intro = self.engine.reset()
@@ -160,7 +160,7 @@ class ALFWorldEnv(TextEnv):
         info = {
             "task_type": meta.get("task_type", self._subtask_of.get(item_id)),
             "goal": self.engine.goal,
-            "game_file": str(path),
+            "game_file": name,  # relative, not absolute: replays are byte-identical on any machine
         }
         if self.extra_feedback:
             return Start(DETAILED_INSTRUCTION, self._with_actions(intro), info)
@@ -353,7 +353,7 @@ class ALFWorldEnv(TextEnv):
     def accepts_item(self, item_id: int) -> bool:
         if self.game_files:
             return 0 <= item_id < len(self.game_files)
-        return 0 <= item_id < MAX_GENERATED_ITEM
+        return super().accepts_item(item_id)  # the split items only: each id writes a game file to the cache
 
     def _release(self) -> None:
         self.engine.close()

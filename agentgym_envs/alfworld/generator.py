@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from agentgym_envs.core.cache import cache_root
+
 #: Bump when the generator's output changes, so cached games of an older version are not reused.
 GENERATOR_VERSION = 1
 
@@ -398,9 +400,8 @@ def goal_pddl(info: TaskInfo) -> str:
 
 # ---- the disk cache -----------------------------------------------------------------------------
 def cache_dir() -> Path:
-    """Where generated games are kept: ``$AGENTGYM_CACHE/alfworld`` (default ``~/.cache/agentgym/alfworld``)."""
-    root = os.environ.get("AGENTGYM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "agentgym")
-    return Path(root) / "alfworld" / f"games-v{GENERATOR_VERSION}"
+    """Where generated games are kept: ``$AGENTGYM_CACHE_DIR/alfworld`` (default ``~/.cache/agentgym/alfworld``)."""
+    return cache_root() / "alfworld" / f"games-v{GENERATOR_VERSION}"
 
 
 def game_file(item_id: int) -> Path:

@@ -39,7 +39,7 @@ OBJECT_TYPES = ("ball", "box", "key", "door")
 _COLORS = "red|green|blue|purple|yellow|grey|gray"
 _DOOR_IN_ACTION = re.compile(rf"\b(?:{_COLORS}) door \d+$")
 _DOOR_STATE = re.compile(rf"\b({_COLORS}) (?:open|closed|locked) door\b")
-_NAME = re.compile(r"^(?:(?:the|a|an) )?(?:(red|green|blue|purple|yellow|grey|gray) )?(ball|box|key|door)(?: (\d+))?$")
+_NAME = re.compile(r"^(?:(?:the|a|an) )?(?:(red|green|blue|purple|yellow|grey|gray) )?(ball|box|key|door)(?: ([0-9]{1,9}))?$")
 
 PRIMITIVE_COMMANDS = {
     "turn left": LEFT,

@@ -5,7 +5,11 @@ The base class owns everything the families share, so a family only writes its e
 * item selection: ``reset(options={"item_id": 17})``, ``{"split": "test", "index": 3}``,
   ``{"split": "test"}`` (a random item of that split) or nothing (a random train item);
 * the raw model response goes through the family's parser; an unparseable or invalid action
-  never raises: the observation explains it, reward 0, ``info["valid_action"] = False``;
+  never raises: the observation explains it, reward 0, ``info["valid_action"] = False``; an
+  input error that escapes a family (``ACTION_ERRORS``) is answered the same way and marked
+  ``info["action_error"]``, which the conformance checks treat as a bug to fix in the family;
+* observations and info are always valid UTF-8 (``core.safety.valid_utf8``), whatever an
+  engine echoes back of the agent's text; ``item_id`` and ``index`` must be ints;
 * rewards are differences of a progress value in [0, 1], so an episode's rewards always sum to
   its final outcome score;
 * ``info`` always carries ``task``, ``item_id``, ``split``, ``valid_action``, ``score``,
@@ -19,6 +23,7 @@ process, ``_release``. See ``agentgym_envs/textcraft/env.py`` for a complete sma
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -26,8 +31,17 @@ import gymnasium as gym
 import numpy as np
 
 from agentgym_envs.core.parsers import ParsedAction, parse_react
+from agentgym_envs.core.safety import valid_utf8
 from agentgym_envs.core.spaces import TextSpace
 from agentgym_envs.core.tasks import TaskSpec, get_task, load_splits
+
+logger = logging.getLogger(__name__)
+
+#: Errors a hostile action can raise deep inside an engine (``int()`` of a 5,000-digit number, an
+#: index past a list's end, ...). ``step`` turns them into invalid-action feedback so the episode
+#: goes on, logs them and marks ``info["action_error"]``: the conformance checks count that key,
+#: so each such error is still fixed where it arises.
+ACTION_ERRORS = (ValueError, ArithmeticError, RecursionError, LookupError, TypeError, UnicodeError)
 
 
 @dataclass
@@ -160,10 +174,18 @@ class TextEnv(gym.Env[str, str]):
                 "Answer with a short reasoning and one action.",
                 valid=False,
             )
-        parsed = self._parse(action)
-        if not parsed.ok:
-            return self._reply(parsed.error or "Invalid action.", valid=False)
-        outcome = self._act(parsed.action or "")
+        try:
+            parsed = self._parse(action)
+            if not parsed.ok:
+                return self._reply(parsed.error or "Invalid action.", valid=False)
+            outcome = self._act(parsed.action or "")
+        except ACTION_ERRORS as error:
+            logger.warning("%s: action %r raised", self.task.env_id, action[:200], exc_info=True)
+            return self._reply(
+                f"Your action could not be carried out ({type(error).__name__}). Check its format and arguments.",
+                valid=False,
+                action_error=type(error).__name__,
+            )
         progress = float(np.clip(outcome.progress, self.min_progress, 1.0))
         reward = progress - self._progress
         self._progress = progress
@@ -195,8 +217,8 @@ class TextEnv(gym.Env[str, str]):
         if unknown:
             raise ValueError(f"unknown reset options {sorted(unknown)}; use item_id, or split with an optional index")
         if "item_id" in options:
-            item_id = int(options["item_id"])
-            if not self.accepts_item(item_id):
+            item_id = _integer_option(options, "item_id")
+            if not 0 <= item_id < 2**63 or not self.accepts_item(item_id):  # ids are int64 everywhere
                 raise ValueError(f"item_id {item_id} is not an item of {self.task.env_id}")
             return item_id, self._split_of.get(item_id, "custom")
         split = options.get("split", self.default_split)
@@ -206,7 +228,7 @@ class TextEnv(gym.Env[str, str]):
         if not items:
             raise ValueError(f"{self.task.env_id} has no {split} items")
         if "index" in options:
-            index = int(options["index"])
+            index = _integer_option(options, "index")
             if not 0 <= index < len(items):
                 raise ValueError(f"index {index} is out of range for the {len(items)} {split} items of {self.task.env_id}")
         else:
@@ -214,7 +236,10 @@ class TextEnv(gym.Env[str, str]):
         return items[index], split
 
     def _clip(self, text: str) -> str:
+        """The observation as returned: valid UTF-8 (whatever the agent made the engine echo) and
+        at most ``max_observation_length`` characters."""
         limit = self.max_observation_length
+        text = valid_utf8(text)
         return text if len(text) <= limit else text[: limit - 20] + "\n[... truncated]"
 
     def _info(self, valid_action: bool, **extra: Any) -> dict[str, Any]:
@@ -231,7 +256,7 @@ class TextEnv(gym.Env[str, str]):
         actions = self.available_actions()
         if actions is not None:
             info["available_actions"] = actions
-        info.update(extra)
+        info.update(valid_utf8(extra))  # extras may echo the agent (an answer, a query)
         return info
 
     def _reply(
@@ -245,3 +270,12 @@ class TextEnv(gym.Env[str, str]):
     ) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._last_observation = self._clip(observation)
         return self._last_observation, float(reward), bool(terminated), bool(truncated), self._info(valid, **extra)
+
+
+def _integer_option(options: dict[str, Any], name: str) -> int:
+    """``options[name]`` as an int; ``True``, ``1.5`` or ``"3"`` are refused rather than coerced to
+    another item than the caller meant."""
+    value = options[name]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"reset option {name!r} must be an int, got {type(value).__name__} {value!r}")
+    return int(value)

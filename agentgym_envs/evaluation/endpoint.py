@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from agentgym_envs.core.net import redirect_hint, urlopen_no_redirect
 from agentgym_envs.evaluation.runner import ContextLengthError, EpisodeJob, EvalError, Reply, StepwiseRunner
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
@@ -47,7 +48,7 @@ class ChatEndpoint:
         request.add_header("Content-Type", "application/json")
         if self.api_key:
             request.add_header("Authorization", f"Bearer {self.api_key}")
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:
+        with urlopen_no_redirect(request, timeout=self.timeout) as response:  # the key goes to self.url only
             return json.loads(response.read().decode("utf-8"))
 
     def complete(self, messages: list[dict[str, str]]) -> Reply:
@@ -61,7 +62,7 @@ class ChatEndpoint:
                 body = self._post(payload)
             except urllib.error.HTTPError as error:
                 detail = " ".join(error.read()[:300].decode("utf-8", "replace").split())[:200]
-                last_error = f"HTTP {error.code} {error.reason}: {detail}"
+                last_error = f"HTTP {error.code} {error.reason}: {detail}{redirect_hint(error)}"
                 if error.code == 400 and CONTEXT_WORDS.search(detail):
                     raise ContextLengthError(f"endpoint {self.url}: the conversation is too long: {detail}")
                 if error.code not in RETRY_STATUS:

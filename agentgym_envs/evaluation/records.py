@@ -23,6 +23,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from agentgym_envs.core.safety import valid_utf8
+
 logger = logging.getLogger(__name__)
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
@@ -75,7 +77,9 @@ class TrajectoryLog:
         return list(read_records(self.path)) if self.path.is_file() else []
 
     def append(self, records: Iterable[Mapping[str, Any]]) -> None:
-        lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+        # valid UTF-8 whatever a model or endpoint produced (a lone surrogate would make the write
+        # raise and cost the whole batch); default=str for values json cannot encode
+        lines = "".join(json.dumps(valid_utf8(record), ensure_ascii=False, default=str) + "\n" for record in records)
         if not lines:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -22,12 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-CACHE_ENV_VAR = "AGENTGYM_CACHE_DIR"
-
-
-def cache_root() -> Path:
-    """``$AGENTGYM_CACHE_DIR`` or ``~/.cache/agentgym``: where indexes and generated data live."""
-    return Path(os.environ.get(CACHE_ENV_VAR) or Path.home() / ".cache" / "agentgym").expanduser()
+from agentgym_envs.core.cache import CACHE_ENV_VAR, cache_root  # noqa: F401  (re-exported)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.core.extras import require
+from agentgym_envs.core.net import redirect_hint, urlopen_no_redirect
 from agentgym_envs.search.data import Corpus, Document, cache_root
 
 BACKENDS = ("bm25", "dense", "remote")
@@ -261,10 +262,12 @@ class RemoteRetriever(Retriever):
             self.url, data=payload, headers={"Content-Type": "application/json"}, method="POST"
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urlopen_no_redirect(request, timeout=self.timeout) as response:
                 body = response.read()
         except urllib.error.HTTPError as error:
-            raise RetrievalError(f"the retrieval server at {self.url} answered HTTP {error.code}") from None
+            raise RetrievalError(
+                f"the retrieval server at {self.url} answered HTTP {error.code}{redirect_hint(error)}"
+            ) from None
         except urllib.error.URLError as error:
             if isinstance(error.reason, (socket.timeout, TimeoutError)):
                 raise RetrievalError(

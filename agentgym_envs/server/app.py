@@ -23,6 +23,7 @@ import contextlib
 import ipaddress
 import json
 import logging
+import secrets
 import socket
 import threading
 import time
@@ -41,6 +42,7 @@ from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 from starlette.routing import Match  # noqa: E402
+from uvicorn.protocols.http.h11_impl import H11Protocol  # noqa: E402
 
 from agentgym_envs.core.tasks import get_task  # noqa: E402
 from agentgym_envs.server import compat  # noqa: E402
@@ -64,25 +66,62 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-class RequestGuard:
-    """ASGI middleware: refuse bodies over ``max_body_bytes`` (413) and count responses by status."""
+#: Seconds a client may take to send a request's headers (``RequestDeadlineProtocol``) or its body
+#: (``RequestGuard``); a client that sends nothing, or a byte at a time, is dropped after this.
+DEFAULT_REQUEST_TIMEOUT = 10.0
+#: Where ``serve`` reads the access token when ``--token`` is not given.
+TOKEN_ENV_VAR = "AGENTGYM_SERVER_TOKEN"
 
-    def __init__(self, app: Any, max_body_bytes: int, statuses: Counter):
+
+class RequestGuard:
+    """ASGI middleware in front of every route.
+
+    * refuses bodies over ``max_body_bytes`` (413) and bodies that take longer than
+      ``body_timeout`` seconds to arrive (408);
+    * with a ``token``, refuses requests without ``Authorization: Bearer <token>`` (401);
+    * turns an unexpected exception into a JSON 500 here, inside the app, so it is counted in
+      ``statuses`` like every other response and the keep-alive connection stays open (Starlette's
+      own 500 handler sits outside all middleware and makes the server drop the connection).
+    """
+
+    def __init__(self, app: Any, max_body_bytes: int, statuses: Counter, body_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+                 token: str | None = None):
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.statuses = statuses
+        self.body_timeout = body_timeout
+        self._expected_authorization = f"Bearer {token}".encode() if token else None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = False
 
         async def counting_send(message: dict) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 self.statuses[str(message["status"])] += 1
             await send(message)
 
+        try:
+            await self._guarded(scope, receive, counting_send)
+        except Exception as error:
+            logger.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
+            if started:  # the response is half sent: nothing left but to drop the connection
+                raise
+            await _send_error(counting_send, 500, "internal_error", f"{type(error).__name__}: {error}", close=False)
+
+    async def _guarded(self, scope: dict, receive: Any, counting_send: Any) -> None:
         headers = dict(scope.get("headers") or [])
+        if self._expected_authorization is not None and not secrets.compare_digest(
+            headers.get(b"authorization", b""), self._expected_authorization
+        ):
+            await _send_error(counting_send, 401, "unauthorized",
+                              "this server needs the header 'Authorization: Bearer <token>' (the token it was started with)")
+            return
+
         declared = headers.get(b"content-length")
         if declared is not None:
             if not declared.isdigit():
@@ -92,16 +131,21 @@ class RequestGuard:
                 await _send_error(counting_send, 413, "body_too_large", self._too_large(int(declared)))
                 return
         body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client went away before sending its body
-            body += message.get("body", b"")
-            if len(body) > self.max_body_bytes:
-                await _send_error(counting_send, 413, "body_too_large", self._too_large(len(body)))
-                return
-            if not message.get("more_body", False):
-                break
+        with anyio.move_on_after(self.body_timeout) as slow:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return  # the client went away before sending its body
+                body += message.get("body", b"")
+                if len(body) > self.max_body_bytes:
+                    await _send_error(counting_send, 413, "body_too_large", self._too_large(len(body)))
+                    return
+                if not message.get("more_body", False):
+                    break
+        if slow.cancelled_caught:
+            await _send_error(counting_send, 408, "request_timeout",
+                              f"the request body did not arrive within {self.body_timeout:g} s")
+            return
         delivered = False
 
         async def replay() -> dict:
@@ -117,11 +161,57 @@ class RequestGuard:
         return f"the request body has {size} bytes; this server accepts at most {self.max_body_bytes}"
 
 
-async def _send_error(send: Any, status: int, code: str, detail: str) -> None:
+class RequestDeadlineProtocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a deadline for each request's headers.
+
+    uvicorn times out an idle keep-alive connection only after a response, and any byte received
+    cancels that timer: a client that connects and sends nothing, or one header byte every few
+    seconds, holds its socket forever (250 such sockets locked out /v1/health). Here a connection
+    must deliver complete headers within ``request_timeout`` seconds of opening or of its last
+    response, else it is closed. (Slow bodies are ``RequestGuard``'s; slow envs are not limited.)
+    """
+
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._deadline = self.loop.call_later(self.request_timeout, self._expire)
+
+    def _expire(self) -> None:
+        cycle = getattr(self, "cycle", None)
+        if cycle is not None and not cycle.response_complete:
+            return  # a request is being served; its response re-arms the deadline
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def deadline_protocol(request_timeout: float) -> type[RequestDeadlineProtocol]:
+    """``RequestDeadlineProtocol`` with its own ``request_timeout`` (uvicorn takes a class)."""
+    return type("RequestDeadlineProtocol", (RequestDeadlineProtocol,), {"request_timeout": float(request_timeout)})
+
+
+async def _send_error(send: Any, status: int, code: str, detail: str, close: bool = True) -> None:
+    """A JSON error response; ``close`` when the request body was not read (the stream is out of step)."""
     payload = json.dumps({"error": code, "detail": detail}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
-                            (b"connection", b"close")]})
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
 
 
@@ -146,12 +236,18 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     reap_interval: float | None = None,
     threads: int = 64,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    token: str | None = None,
 ) -> FastAPI:
     """The server app for ``env`` (an id, a family name, or a list of ids; the first is the default).
 
+    ``max_envs``: the most envs, counted by weight (``sessions.env_weight``: SciWorld and browser
+    envs weigh 8, most others 1).
     ``idle_timeout``: seconds without a request after which an env is closed.
     ``busy_timeout``: how long a request waits for another request on the same env.
     ``threads``: worker threads for env calls (engines block; each request holds one).
+    ``request_timeout``: seconds a client may take to send a request body.
+    ``token``: if set, every request needs ``Authorization: Bearer <token>``.
     """
     env_ids = resolve_env_ids(env) if isinstance(env, str) else list(env)
     manager = SessionManager(env_ids, max_envs=max_envs, idle_timeout=idle_timeout, busy_timeout=busy_timeout)
@@ -187,7 +283,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.manager = manager
-    app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes, statuses=statuses)
+    app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes, statuses=statuses, body_timeout=request_timeout,
+                       token=token)
 
     @app.exception_handler(ServerError)
     async def on_server_error(request: Request, error: ServerError) -> JSONResponse:
@@ -210,10 +307,7 @@ def create_app(
             headers["Allow"] = ", ".join(sorted(methods))
         return _error(error.status_code, codes.get(error.status_code, f"http_{error.status_code}"), detail, headers)
 
-    @app.exception_handler(Exception)
-    async def on_unexpected(request: Request, error: Exception) -> JSONResponse:
-        logger.exception("unexpected error on %s %s", request.method, request.url.path)
-        return _error(500, "internal_error", f"{type(error).__name__}: {error}")
+    # unexpected exceptions become a JSON 500 in RequestGuard (counted, connection kept)
 
     # ---- AgentGym protocol --------------------------------------------------------------------
     agentgym = {"tags": ["AgentGym protocol"], "responses": _ERRORS}
@@ -376,16 +470,32 @@ def serve(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     log_level: str = "info",
     access_log: bool = False,
+    token: str | None = None,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> None:
-    """Run the server in the foreground until SIGINT / SIGTERM; every env is closed on the way out."""
-    app = create_app(env, max_envs=max_envs, idle_timeout=idle_timeout, max_body_bytes=max_body_bytes)
+    """Run the server in the foreground until SIGINT / SIGTERM; every env is closed on the way out.
+
+    On loopback (the default) no token is needed. Bound to any other address, the server runs
+    envs for whoever reaches it, so it refuses to start without a token (``token`` or
+    ``$AGENTGYM_SERVER_TOKEN``); clients send it as ``Authorization: Bearer <token>``
+    (``RemoteEnv(..., token=...)`` or the same variable).
+    """
+    import os
+
+    token = token or os.environ.get(TOKEN_ENV_VAR) or None
+    if not is_loopback(host) and not token:
+        raise SystemExit(
+            f"agentgym serve: refusing to listen on {host} without authentication; pass --token or set "
+            f"${TOKEN_ENV_VAR} (clients send it as 'Authorization: Bearer <token>'), or bind 127.0.0.1"
+        )
+    app = create_app(env, max_envs=max_envs, idle_timeout=idle_timeout, max_body_bytes=max_body_bytes,
+                     request_timeout=request_timeout, token=token)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not is_loopback(host):
-        logger.warning("listening on %s: the server has no authentication; anyone who can reach port %d can run envs", host, port)
     manager: SessionManager = app.state.manager
     print(f"agentgym serve: {', '.join(manager.env_ids)} on http://{host}:{port} "
-          f"(AgentGym protocol at /, API at /v1, schema at /openapi.json)", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, timeout_graceful_shutdown=10)
+          f"(AgentGym protocol at /, API at /v1, schema at /openapi.json){' with token auth' if token else ''}", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, timeout_graceful_shutdown=10,
+                http=deadline_protocol(request_timeout))
 
 
 class LocalServer:
@@ -407,7 +517,9 @@ class LocalServer:
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind((host, port))
         self.host, self.port = host, self._socket.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+        request_timeout = app_kwargs.get("request_timeout", DEFAULT_REQUEST_TIMEOUT)
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, timeout_graceful_shutdown=5,
+                                http=deadline_protocol(request_timeout))
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
 

@@ -32,11 +32,14 @@ import gymnasium as gym
 import numpy as np
 
 from agentgym_envs.core.extras import require
+from agentgym_envs.core.safety import valid_utf8
 from agentgym_envs.core.spaces import TextSpace
 
 httpx = require("httpx", extra="server")
 
 URL_VARIABLE = "AGENTGYM_SERVER_URL"
+#: The server's access token, when it was started with one (``agentgym serve --token``).
+TOKEN_VARIABLE = "AGENTGYM_SERVER_TOKEN"
 #: errors after which the request may not have been processed; retrying them is safe (steps carry seq)
 _TRANSPORT_ERRORS = (httpx.TransportError,)
 
@@ -126,7 +129,9 @@ class RemoteEnv(gym.Env[str, str]):
     episodes but not lengthen them past the served cap);
     ``timeout`` / ``connect_timeout``: seconds per request; ``retries``: further attempts after a
     connection failure or a full server, with exponential ``backoff``; ``pool_size``: keep-alive
-    connections shared by all envs of this process talking to the same server.
+    connections shared by all envs of this process talking to the same server; ``token``: the
+    server's access token (default ``$AGENTGYM_SERVER_TOKEN``), sent as a bearer token (redirects
+    are never followed, so it only ever goes to ``url``).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
@@ -143,6 +148,7 @@ class RemoteEnv(gym.Env[str, str]):
         retries: int = 3,
         backoff: float = 0.25,
         pool_size: int = 64,
+        token: str | None = None,
     ):
         url = url or os.environ.get(URL_VARIABLE)
         if not url:
@@ -158,6 +164,8 @@ class RemoteEnv(gym.Env[str, str]):
         self.max_turns = max_turns
         self.retries = max(0, int(retries))
         self.backoff = backoff
+        token = token or os.environ.get(TOKEN_VARIABLE)
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._pool_key, self._client = _acquire_client(self.url, timeout, connect_timeout, pool_size)
         self._closed = False
         self.session: str | None = None
@@ -205,6 +213,7 @@ class RemoteEnv(gym.Env[str, str]):
         # the env rejects over-long responses anyway; do not ship megabytes to be told so
         limit = 4 * self.action_space.max_length
         sent = action if len(action) <= limit else action[:limit]
+        sent = valid_utf8(sent)  # a lone surrogate cannot travel as UTF-8 JSON; the env would drop it anyway
         self._seq += 1
         try:
             data = self._request("POST", f"/v1/sessions/{self.session}/step", {"action": sent, "seq": self._seq})
@@ -284,7 +293,7 @@ class RemoteEnv(gym.Env[str, str]):
             if attempt:
                 time.sleep(min(self.backoff * 2 ** (attempt - 1), 5.0))
             try:
-                response = self._client.request(method, path, json=body, params=params)
+                response = self._client.request(method, path, json=body, params=params, headers=self._headers)
             except _TRANSPORT_ERRORS as error:
                 last = error
                 continue

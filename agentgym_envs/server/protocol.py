@@ -201,6 +201,7 @@ class Metrics(BaseModel):
     server_id: str
     uptime_s: float
     live_envs: int
+    env_load: int = Field(description="summed weight of the live envs (a SciWorld or browser env weighs 8, most 1); at most max_envs")
     busy_envs: int
     max_envs: int
     idle_timeout_s: float

@@ -22,6 +22,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from agentgym_envs.core.safety import parse_count
 from agentgym_envs.core.tasks import get_task, list_tasks
 
 logger = logging.getLogger("agentgym.server")
@@ -29,6 +30,26 @@ logger = logging.getLogger("agentgym.server")
 #: Exceptions a bad ``reset`` request raises (unknown option, item out of range, bad seed): the
 #: env itself is fine, the client gets a 400.
 CLIENT_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, KeyError, OverflowError, gym.error.Error)
+
+#: What one env costs the server, in units of a light in-process env (tens of MB): a ScienceWorld
+#: JVM holds ~320 MB, a Chromium a few hundred MB, an ALFWorld game engine more than a grid world.
+#: ``max_envs`` caps the sum of the live envs' weights, so 256 TextCraft envs fit, but 32 SciWorld ones.
+FAMILY_WEIGHTS = {"sciworld": 8, "webarena": 8, "alfworld": 2}
+BROWSER_WEIGHT = 8
+
+
+def env_weight(env_id: str) -> int:
+    """The weight of one env of ``env_id`` (1 for ids outside the task table)."""
+    from agentgym_envs.web import BrowserTaskSpec
+
+    try:
+        spec = get_task(env_id)
+    except KeyError:
+        return 1
+    if isinstance(spec, BrowserTaskSpec):
+        return max(BROWSER_WEIGHT, FAMILY_WEIGHTS.get(spec.family, 1))
+    return FAMILY_WEIGHTS.get(spec.family, 1)
+
 
 #: How many closed session numbers are remembered, to tell "closed" / "reaped" from "never existed".
 TOMBSTONES = 10_000
@@ -62,6 +83,7 @@ class Session:
     env_id: str
     max_turns: int | None
     env: gym.Env
+    weight: int = 1
     created: float = field(default_factory=time.monotonic)
     last_used: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -148,7 +170,7 @@ class SessionManager:
         self._sessions: dict[int, Session] = {}
         self._tombstones: OrderedDict[int, str] = OrderedDict()
         self._next_number = 0
-        self._pending = 0
+        self._pending = 0  # the weight of envs being made
         self._closing = False
         self._step_seconds: deque[float] = deque(maxlen=2000)
         self.counters = {
@@ -162,16 +184,18 @@ class SessionManager:
         return f"{self.server_id}-{session.number}"
 
     def lookup(self, key: str) -> Session:
-        server_id, _, number = key.rpartition("-")
-        if not server_id or not number.isdigit():
-            raise ServerError(404, "unknown_session", f"{key!r} is not a session key (they look like '{self.server_id}-0')")
+        server_id, _, digits = key.rpartition("-")
+        number = parse_count(digits)  # ASCII digits only: '²' or 5,000 digits are no session number
+        if not server_id or number is None:
+            shown = key if len(key) <= 80 else key[:80] + "..."
+            raise ServerError(404, "unknown_session", f"{shown!r} is not a session key (they look like '{self.server_id}-0')")
         if server_id != self.server_id:
             raise ServerError(
                 410, "stale_session",
                 f"session {key!r} belongs to an earlier run of this server (it restarted; this run is "
                 f"{self.server_id!r}); its episode is lost: create a new session and reset",
             )
-        return self.get(int(number))
+        return self.get(number)
 
     def get(self, number: int) -> Session:
         """The live session with AgentGym id ``number``."""
@@ -203,15 +227,17 @@ class SessionManager:
         with self._lock:
             if self._closing:
                 raise ServerError(503, "shutting_down", "the server is shutting down")
-            if len(self._sessions) + self._pending >= self.max_envs:
+            weight = env_weight(env_id)
+            if self._load() + weight > self.max_envs:
                 self.counters["rejected_full"] += 1
                 raise ServerError(
                     429, "too_many_envs",
-                    f"the server already hosts its maximum of {self.max_envs} envs; close one (or wait for idle "
-                    f"envs to be reaped after {self.idle_timeout:g} s), or start the server with a larger --max-envs",
+                    f"the server already hosts its maximum of {self.max_envs} envs, counted by weight (the live ones "
+                    f"weigh {self._load()}, a {env_id} env {weight}); close one (or wait for idle envs to be reaped "
+                    f"after {self.idle_timeout:g} s), or start the server with a larger --max-envs",
                     headers={"Retry-After": "1"},
                 )
-            self._pending += 1
+            self._pending += weight
             number = self._next_number
             self._next_number += 1
         try:
@@ -221,8 +247,8 @@ class SessionManager:
             raise ServerError(503, "env_unavailable", f"could not start {env_id}: {type(error).__name__}: {error}") from error
         finally:
             with self._lock:
-                self._pending -= 1
-        session = Session(number=number, env_id=env_id, max_turns=max_turns, env=env)
+                self._pending -= weight
+        session = Session(number=number, env_id=env_id, max_turns=max_turns, env=env, weight=weight)
         with self._lock:
             closing = self._closing
             if not closing:
@@ -395,6 +421,7 @@ class SessionManager:
         with self._lock:
             steps = np.asarray(self._step_seconds, dtype=float) * 1000
             live = len(self._sessions)
+            load = self._load()
             busy = sum(s.lock.locked() for s in self._sessions.values())
             counters = dict(self.counters)
         latency = {"median": round(float(np.median(steps)), 4), "p95": round(float(np.percentile(steps, 95)), 4)} if steps.size else None
@@ -402,6 +429,7 @@ class SessionManager:
             "server_id": self.server_id,
             "uptime_s": round(time.monotonic() - self.started, 3),
             "live_envs": live,
+            "env_load": load,
             "busy_envs": busy,
             "max_envs": self.max_envs,
             "idle_timeout_s": self.idle_timeout,
@@ -411,6 +439,10 @@ class SessionManager:
         }
 
     # ---- internals ------------------------------------------------------------------------------
+    def _load(self) -> int:
+        """The summed weight of live envs and envs being made (call with the lock held)."""
+        return sum(session.weight for session in self._sessions.values()) + self._pending
+
     def _hold(self, session: Session) -> "_Held":
         return _Held(self, session)
 

@@ -20,9 +20,11 @@ from agentgym_envs.textcraft.recipes import Ingredient, Recipe, RecipeBook
 MAX_DISTRACTORS = 10
 MAX_GET = 999
 
-_GET = re.compile(r"^get\s+(?:(\d+)\s+)?(.+)$")
-_CRAFT = re.compile(r"^craft\s+(?:(\d+)\s+)?(.+?)\s+using\s+(.+)$")
-_COUNTED = re.compile(r"^(?:(\d+)\s+)?(.+)$")
+#: A count: ASCII digits, few enough for ``int()`` (a 5,000-digit "count" is read as part of the name).
+_COUNT = r"([0-9]{1,18})"
+_GET = re.compile(rf"^get\s+(?:{_COUNT}\s+)?(.+)$")
+_CRAFT = re.compile(rf"^craft\s+(?:{_COUNT}\s+)?(.+?)\s+using\s+(.+)$")
+_COUNTED = re.compile(rf"^(?:{_COUNT}\s+)?(.+)$")
 
 
 def item_key(text: str) -> str:

@@ -6,6 +6,7 @@ the gold answer's type decides how the prediction is read.
 
 from __future__ import annotations
 
+import math
 import re
 import string
 import unicodedata
@@ -30,13 +31,16 @@ def read_number(value: Any) -> float | None:
     """The number in ``value`` if it holds exactly one (``"1,250 km"`` -> 1250.0)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        found = _NUMBER.findall(value)
-        if len(found) == 1:
-            return float(found[0].replace(",", ""))
-    return None
+    try:
+        if isinstance(value, (int, float)):
+            number = float(value)
+        elif isinstance(value, str) and len(found := _NUMBER.findall(value)) == 1:
+            number = float(found[0].replace(",", ""))
+        else:
+            return None
+    except OverflowError:  # an int with hundreds of digits
+        return None
+    return number if math.isfinite(number) else None
 
 
 def read_list(value: Any) -> list[str]:

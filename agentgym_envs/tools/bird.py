@@ -267,5 +267,5 @@ class BirdEnv(TextEnv):
 
     def _release(self) -> None:
         for runner in self._runners.values():
-            runner.db.close()
+            runner.close()
         self._runners = {}

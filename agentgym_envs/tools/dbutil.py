@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 
 def clone(master: sqlite3.Connection) -> sqlite3.Connection:
@@ -53,9 +54,44 @@ def _authorize(action: int, arg1: str | None, arg2: str | None, db_name: str | N
     return sqlite3.SQLITE_OK if action in _READ_ACTIONS else sqlite3.SQLITE_DENY
 
 
+#: One printf conversion: flags, width (digits or ``*``), precision (digits or ``*``), type.
+_PRINTF_SPEC = re.compile(r"%[-+ 0#,!]*(\*|[0-9]+)?(?:\.(\*|[0-9]+))?([a-zA-Z%])")
+#: Widest field a query may ask printf() for.
+MAX_PRINTF_WIDTH = 10_000
+
+
+def _bounded_printf(helper: sqlite3.Connection) -> Callable[..., Any]:
+    """SQLite's own ``printf()`` (run on ``helper``), refusing widths and precisions over
+    ``MAX_PRINTF_WIDTH``: SQLite builds ``printf('%.*c', 2147483647, 'x')`` in one VM step that
+    takes 10 s or more, and no progress handler or interrupt can stop a step midway."""
+
+    def printf(template: Any, *args: Any) -> Any:
+        arg_index = 0
+        for spec in _PRINTF_SPEC.finditer(str(template or "")):
+            for size in spec.group(1, 2):
+                if size == "*":
+                    value = args[arg_index] if arg_index < len(args) else 0
+                    arg_index += 1
+                else:
+                    value = size
+                try:
+                    too_wide = size is not None and abs(float(value)) > MAX_PRINTF_WIDTH
+                except (TypeError, ValueError, OverflowError):
+                    too_wide = False  # SQLite reads a non-number as 0
+                if too_wide:
+                    raise ValueError("printf width too large")
+            arg_index += spec.group(3) != "%"
+        placeholders = ", ".join("?" * (1 + len(args)))
+        return helper.execute(f"SELECT printf({placeholders})", (template, *args)).fetchone()[0]
+
+    return printf
+
+
 def _explain(message: str, timeout: float) -> str:
     """SQLite's message, reworded where the cause is our guard rather than the SQL itself."""
     lower = message.lower()
+    if "user-defined function raised exception" in lower:  # only our bounded printf() raises
+        return f"SQL error: printf()/format() widths and precisions are limited to {MAX_PRINTF_WIDTH}."
     if "interrupted" in lower:
         return f"The query was interrupted: it ran longer than the {timeout:g} s time limit."
     if "one statement" in lower:
@@ -86,7 +122,9 @@ class ReadOnlySQL:
       the time spent fetching rows, so an endless recursive CTE or a huge cross join returns an
       error instead of hanging;
     * at most ``max_rows`` rows are fetched, strings/blobs are capped at ``max_length`` bytes and a
-      result over ``max_bytes`` (a rough size) is refused, so memory stays bounded too.
+      result over ``max_bytes`` (a rough size) is refused, so memory stays bounded too;
+    * ``printf()`` / ``format()`` refuse huge widths, the one built-in whose single step outlasts
+      the time limit (see ``_bounded_printf``).
     """
 
     def __init__(
@@ -107,7 +145,16 @@ class ReadOnlySQL:
             db.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 100_000)
             db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
         db.set_authorizer(_authorize)
+        self._printf_helper = sqlite3.connect(":memory:", check_same_thread=False)
+        printf = _bounded_printf(self._printf_helper)
+        for name in ("printf", "format"):
+            db.create_function(name, -1, printf, deterministic=True)
         self._deadline = 0.0
+
+    def close(self) -> None:
+        """Close the database and the printf helper; safe to call twice."""
+        self.db.close()
+        self._printf_helper.close()
 
     def _check_time(self) -> int:
         return 1 if time.perf_counter() > self._deadline else 0

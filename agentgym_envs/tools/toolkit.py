@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from agentgym_envs.core.parsers import ParsedAction, clean_text
+from agentgym_envs.core.safety import decode_json_prefix
 
 JSON_TYPES: dict[str, str] = {
     "string": "a string",
@@ -198,11 +199,13 @@ def parse_call(action: str) -> Call:
     if raw.lower().startswith("json"):
         raw = raw[4:].strip()
     try:
-        arguments, _ = json.JSONDecoder().raw_decode(raw)
+        arguments, _ = decode_json_prefix(raw)
     except json.JSONDecodeError as error:
         raise ToolError(
             f"The Action Input of {head} is not valid JSON ({error.msg} at character {error.pos}). " + CALL_HINT
         ) from None
+    except ValueError as error:  # too deep, a number too large: see decode_json_prefix
+        raise ToolError(f"The Action Input of {head} cannot be used: {error}. " + CALL_HINT) from None
     if not isinstance(arguments, dict):
         raise ToolError(
             f"The Action Input of {head} must be a JSON object of named arguments, got {_describe(arguments)}."

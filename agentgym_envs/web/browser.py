@@ -1,10 +1,12 @@
 """Chromium driven by Selenium: one browser per env worker, a clean slate per episode.
 
 ``Browser`` is what a web env holds. It launches Debian's Chromium lazily with the flags that work
-as root on a closed network, gives every episode fresh state (extra tabs closed, cookies, cache
-and the storage of the visited origins cleared, a blank page), notices a dead browser and
-launches a new one, bounds every wait, and releases the processes and the temporary profile on
-``close()`` (also at interpreter exit if the env was never closed). A long-running worker
+as root on a closed network (``chromium_arguments``: nothing but loopback is reachable), gives
+every episode fresh state (one new blank tab, cookies, cache and the storage of the visited
+origins cleared), notices a dead browser and launches a new one, bounds every wait (and, with
+``time_limit``, a whole env step), and releases the processes and the temporary profile on
+``close()`` (also at interpreter exit if the env was never closed; after a SIGKILL, the next
+process reaps them). A long-running worker
 relaunches its browser every ``max_episodes_per_launch`` episodes so memory cannot creep up
 over hours of training.
 
@@ -19,12 +21,15 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import tempfile
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, TypeVar
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from agentgym_envs.core import require
 from agentgym_envs.web import chromium_missing_reason, find_chromium
@@ -43,6 +48,36 @@ CHROMIUM_FLAGS = (
     "--disable-dev-shm-usage",
 )
 
+#: Host names that always resolve: the loopback sites the envs serve themselves.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+#: A proxy nobody listens on: every request that is not loopback (or allowed) goes there and fails
+#: at once. Host resolver rules alone stop names, not IP literals such as ``http://93.184.216.34/``.
+DEAD_PROXY = "http://127.0.0.1:9"
+#: Flags that would reopen the network; ``chromium_arguments`` drops them from caller extras.
+_NETWORK_FLAGS = (
+    "--host-resolver-rules", "--proxy-server", "--proxy-bypass-list", "--no-proxy-server", "--proxy-pac-url",
+)
+
+
+def chromium_arguments(allowed_hosts: Iterable[str] = (), extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """Every command-line flag a Chromium of this project starts with (the one place they are built).
+
+    ``CHROMIUM_FLAGS``, then the closed network: every host name but loopback and ``allowed_hosts``
+    (e.g. a real WebArena deployment) resolves to NOTFOUND, and every other request, IP literals
+    included, goes to a dead proxy. ``extra`` flags are appended, except ones that would change
+    these network rules.
+    """
+    hosts = [*LOOPBACK_HOSTS, *(h for h in allowed_hosts if h not in LOOPBACK_HOSTS)]
+    resolver = "MAP * ~NOTFOUND , " + " , ".join(f"EXCLUDE {host.strip('[]')}" for host in hosts)
+    network = (
+        f"--host-resolver-rules={resolver}",
+        f"--proxy-server={DEAD_PROXY}",
+        "--proxy-bypass-list=" + ";".join(hosts),
+    )
+    kept = tuple(flag for flag in extra if not flag.startswith(_NETWORK_FLAGS))
+    return (*CHROMIUM_FLAGS, *network, *kept)
+
+
 #: What a site can leave behind for the next episode. ("all" also wipes browser-internal caches
 #: such as the shader cache, which costs several times longer and holds no site state.)
 SITE_STORAGE_TYPES = ",".join((
@@ -51,6 +86,48 @@ SITE_STORAGE_TYPES = ",".join((
 ))
 
 T = TypeVar("T")
+
+#: Temporary profiles are named ``agentgym-browser-<owner pid>-<random>``, so a later process can
+#: tell the leftovers of a process that was killed outright (``reap_orphaned_browsers``).
+PROFILE_PREFIX = "agentgym-browser-"
+_reaped = False
+
+
+def reap_orphaned_browsers() -> int:
+    """Kill the Chromium and chromedriver processes, and delete the profiles, left by a process that
+    died without closing its browsers (SIGKILL gives it no chance; Chromium outlives chromedriver).
+
+    Only profiles whose owner pid no longer exists are touched, and only processes started with one
+    of those profiles (and their chromedriver), so live browsers of other processes are safe.
+    Runs once per process, before its first launch. Returns how many processes were killed.
+    """
+    try:
+        import psutil
+    except ImportError:
+        return 0
+    orphans = []
+    for profile in Path(tempfile.gettempdir()).glob(f"{PROFILE_PREFIX}*-*"):
+        owner = profile.name[len(PROFILE_PREFIX):].split("-", 1)[0]
+        if owner.isdigit() and int(owner) != os.getpid() and not psutil.pid_exists(int(owner)):
+            orphans.append(profile)
+    if not orphans:
+        return 0
+    flags = {f"--user-data-dir={profile}" for profile in orphans}
+    victims: dict[int, Any] = {}
+    for process in psutil.process_iter(["cmdline"]):
+        if flags.intersection(process.info["cmdline"] or ()):
+            victims[process.pid] = process
+            with contextlib.suppress(Exception):
+                parent = process.parent()
+                if parent is not None and "chromedriver" in parent.name():
+                    victims[parent.pid] = parent
+    for process in victims.values():
+        with contextlib.suppress(Exception):
+            process.kill()
+    psutil.wait_procs(list(victims.values()), timeout=5)
+    for profile in orphans:
+        shutil.rmtree(profile, ignore_errors=True)
+    return len(victims)
 
 
 class BrowserError(RuntimeError):
@@ -70,6 +147,8 @@ class BrowserConfig:
     launch_attempts: int = 2
     max_episodes_per_launch: int | None = 1000
     extra_arguments: tuple[str, ...] = ()
+    #: Hosts besides loopback the browser may reach (real WebArena deployments); nothing else resolves.
+    allowed_hosts: tuple[str, ...] = ()
 
 
 def _quit_driver(driver: Any, profile_dir: str | None, processes: list[Any]) -> None:
@@ -107,6 +186,7 @@ class Browser:
         self.config = config or BrowserConfig()
         self.launches = 0
         self.restarts = 0
+        self.timeouts = 0
         self._driver: Any = None
         self._profile_dir: str | None = None
         self._episodes_since_launch = 0
@@ -135,13 +215,17 @@ class Browser:
         webdriver = require("selenium.webdriver", extra="web")
         from selenium.webdriver.chrome.service import Service
 
+        global _reaped
+        if not _reaped:
+            _reaped = True
+            reap_orphaned_browsers()
         binary, driver_path = find_chromium()
         last_error: Exception | None = None
         for _ in range(max(1, self.config.launch_attempts)):
-            profile = tempfile.mkdtemp(prefix="agentgym-chromium-")
+            profile = tempfile.mkdtemp(prefix=f"{PROFILE_PREFIX}{os.getpid()}-")
             options = webdriver.ChromeOptions()
             options.binary_location = binary
-            for flag in (*CHROMIUM_FLAGS, *self.config.extra_arguments):
+            for flag in chromium_arguments(self.config.allowed_hosts, self.config.extra_arguments):
                 options.add_argument(flag)
             options.add_argument(f"--user-data-dir={profile}")
             options.add_argument("--window-size={},{}".format(*self.config.window_size))
@@ -243,18 +327,49 @@ class Browser:
 
     def _clean(self, origins: Iterable[str]) -> None:
         driver = self.driver
-        handles = driver.window_handles
-        for handle in handles[1:]:
+        old = driver.window_handles
+        # a new tab has no history (go_back cannot reach the last episode's pages); closing the old
+        # ones first stops their scripts, so none writes state after the wipe
+        driver.switch_to.new_window("tab")
+        fresh = driver.current_window_handle
+        for handle in old:
             driver.switch_to.window(handle)
             driver.close()
-        driver.switch_to.window(handles[0])
-        driver.get("about:blank")  # leave the old page first, so none of its scripts writes state after the wipe
+        driver.switch_to.window(fresh)
         driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
         driver.execute_cdp_cmd("Network.clearBrowserCache", {})
         for origin in origins:
             driver.execute_cdp_cmd(
                 "Storage.clearDataForOrigin", {"origin": origin.rstrip("/"), "storageTypes": SITE_STORAGE_TYPES}
             )
+
+    @contextlib.contextmanager
+    def time_limit(self, seconds: float | None) -> Iterator[None]:
+        """Bound what runs inside (an env step) to about ``seconds``.
+
+        Past the limit the browser's processes are killed without a word to them (a frozen Chromium
+        answers nothing, and each WebDriver command would wait ``command_timeout``): the stuck call
+        fails at once, and ``call`` relaunches the browser and retries, as after a crash.
+        """
+        if not seconds or self._driver is None:
+            yield
+            return
+        timer = threading.Timer(seconds, self._kill)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    def _kill(self) -> None:
+        """SIGKILL chromedriver and Chromium (``restart`` or ``close`` then cleans up)."""
+        self.timeouts += 1
+        for process in list(self._known_processes):
+            try:
+                process.kill()
+            except Exception:  # already gone
+                pass
 
     # ---- actions --------------------------------------------------------------------------------
     def goto(self, url: str) -> None:

@@ -8,6 +8,7 @@ framework is needed for pages a browser under test reads.
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,9 +37,27 @@ def parse_fields(encoded: str) -> dict[str, str]:
 class LoopbackHtmlServer:
     """Serves ``respond`` on ``base_url`` (``http://127.0.0.1:<free port>``) until ``shutdown()``."""
 
+    #: Seconds an idle keep-alive connection is kept open (its handler thread waits that long).
+    IDLE_TIMEOUT = 30.0
+
     def __init__(self, respond: Responder, name: str):
+        connections: set[socket.socket] = set()
+        lock = threading.Lock()
+        self._connections, self._lock = connections, lock
+
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = self.IDLE_TIMEOUT
+
+            def setup(self) -> None:
+                super().setup()
+                with lock:
+                    connections.add(self.connection)
+
+            def finish(self) -> None:
+                with lock:
+                    connections.discard(self.connection)
+                super().finish()
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
                 self._answer(respond("GET", self.path, {}))
@@ -71,6 +90,15 @@ class LoopbackHtmlServer:
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def shutdown(self) -> None:
+        """Stop serving and end every open connection: a browser (perhaps pooled for the next env)
+        keeps its keep-alive connections, and each holds a handler thread and a descriptor."""
         self._server.shutdown()
         self._server.server_close()
+        with self._lock:
+            open_connections = list(self._connections)
+        for connection in open_connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)  # the handler's read returns, its thread ends
+            except OSError:
+                pass
         self._thread.join(timeout=5)

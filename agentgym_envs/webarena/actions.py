@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from agentgym_envs.core.safety import parse_count
+
 ACTION_HELP = (
     "click [id], type [id] [text] [1|0], hover [id], press [key_comb], scroll [up|down], new_tab, "
     "tab_focus [tab_index], close_tab, goto [url], go_back, go_forward, stop [answer]"
@@ -42,7 +44,7 @@ def parse_command(action: str) -> Command | str:
             return Command("stop", text="")
         return Command("stop", text=rest[1:-1].strip() if rest.startswith("[") and rest.endswith("]") else rest)
     if name in ("click", "hover"):
-        return _element(name, arguments, 1) or Command(name, int(arguments[0]))
+        return _element(name, arguments, 1) or Command(name, parse_count(arguments[0]))
     if name == "type":
         if len(arguments) not in (2, 3):
             return f"Usage: type [id] [text] [1|0] (1 = press Enter after typing). Valid actions: {ACTION_HELP}."
@@ -52,15 +54,15 @@ def parse_command(action: str) -> Command | str:
         enter = arguments[2] if len(arguments) == 3 else "1"
         if enter not in ("0", "1"):
             return "The last argument of type must be 1 (press Enter) or 0 (do not press Enter)."
-        return Command("type", int(arguments[0]), arguments[1], enter == "1")
+        return Command("type", parse_count(arguments[0]), arguments[1], enter == "1")
     if name == "press":
         return Command("press", text=arguments[0]) if len(arguments) == 1 and arguments[0] else "Usage: press [key_comb], e.g. press [Control+a] or press [Enter]."
     if name == "scroll":
         direction = arguments[0].lower() if len(arguments) == 1 else ""
         return Command("scroll", text=direction) if direction in ("up", "down") else "Usage: scroll [up] or scroll [down]."
     if name == "tab_focus":
-        if len(arguments) == 1 and arguments[0].isdigit():
-            return Command("tab_focus", int(arguments[0]))
+        if len(arguments) == 1 and parse_count(arguments[0]) is not None:
+            return Command("tab_focus", parse_count(arguments[0]))
         return "Usage: tab_focus [tab_index], e.g. tab_focus [0]."
     if name == "goto":
         return Command("goto", text=arguments[0]) if len(arguments) == 1 and arguments[0] else "Usage: goto [url]."
@@ -68,7 +70,7 @@ def parse_command(action: str) -> Command | str:
 
 
 def _element(name: str, arguments: list[str], count: int) -> str | None:
-    if len(arguments) < count or not arguments[0].isdigit():
+    if len(arguments) < count or parse_count(arguments[0]) is None:
         return f"Usage: {name} [id], where id is the number in brackets before an element of the page."
     return None
 

@@ -25,6 +25,7 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -74,8 +75,6 @@ To be successful, it is very important to follow the following rules:
 
 Valid actions: {ACTION_HELP}."""
 
-#: Blocks every host name except the loopback sites, so a link or goto to the internet fails at once.
-CLOSED_NETWORK_RULES = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1 , EXCLUDE localhost"
 _KEYS = {"enter": "ENTER", "return": "ENTER", "tab": "TAB", "escape": "ESCAPE", "esc": "ESCAPE", "backspace": "BACKSPACE",
          "delete": "DELETE", "arrowup": "ARROW_UP", "arrowdown": "ARROW_DOWN", "arrowleft": "ARROW_LEFT",
          "arrowright": "ARROW_RIGHT", "pageup": "PAGE_UP", "pagedown": "PAGE_DOWN", "home": "HOME", "end": "END",
@@ -127,6 +126,7 @@ class WebArenaEnv(TextEnv):
         browser_config: Any = None,
         page_load_timeout: float = 10.0,
         judge: LLMJudge | dict[str, Any] | None = None,
+        step_timeout: float = 60.0,
     ):
         """``judge`` (off by default): an ``LLMJudge`` or its fields ({"base_url", "model", ...}) that
         grades ``fuzzy_match`` string answers as WebArena does, instead of the fixed offline rule."""
@@ -138,6 +138,8 @@ class WebArenaEnv(TextEnv):
         self._site_keys = [SUBTASK_SITE[sub] for sub in self.task.subtasks]
         self.page_load_timeout = float(page_load_timeout)
         self.judge = LLMJudge.of(judge)
+        #: wall-clock bound of a step (or reset): past it the browser is killed, relaunched and the page reloaded
+        self.step_timeout = float(step_timeout)
         self._external_configs: dict[int, dict[str, Any]] | None = None
         self._real_bases: dict[str, str] = {}
         if config_path is not None:
@@ -227,14 +229,20 @@ class WebArenaEnv(TextEnv):
             if isinstance(config, dict):
                 config = BrowserConfig(**config)
             if config is None:
-                config = BrowserConfig(page_load_timeout=self.page_load_timeout,
-                                       extra_arguments=(CLOSED_NETWORK_RULES,) if self.embedded else ())
+                # closed network (web.browser.chromium_arguments); real deployments' hosts stay reachable
+                hosts = tuple(sorted({urlsplit(base).hostname or "" for base in self._real_bases.values()} - {""}))
+                config = BrowserConfig(page_load_timeout=self.page_load_timeout, allowed_hosts=hosts)
             self._browser = BROWSER_POOL.acquire(config)
         return self._browser
 
     def _driver_call(self, action, recover_url: str | None = None) -> tuple[Any, bool]:
-        recover = (lambda: self._load(recover_url)) if recover_url else None
-        return self.browser.call(action, recover)
+        def recover() -> None:
+            """After a relaunch: the page again, and its tree (the ids are the same, the new
+            browser's node handles are not), so the retried action finds its element."""
+            self._load(recover_url)
+            self._tree = render_tree(self.browser.accessibility_nodes())
+
+        return self.browser.call(action, recover if recover_url else None)
 
     def _load(self, address: str) -> str | None:
         """Open ``address`` in the current tab; a note if it did not finish loading in time."""
@@ -321,6 +329,8 @@ class WebArenaEnv(TextEnv):
             return self._invalid(str(error))
         except Exception as error:  # the browser failed twice: report, keep the episode alive
             return self._invalid(f"The browser could not perform the action ({type(error).__name__}); the page was reloaded. Try again.")
+        if restarted:
+            feedback = " ".join(filter(None, [feedback, "The browser stopped responding and was restarted; the page was reloaded."]))
         self._previous_action = action
         if action == self._oracle_expected:
             self._solution_step += 1
@@ -330,6 +340,14 @@ class WebArenaEnv(TextEnv):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """As ``TextEnv.step``; on the last turn of the budget without ``stop``, whatever the response
         was, the final state is scored (empty answer), so state-changing tasks count at the cap."""
+        with self.browser.time_limit(self.step_timeout):
+            return self._bounded_step(action)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        with self.browser.time_limit(self.step_timeout):
+            return super().reset(seed=seed, options=options)
+
+    def _bounded_step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         observation, reward, terminated, truncated, info = super().step(action)
         if not terminated and self._turn == self.task.max_turns and self.item_id is not None:
             score, failures = self._evaluate("")
@@ -372,10 +390,11 @@ class WebArenaEnv(TextEnv):
                 return judge.accepts(intent, given, reference)
 
         try:
-            return evaluate(self._config, answer, self._current_url(), self.real_url, run_locator,
-                            run_sql if self.embedded else None, fuzzy)
+            score, failures = evaluate(self._config, answer, self._current_url(), self.real_url, run_locator,
+                                       run_sql if self.embedded else None, fuzzy)
         except JudgeUnavailable as error:
             return 0.0, [str(error)]
+        return score, [self.display_url(failure) for failure in failures]  # no random loopback port in info
 
     def _current_url(self) -> str:
         try:

@@ -31,6 +31,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from agentgym_envs.core.cache import cache_root
 from agentgym_envs.webshop import vocabulary as vocab
 
 GENERATOR_VERSION = 1
@@ -111,8 +112,7 @@ class Catalogue:
 # ---- disk cache -------------------------------------------------------------------------------
 def cache_dir() -> Path:
     """``$AGENTGYM_CACHE_DIR/webshop`` (default ``~/.cache/agentgym/webshop``), created on demand."""
-    root = Path(os.environ.get("AGENTGYM_CACHE_DIR") or Path.home() / ".cache" / "agentgym").expanduser()
-    path = root / "webshop"
+    path = cache_root() / "webshop"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -221,6 +221,9 @@ class WebShopEnv(TextEnv):
         return 0 <= item_id < count
 
     # ---- episode --------------------------------------------------------------------------------
+    #: Wall-clock bound of a browser-mode step (seconds); see ``Browser.time_limit``.
+    browser_step_timeout: float = 60.0
+
     def _start(self, item_id: int, rng: np.random.Generator) -> Start:
         goals = self.catalogue.goals
         if not 0 <= item_id < len(goals):
@@ -350,7 +353,8 @@ class WebShopEnv(TextEnv):
                 target.click()
             return self._read_page()
 
-        return self._browser.call(perform, recover=lambda: self._browser.driver.get(url))
+        with self._browser.time_limit(self.browser_step_timeout):  # a frozen Chromium is killed and relaunched
+            return self._browser.call(perform, recover=lambda: self._browser.driver.get(url))
 
     def _release(self) -> None:
         if self._browser is not None:

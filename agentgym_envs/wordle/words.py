@@ -22,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 
 from agentgym_envs.core import require
+from agentgym_envs.core.cache import cache_root
 
 WORD_LENGTH = 5
 MIN_ZIPF = 3.0
@@ -64,8 +65,7 @@ def _versions() -> str:
 
 
 def _cache_file() -> Path:
-    root = os.environ.get("AGENTGYM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "agentgym")
-    return Path(root) / "wordle" / f"words-{_versions()}.json"
+    return cache_root() / "wordle" / f"words-{_versions()}.json"
 
 
 def _build_lists() -> dict[str, list]:
