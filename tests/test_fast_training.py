@@ -149,7 +149,7 @@ def test_compact_lm_head_scores_the_same_logprobs(tmp_path) -> None:
 def test_each_process_gets_its_share_of_the_cores(tmp_path) -> None:
     torch.set_num_threads(1)  # as under `accelerate launch`, which exports OMP_NUM_THREADS=1
     try:
-        make_trainer(tmp_path)
+        make_trainer(tmp_path, cpu_threads=None)  # the default
         assert torch.get_num_threads() == available_cores()
         make_trainer(tmp_path, cpu_threads=1)
         assert torch.get_num_threads() == 1

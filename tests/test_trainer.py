@@ -38,6 +38,7 @@ def make_config(tmp_path, **overrides) -> AgentGRPOConfig:
         seed=0,
         use_cpu=True,
         dataloader_num_workers=0,
+        cpu_threads=1,  # the suite runs beside other jobs; one thread each (the default would take every core)
     )
     settings.update(overrides)
     return AgentGRPOConfig(**settings)
