@@ -27,6 +27,7 @@ from agentgym_envs.textcraft.engine import Result
 
 if TYPE_CHECKING:
     from agentgym_envs.textcraft.engine import Game
+    from agentgym_envs.textcraft.recipes import Recipe
 
 #: AgentGym's reply to a response with more than one "Action:" (its client checks this).
 MULTIPLE_ACTIONS = "Error: Only one 'Action' is allowed per response. Please adjust your response."
@@ -106,7 +107,7 @@ def _craft(game: Game, output_text: str, inputs_text: str) -> Result:
     )
 
 
-def _matches(game: Game, recipe, offered: list[tuple[int, str]]) -> bool:
+def _matches(game: Game, recipe: Recipe, offered: list[tuple[int, str]]) -> bool:
     """Each recipe slot takes the first offered entry that fits it, with exactly the slot's count."""
     remaining = list(offered)
     for slot in recipe.ingredients:
