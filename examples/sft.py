@@ -32,6 +32,7 @@ import torch  # noqa: E402
 from accelerate import PartialState  # noqa: E402
 from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser, get_peft_config  # noqa: E402
 
+from agentgym_trl.cpu import use_compact_lm_head  # noqa: E402
 from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.sft import (  # noqa: E402
     ExpertDataArguments,
@@ -100,7 +101,8 @@ def main(argv: list[str] | None = None) -> SFTTrainer:
             print(f"warning: {stats['rows_without_loss']} conversations have no assistant token within max_length="
                   f"{training_args.max_length} and are dropped; raise --max_length", file=sys.stderr)
 
-    # 3. Fine-tune.
+    # 3. Fine-tune (on CPU too, the LM head scores only the positions in the loss: ~7x faster here).
+    use_compact_lm_head()
     trainer = SFTTrainer(
         model=model_path,
         args=training_args,

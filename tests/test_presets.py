@@ -44,7 +44,8 @@ def test_every_scenario_has_a_preset() -> None:
 @pytest.mark.parametrize("scenario", sorted(RECIPES))
 def test_preset_parses_with_the_papers_hyperparameters(scenario: str) -> None:
     env_id, schedule, group = RECIPES[scenario]
-    args, model_args = _grpo_module().parse_args(["--config", str(CONFIGS / f"{scenario}.yaml")])
+    args, stages, model_args = _grpo_module().parse_args(["--config", str(CONFIGS / f"{scenario}.yaml")])
+    assert stages.clone_episodes == 0 and stages.eval_items == 0  # the paper's RL alone, no stages around it
     assert args.env_ids == [env_id] and args.num_generations == group
     parsed = [tuple(int(x) for x in stage.split(":")) for stage in args.max_turns_schedule.split(",")]
     assert parsed == schedule and args.max_steps == schedule[-1][0] + schedule[1][0]

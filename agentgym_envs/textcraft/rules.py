@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from agentgym_envs.core.safety import parse_count
 from agentgym_envs.textcraft.engine import Result
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ _CRAFT = re.compile(r"craft (.*) using (.*)")
 _GET = re.compile(r"get ([0-9]+) (.*)")
 _INVENTORY = re.compile(r"inventory")
 _COUNTED = re.compile(r"([0-9]+) (.*)")
+COUNT_RULE = "counts are whole numbers of at most 18 digits"
 
 
 def client_action(action: str) -> str:
@@ -53,7 +55,10 @@ def execute(game: Game, action: str) -> Result:
     if match := _CRAFT.match(action):
         return _craft(game, match.group(1), match.group(2))
     if match := _GET.match(action):
-        return _get(game, int(match.group(1)), match.group(2))
+        count = parse_count(match.group(1))
+        if count is None:  # beyond what upstream's int() survives (it raises past 4,300 digits)
+            return Result(f"Could not execute {action}: {COUNT_RULE}", False)
+        return _get(game, count, match.group(2))
     if _INVENTORY.match(action):
         return Result(describe_inventory(game), True)
     return Result(f"Could not execute {action}", False)
@@ -80,13 +85,16 @@ def _get(game: Game, count: int, name: str) -> Result:
 
 def _craft(game: Game, output_text: str, inputs_text: str) -> Result:
     counted = _COUNTED.match(output_text)
-    output, output_count = (counted.group(2), int(counted.group(1))) if counted else (output_text, 1)
+    output, output_count = (counted.group(2), parse_count(counted.group(1))) if counted else (output_text, 1)
+    if output_count is None:
+        return Result(f"Wrong item format: {output_text}: {COUNT_RULE}", False)
     offered: list[tuple[int, str]] = []
     for part in inputs_text.split(","):
         counted = _COUNTED.match(part.strip())
-        if counted is None:
+        count = parse_count(counted.group(1)) if counted else None
+        if count is None:
             return Result(f"Wrong item format: {part.strip()}", False)
-        offered.append((int(counted.group(1)), counted.group(2)))
+        offered.append((count, counted.group(2)))
     output_id = None if _is_tag(game, output) else minecraft_id(output)
     # Ingredients count only under their exact name; a tag name is never carried.
     if any(_is_tag(game, name) or game.inventory.get(name, 0) < count for count, name in offered):
