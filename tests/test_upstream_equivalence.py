@@ -180,13 +180,16 @@ def test_alfworld_matches_textworlds_own_game_loop() -> None:
     import textworld
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
 
+    from agentgym_envs.alfworld import generator
+
     env = gym.make("AgentGym/ALFWorld-v0")
     rng = np.random.default_rng(0)
     requested = textworld.EnvInfos(won=True, admissible_commands=True)
     try:
         for index in (0, 1, 2):
             first, info = env.reset(options={"split": "test", "index": index})
-            game = textworld_gym.register_game(info["game_file"], requested, max_episode_steps=100,
+            path = generator.cache_dir() / info["game_file"]  # info names the game relative to the cache
+            game = textworld_gym.register_game(str(path), requested, max_episode_steps=100,
                                                wrappers=[AlfredDemangler()])
             upstream = textworld_gym.make(game)
             upstream_obs, upstream_info = upstream.reset()
