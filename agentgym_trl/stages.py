@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +172,3 @@ def plot_stages(stages: dict[str, dict[str, Any]], path: Path, metrics_path: Pat
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def as_dict(stage: StageArguments) -> dict[str, Any]:
-    return asdict(stage)
