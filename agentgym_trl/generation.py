@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -168,10 +169,7 @@ class HFGenerator:
 
     def _prefill_shared(self, model: Any, contexts: Sequence[Sequence[int]], device: torch.device) -> None:
         """Encode once each context that several rows share and no kept state covers (all but its last token)."""
-        counts: dict[tuple[int, ...], int] = {}
-        for context in contexts:
-            counts[tuple(context)] = counts.get(tuple(context), 0) + 1
-        for ids, count in counts.items():
+        for ids, count in Counter(tuple(context) for context in contexts).items():
             if count < 2 or len(ids) < 2 or self._cached_prefix(ids) is not None:
                 continue
             prefix = list(ids[:-1])

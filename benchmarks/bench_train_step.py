@@ -99,6 +99,7 @@ class StepProfile:
     batch: dict[str, int] = field(default_factory=dict)
     started: float = 0.0
     cpu_started: float = 0.0
+    optimizer_started: float = 0.0
 
     def phase(self, name: str) -> Phase:
         return self.phases.setdefault(name, Phase())
@@ -272,7 +273,8 @@ def worker(name: str, steps: int, out: Path, extra: list[str]) -> None:
 def profile_summary(profile: StepProfile, log: dict[str, Any], body: float, head: float) -> dict[str, Any]:
     phases = {name: round(phase.seconds, 3) for name, phase in profile.phases.items()}
     batch = profile.batch
-    generated = profile.phase("decode").tokens + profile.phase("prefill").calls * 0  # tokens sampled one per row
+    # one token per row per decode forward (each turn's first token comes out of its prefill and is not counted)
+    generated = profile.phase("decode").tokens
     prefill_tokens = profile.phase("prefill").tokens
     rollout = profile.phase("rollout").seconds
     generation = profile.phase("prefill").seconds + profile.phase("decode").seconds
