@@ -74,6 +74,9 @@ def test_comparison_plot_keeps_the_last_log_of_a_resumed_step(tmp_path: Path) ->
     lines = result.lines["arms.png"]
     assert lines["Turn budget"]["staged"]["y"] == [2, 4, 4] and lines["Turns used"]["small"]["y"] == [1.5, 9, 1.5]
     assert lines["Rollout success (mean of 2 steps)"]["small"]["y"] == pytest.approx([0.0, 0.0, 0.1])
+    assert {"Valid-action rate", "Response length", "Zero-advantage groups", "Held-out test success (95% CI)",
+            "Rollout reward (mean of 2 steps)"} <= set(lines)
+    assert lines["Response length"] == {}  # not logged in these rows: the panel says so instead of a line
 
 
 def test_grpo_example_budget_flags_replace_the_default_schedule_and_resume_from_the_newest_checkpoint(

@@ -280,38 +280,75 @@ def last_per_step(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [by_step[step] for step in sorted(by_step)]
 
 
+class ComparisonPanel(NamedTuple):
+    """One panel of ``plot_comparison``: a metric per step for every run."""
+
+    title: str
+    key: str
+    ylabel: str
+    ylim: tuple[float, float] | None = None
+    smoothed: bool = False  # noisy per-step rates: the raw line faint, a trailing mean on top
+    style: str = "line"  # "line" (with markers) or "steps" (a budget that holds until it changes)
+
+
+def comparison_panels(window: int) -> list[ComparisonPanel]:
+    """What a comparison of training runs shows: outcome, behaviour, budget and the steps that taught nothing."""
+    return [
+        ComparisonPanel(f"Rollout success (mean of {window} steps)", "agent/success", "success", (-0.03, 1.03), True),
+        ComparisonPanel(f"Rollout reward (mean of {window} steps)", "agent/reward", "reward", None, True),
+        ComparisonPanel("Valid-action rate", "agent/valid_action_rate", "valid actions / turns", (-0.03, 1.03), True),
+        ComparisonPanel("Turns used", "agent/turns_mean", "turns per episode"),
+        ComparisonPanel("Turn budget", "agent/max_turns", "max turns", style="steps"),
+        ComparisonPanel("Response length", "agent/model_tokens_mean", "model tokens per episode"),
+        ComparisonPanel("Zero-advantage groups", "frac_reward_zero_std", "share of GRPO groups", (-0.03, 1.03)),
+    ]
+
+
 def plot_comparison(runs: Mapping[str, str | os.PathLike], out_dir: str | os.PathLike, *, window: int = 5,
                     evals: Sequence[Mapping[str, Any]] = (), title: str | None = None,
                     file_name: str = COMPARISON_FILE) -> PlotResult:
-    """Training runs side by side (label -> run folder or metrics file): rollout success (trailing mean over
-    ``window`` steps), turns used and the turn budget per step; with ``evals`` (``{"label", "mean", "low",
-    "high"}`` each, e.g. from ``success_interval``) a fourth panel of test success with its interval."""
+    """Training runs side by side (label -> run folder or metrics file), one panel per ``comparison_panels``
+    metric (rates as a trailing mean over ``window`` steps); with ``evals`` (``{"label", "mean", "low",
+    "high"}`` each, e.g. from ``success_interval``) a last panel of test success with its interval."""
     plt = _pyplot()
-    panels = 4 if evals else 3
-    fig, axes = plt.subplots(1, panels, figsize=(4.6 * panels, 4.2))
+    panels = comparison_panels(window)
+    count = len(panels) + (1 if evals else 0)
+    columns = 4
+    rows_of_panels = -(-count // columns)
+    fig, grid = plt.subplots(rows_of_panels, columns, figsize=(4.6 * columns, 4.0 * rows_of_panels), squeeze=False)
+    axes = list(grid.flat)
+    for ax in axes[count:]:
+        ax.set_visible(False)
     for index, (label, run) in enumerate(runs.items()):
         path = Path(run) / METRICS_FILE if Path(run).is_dir() else Path(run)
         rows = last_per_step(read_metrics(path))
         if not rows:
             raise PlotError(f"{path} has no agent/... metrics to plot")
         colour = ENV_COLOURS[index % len(ENV_COLOURS)]
-        steps, success = series(rows, "agent/success")
-        axes[0].plot(steps, success, color=colour, alpha=0.25, linewidth=1)
-        axes[0].plot(steps, _rolling_mean(success, window), color=colour, linewidth=2, label=label)
-        axes[1].plot(*series(rows, "agent/turns_mean"), color=colour, linewidth=1.8, marker=".", label=label)
-        axes[2].plot(*series(rows, "agent/max_turns"), color=colour, linewidth=2, drawstyle="steps-post", label=label)
-    titles = [(f"Rollout success (mean of {window} steps)", "success", (-0.03, 1.03)),
-              ("Turns used", "turns per episode", None), ("Turn budget", "max turns", None)]
-    for ax, (panel_title, ylabel, ylim) in zip(axes, titles):
-        ax.set_title(panel_title)
+        for ax, panel in zip(axes, panels):
+            steps, values = series(rows, panel.key)
+            if not steps:
+                continue
+            if panel.smoothed:
+                ax.plot(steps, values, color=colour, alpha=0.25, linewidth=1)
+                ax.plot(steps, _rolling_mean(values, window), color=colour, linewidth=2, label=label)
+            elif panel.style == "steps":
+                ax.plot(steps, values, color=colour, linewidth=2, drawstyle="steps-post", label=label)
+            else:
+                ax.plot(steps, values, color=colour, linewidth=1.6, marker=".", label=label)
+    for ax, panel in zip(axes, panels):
+        ax.set_title(panel.title)
         ax.set_xlabel("step")
-        ax.set_ylabel(ylabel)
-        if ylim:
-            ax.set_ylim(*ylim)
+        ax.set_ylabel(panel.ylabel)
+        if panel.ylim:
+            ax.set_ylim(*panel.ylim)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.lines:
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes, color="gray")
     if evals:
-        ax = axes[3]
+        ax = axes[len(panels)]
         labels = [str(entry["label"]) for entry in evals]
         means = [100 * float(entry["mean"]) for entry in evals]
         errors = [[100 * (float(e["mean"]) - float(e["low"])) for e in evals],
