@@ -14,14 +14,17 @@ Then two fault checks:
   mid-episode; counted: episodes ended by the fault (the one in flight at most) and episodes lost
   after it (a later reset or step that fails);
 * soak: episodes of random play through an in-process server by 64 client threads
-  (``RemoteEnv``); file descriptors, threads and resident memory after a warm-up and at the end.
+  (``RemoteEnv``); file descriptors, threads and resident memory after a warm-up and at ten points
+  along the way, judged flat by their growth over the second half (``FLAT_THREADS``, ``FLAT_RSS_SHARE``).
 
     python benchmarks/bench_robustness.py [--quick]      # --quick: one id per family, a short soak
+    python benchmarks/bench_robustness.py --soak-only --soak-episodes 20000   # just the soak
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -40,7 +43,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import agentgym_envs  # noqa: E402
 from agentgym_envs.testing import HOSTILE_JSON_VALUES, HOSTILE_PAYLOADS, run_hostile_actions  # noqa: E402
-from common import write_result  # noqa: E402
+from common import RESULTS_DIR, write_result  # noqa: E402
 
 
 def env_ids(quick: bool) -> tuple[list[str], list[str]]:
@@ -139,15 +142,26 @@ def fault_server() -> dict:
 SOAK_ACTIONS = ("inventory", "get 1 oak logs", "craft 4 oak planks using 1 oak logs", "go north")
 
 
-def soak(episodes: int, clients: int = 64, steps: int = 3) -> dict:
-    """``episodes`` random episodes of ``steps`` steps by ``clients`` threads through one server."""
+#: The soak is "flat" when, over its second half, fds do not grow at all, threads by at most this many (a thread
+#: pool still reaching its size) and resident memory by at most this share: a leak grows with every episode, so it
+#: keeps growing in the second half, while pools and allocator arenas settle in the first.
+FLAT_THREADS = 1
+FLAT_RSS_SHARE = 0.02
+
+
+def soak(episodes: int, clients: int = 64, steps: int = 3, snapshots: int = 10) -> dict:
+    """``episodes`` random episodes of ``steps`` steps by ``clients`` threads through one server, with fds,
+    threads and RSS taken ``snapshots`` times along the way (after a warm-up), so growth can be told from a leak."""
+    import gc
+
     from agentgym_envs.server.app import LocalServer
     from agentgym_envs.server.client import RemoteEnv
 
     process = psutil.Process()
 
-    def snapshot() -> dict:
-        return {"fds": process.num_fds(), "threads": threading.active_count(),
+    def snapshot(played: int) -> dict:
+        gc.collect()
+        return {"episodes": played, "fds": process.num_fds(), "threads": threading.active_count(),
                 "rss_mb": round(process.memory_info().rss / 2**20, 1)}
 
     with LocalServer("textcraft", max_envs=clients * 2) as server:
@@ -168,23 +182,32 @@ def soak(episodes: int, clients: int = 64, steps: int = 3) -> dict:
                         break
             return quota
 
-        def run(total: int) -> float:
+        def run(total: int, pool: ThreadPoolExecutor) -> float:
             started = time.perf_counter()
             quotas = [total // clients + (i < total % clients) for i in range(clients)]
-            with ThreadPoolExecutor(clients) as pool:
-                done = sum(pool.map(worker, envs, quotas))
-            assert done == total
+            assert sum(pool.map(worker, envs, quotas)) == total
             return time.perf_counter() - started
 
-        run(clients * 4)  # warm-up: every session, pooled connections, caches
-        before = snapshot()
-        seconds = run(episodes)
-        after = snapshot()
+        with ThreadPoolExecutor(clients) as pool:  # one pool: its threads are counted once, not per chunk
+            run(clients * 4, pool)  # warm-up: every session, pooled connections, caches
+            series = [snapshot(0)]
+            seconds = 0.0
+            for index in range(snapshots):
+                chunk = episodes // snapshots + (index < episodes % snapshots)
+                seconds += run(chunk, pool)
+                series.append(snapshot(series[-1]["episodes"] + chunk))
         metrics = server.manager.metrics()
         for env in envs:
             env.close()
+    middle, last = series[len(series) // 2], series[-1]
+    growth = {"fds": last["fds"] - middle["fds"], "threads": last["threads"] - middle["threads"],
+              "rss_share": round((last["rss_mb"] - middle["rss_mb"]) / middle["rss_mb"], 4)}
     return {"episodes": episodes, "clients": clients, "steps_per_episode": steps, "seconds": round(seconds, 1),
-            "episodes_per_s": round(episodes / seconds, 1), "before": before, "after": after,
+            "episodes_per_s": round(episodes / seconds, 1), "before": series[0], "after": last, "series": series,
+            "second_half_growth": growth,
+            "flat": growth["fds"] <= 0 and growth["threads"] <= FLAT_THREADS and growth["rss_share"] <= FLAT_RSS_SHARE,
+            "flat_rule": f"over the second half: fds +0, threads +{FLAT_THREADS} at most, RSS +{FLAT_RSS_SHARE:.0%} "
+                         "at most",
             "server_crashed_total": metrics["crashed_total"]}
 
 
@@ -192,7 +215,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one id per family, a 500-episode soak")
     parser.add_argument("--soak-episodes", type=int, default=10_000)
+    parser.add_argument("--soak-only", action="store_true",
+                        help="run only the soak and replace it in the existing results/robustness.json")
     args = parser.parse_args()
+    if args.soak_only:
+        soaked = soak(args.soak_episodes)
+        print(f"soak: {soaked}", flush=True)
+        previous = json.loads((RESULTS_DIR / "robustness.json").read_text())
+        write_result("robustness", {**{k: v for k, v in previous.items() if k not in ("benchmark", "machine",
+                                                                                    "written_at")}, "soak": soaked})
+        return
     logging.disable(logging.WARNING)  # TextEnv logs each caught error with its traceback; they are counted here
     ids, skipped = env_ids(args.quick)
     per_id = {}

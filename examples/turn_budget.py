@@ -73,14 +73,15 @@ class ExperimentConfig:
     clone_steps: int = field(default=40, metadata={"help": "optimizer steps of the start's warm-up"})
     out_dir: str = field(default="runs/turn-budget", metadata={"help": "arms, evaluations and logs"})
     arms: list[str] = field(default_factory=lambda: list(ARMS), metadata={"help": "arms to run: small large staged"})
-    steps: int = field(default=32, metadata={"help": "GRPO steps of every arm"})
+    steps: int = field(default=28, metadata={"help": "GRPO steps of every arm"})
     small_turns: int = field(default=3, metadata={"help": "budget of the 'small' arm"})
     large_turns: int = field(default=6, metadata={"help": "budget of the 'large' arm"})
     staged_schedule: str = field(default="0:3,11:4,22:6", metadata={
         "help": "'step:turns,...' of the 'staged' arm (ScalingInter-RL: the budget grows in rounds)"})
     items_per_step: int = field(default=2, metadata={"help": "task items per GRPO step"})
     group_size: int = field(default=4, metadata={"help": "rollouts per item (the GRPO group)"})
-    learning_rate: float = field(default=5e-5, metadata={"help": "constant, so a finished arm can be extended"})
+    learning_rate: float = field(default=1e-5, metadata={
+        "help": "constant, so a finished arm can be extended (5e-5 collapsed the policy by step 8 here)"})
     skip_zero_advantage: bool = field(default=True, metadata={
         "help": "no forward/backward for groups whose episodes all scored the same (their gradient is zero)"})
     save_steps: int = field(default=4, metadata={"help": "checkpoint (with optimizer state) every N steps"})
