@@ -91,7 +91,8 @@ class ExperimentConfig:
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature in training and test"})
     max_turn_tokens: int = field(default=48, metadata={"help": "token limit of one reply (oracle replies: <=41)"})
     max_context_tokens: int = 1536
-    bf16: bool = field(default_factory=bf16_is_fast, metadata={"help": "bf16 autocast (default: when fast here)"})
+    # a plain default: HfArgumentParser turns a bool default_factory into False
+    bf16: bool = field(default=bf16_is_fast(), metadata={"help": "bf16 autocast (default: when fast here)"})
     seed: int = 0
     phase: str = field(default="all", metadata={
         "help": "all | train (the arms only) | eval (the start, then each arm as soon as it is trained): run a "
