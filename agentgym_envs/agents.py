@@ -28,8 +28,8 @@ def first_messages(info: dict[str, Any], observation: str, agentgym_order: bool 
     acknowledges it (``info["acknowledgement"]``, e.g. "Ok." for SearchQA and WebArena), then the
     first observation is a user turn: a model trained with AgentGym sees the same turns here, and
     the other way round. ``agentgym_order=False`` gives the merged layout (instruction and first
-    observation in one user turn) that ``agentgym_trl``'s rollout and SFT still use; see
-    docs/fidelity.md. An env without an instruction starts with the observation alone.
+    observation in one user turn; ``merged_first_turn`` in ``agentgym_trl``'s rollout, collection
+    and SFT); see docs/fidelity.md. An env without an instruction starts with the observation alone.
     """
     instruction = info.get("instruction")
     if not instruction:
@@ -95,7 +95,8 @@ def run_episode(env: gym.Env, agent: Agent, options: dict[str, Any] | None = Non
     ``messages`` is the episode as a chat model sees it: ``first_messages`` (by default
     instruction, acknowledgement, first observation; ``agentgym_order`` as there), then each action as an assistant turn and each
     observation as a user turn, up to the last action; the env's answer to that one is
-    ``final_observation``.
+    ``final_observation``. ``prompt_messages`` is how many leading messages are the opening (the
+    prompt of the first action, never trained on).
     """
     observation, info = env.reset(seed=seed, options=options)
     split = str(info.get("split", ""))
@@ -122,5 +123,6 @@ def run_episode(env: gym.Env, agent: Agent, options: dict[str, Any] | None = Non
         "turns": int(info.get("turn", (len(messages) - opening + 1) // 2)),
         "truncated": bool(truncated),
         "messages": messages,
+        "prompt_messages": opening,
         "final_observation": observation,
     }

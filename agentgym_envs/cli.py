@@ -106,7 +106,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     keep = KeepRule(min_reward=args.min_reward, keep_failures=args.keep_failures)
     try:
         rows, counts = collect(args.env, args.n, split=args.split, agent=args.agent, keep=keep, seed=args.seed,
-                               allow_held_out=args.allow_held_out_split, journal=journal)
+                               allow_held_out=args.allow_held_out_split, journal=journal,
+                               merged_first_turn=args.merged_first_turn)
     except ValueError as error:  # a journal of other settings
         print(f"agentgym: error: {error}", file=sys.stderr)
         return 2
@@ -172,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     gather.add_argument("--allow-held-out-split", action="store_true",
                         help="allow collecting from a held-out split such as test (contaminates evaluation)")
     gather.add_argument("--seed", type=int, default=0, help="item order and the random agent's seed")
+    gather.add_argument("--merged-first-turn", action="store_true",
+                        help="open each conversation with one user turn (instruction + first observation), for a "
+                             "policy trained with merged_first_turn=True; default: AgentGym's three opening turns")
     gather.add_argument("--overwrite", action="store_true",
                         help="replace what --out holds (by default a rerun resumes its collection and anything "
                              "else there is refused)")

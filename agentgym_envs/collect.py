@@ -2,15 +2,18 @@
 
 Each kept episode becomes one row::
 
-    {"messages": [{"role": "user", "content": <instruction + "\\n\\n" + first observation>},
+    {"messages": [{"role": "user", "content": <instruction>},
+                  {"role": "assistant", "content": <acknowledgement, e.g. "OK. ...">},
+                  {"role": "user", "content": <first observation>},
                   {"role": "assistant", "content": <the agent's response, e.g. "Thought:\\n...\\n\\nAction:\\n...">},
                   {"role": "user", "content": <observation>}, ..., {"role": "assistant", ...}],
-     "env_id": ..., "item_id": ..., "seed": ..., "split": ..., "agent": ...,
+     "prompt_messages": 3, "env_id": ..., "item_id": ..., "seed": ..., "split": ..., "agent": ...,
      "reward": ..., "success": ..., "turns": ..., "final_observation": ...}
 
 The conversation is exactly what ``agentgym_trl.rollout.run_rollout`` shows and records for the same
-episode: the same first user turn (``first_messages(..., agentgym_order=False)``), the agent's responses verbatim, every
-observation as a user turn except the one after the last step (the rollout never feeds that one to
+episode: the same opening (AgentGym's instruction / acknowledgement / first observation turns, or with
+``merged_first_turn`` one user turn holding both; ``prompt_messages`` counts them: they are the prompt, never
+trained on), the agent's responses verbatim, every observation as a user turn except the one after the last step (the rollout never feeds that one to
 the model; it is kept in ``final_observation``). Episodes reset with ``seed=item_id`` on the first
 pass over the items, as the rollout does, so a row can be replayed.
 
@@ -50,6 +53,7 @@ TRAIN_SPLIT = "train"
 JOURNAL_FILE = "episodes.jsonl"
 COLUMNS = (
     "messages",
+    "prompt_messages",
     "env_id",
     "item_id",
     "seed",
@@ -155,12 +159,13 @@ class Journal:
             handle.flush()
 
 
-def play_conversation(env: gym.Env, agent: Agent, item_id: int, seed: int) -> dict[str, Any]:
-    """Play one episode and return it as a row (conversation + outcome)."""
-    # the merged first turn, as agentgym_trl's rollout renders it, so SFT and RL share one prompt
-    episode = run_episode(env, agent, options={"item_id": item_id}, seed=seed, agentgym_order=False)
+def play_conversation(env: gym.Env, agent: Agent, item_id: int, seed: int,
+                      merged_first_turn: bool = False) -> dict[str, Any]:
+    """Play one episode and return it as a row (conversation + outcome), opened as the rollout opens it."""
+    episode = run_episode(env, agent, options={"item_id": item_id}, seed=seed, agentgym_order=not merged_first_turn)
     return {
         "messages": episode["messages"],
+        "prompt_messages": episode["prompt_messages"],
         "item_id": int(item_id),
         "seed": int(seed),
         "split": episode["split"],
@@ -182,12 +187,15 @@ def collect(
     allow_held_out: bool = False,
     progress: bool = True,
     journal: str | os.PathLike | None = None,
+    merged_first_turn: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
     """Play ``episodes`` episodes per env id with ``agent`` and return the kept rows plus per-env counts.
 
     The counts (``played``, ``kept``, ``success``, ``seconds``, ``resumed``) say how much the keep
     rule dropped and how fast the env plays. With ``journal`` (a JSONL path) every episode is
     appended as it ends and the episodes already there are taken from it instead of replayed.
+    ``merged_first_turn`` opens each conversation with one user turn (instruction + first
+    observation) instead of AgentGym's three opening turns; it must match the trainer's setting.
     """
     from tqdm import tqdm
 
@@ -200,7 +208,8 @@ def collect(
     plans = {env_id: episode_plan(env_id, split, episodes, seed) for env_id in env_ids}
     log = None
     if journal is not None:
-        settings = {"split": split, "agent": agent, "seed": seed, "keep": [keep.min_reward, keep.keep_failures]}
+        settings = {"split": split, "agent": agent, "seed": seed, "keep": [keep.min_reward, keep.keep_failures],
+                    "merged_first_turn": merged_first_turn}
         log = Journal(journal, settings)
     rows: list[dict[str, Any]] = []
     counts: dict[str, dict[str, float]] = {}
@@ -224,7 +233,7 @@ def collect(
                         bar.update(1)
                         continue
                     try:
-                        row = play_conversation(env, player, item_id, reset_seed)
+                        row = play_conversation(env, player, item_id, reset_seed, merged_first_turn)
                     except Exception as error:  # an engine crash costs this episode, not what was collected
                         logger.warning("%s item %s raised %r; the episode is skipped", env_id, item_id, error)
                         crashed += 1

@@ -134,7 +134,8 @@ class ModelRunner:
 
     def __init__(self, model: str, *, temperature: float = 1.0, batch_size: int = 8, max_turn_tokens: int = 256,
                  max_context_tokens: int = 4096, seed: int = 0, truncated_turn: str = "step",
-                 chat_template_kwargs: dict[str, Any] | None = None, bf16: bool = False):
+                 chat_template_kwargs: dict[str, Any] | None = None, bf16: bool = False,
+                 merged_first_turn: bool = False):
         self.model, self.tokenizer, self.model_path = load_model(model)
         # bf16 autocast over fp32 weights: what a trainer with bf16=True samples with (and ~3x faster on CPUs
         # with AVX512-BF16 or AMX, see bf16_is_fast)
@@ -147,6 +148,7 @@ class ModelRunner:
         # "step": a turn cut at max_turn_tokens still reaches the env (which explains the format) and the
         # episode plays its whole budget, so a long-winded model is measured, not stopped at its first long turn.
         self.truncated_turn = truncated_turn
+        self.merged_first_turn = merged_first_turn  # the opening the model was trained with (AgentGRPOConfig's)
         eos = self.model.generation_config.eos_token_id
         # the same template arguments as training (AgentGRPOConfig.chat_template_kwargs), so the prompts match
         self.encoder = ChatEncoder(self.tokenizer, eos if isinstance(eos, list) else [eos], chat_template_kwargs)
@@ -158,7 +160,7 @@ class ModelRunner:
     def describe(self) -> dict[str, Any]:
         return {"kind": "model", "model": self.model_path, "temperature": self.temperature,
                 "max_turn_tokens": self.max_turn_tokens, "max_context_tokens": self.max_context_tokens,
-                "bf16": self.bf16}
+                "bf16": self.bf16, "merged_first_turn": self.merged_first_turn}
 
     def _pool(self, max_turns: int) -> RecordingEnvPool:
         if max_turns not in self._pools:
@@ -185,6 +187,7 @@ class ModelRunner:
                     max_turn_tokens=self.max_turn_tokens,
                     max_context_tokens=self.max_context_tokens,
                     truncated_turn=self.truncated_turn,
+                    merged_first_turn=self.merged_first_turn,
                 )
         except (RuntimeError, ValueError) as error:  # a reset that failed or a prompt over the context: one line
             raise EvalError(str(error)) from error
@@ -196,10 +199,9 @@ class ModelRunner:
                   "batch_size": float(len(jobs))}
         records = []
         for job, trajectory in zip(jobs, result.trajectories, strict=True):
-            episode = _match_episode(episodes, trajectory.item_id, [m["content"] for m in trajectory.messages
-                                                                     if m["role"] == "assistant"])
+            episode = _match_episode(episodes, trajectory.item_id, trajectory.responses)
             messages = [dict(m) for m in trajectory.messages]
-            observed = sum(1 for m in messages[1:] if m["role"] == "user")
+            observed = sum(1 for m in messages[trajectory.opening :] if m["role"] == "user")
             if len(episode["observations"]) > observed:  # the last observation (the env's verdict) is not in the prompt
                 messages.append({"role": "user", "content": episode["observations"][-1]})
             records.append(make_record(
@@ -238,11 +240,12 @@ def evaluate_model(model: str, env_ids: Sequence[str], out_dir: str | Path, *, s
                    n_samples: int = 1, max_turns: Sequence[int | None] = (None,), limit: int | None = None,
                    temperature: float = 1.0, batch_size: int = 8, max_turn_tokens: int = 256,
                    max_context_tokens: int = 4096, seed: int = 0, progress: bool = True,
-                   chat_template_kwargs: dict[str, Any] | None = None, bf16: bool = False) -> EvalReport:
+                   chat_template_kwargs: dict[str, Any] | None = None, bf16: bool = False,
+                   merged_first_turn: bool = False) -> EvalReport:
     """Evaluate a local HF model (``"default"`` = SmolLM2-135M-Instruct) and write the run into ``out_dir``."""
     runner = ModelRunner(model, temperature=temperature, batch_size=batch_size, max_turn_tokens=max_turn_tokens,
                          max_context_tokens=max_context_tokens, seed=seed, chat_template_kwargs=chat_template_kwargs,
-                         bf16=bf16)
+                         bf16=bf16, merged_first_turn=merged_first_turn)
     try:
         return evaluate(runner, env_ids, out_dir, split=split, n_samples=n_samples, max_turns=max_turns,
                         limit=limit, progress=progress)
@@ -257,7 +260,7 @@ def training_records(result: RolloutResult, step: int, budgets: Sequence[int], m
     for trajectory, budget in zip(result.trajectories, budgets, strict=True):
         group = (trajectory.env_id, trajectory.item_id)
         samples[group] = samples.get(group, -1) + 1  # the index within the GRPO group of this item
-        actions = [m["content"] for m in trajectory.messages if m["role"] == "assistant"]
+        actions = trajectory.responses
         records.append({
             "step": step,
             "mode": mode,

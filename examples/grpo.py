@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> AgentGRPOTrainer:
     evaluate_stage("base", model_path, training_args, stage_args, state, stages)
     if stage_args.clone_episodes:  # a rerun with the same output_dir reuses its warm-up checkpoint
         model_path = behaviour_clone(model_path, training_args.env_ids, os.path.join(out, "warmup"), stage_args,
-                                     bool(training_args.bf16), training_args.seed)
+                                     bool(training_args.bf16), training_args.seed, training_args.merged_first_turn)
         evaluate_stage("warm-up", model_path, training_args, stage_args, state, stages)
 
     # 3. GRPO with the turn curriculum.
@@ -128,7 +128,7 @@ def evaluate_stage(name: str, model: str, args: AgentGRPOConfig, stage_args: Sta
         shutil.rmtree(eval_dir, ignore_errors=True)  # never the saved episodes of an earlier run's model
         stages[name] = held_out_success(model, args.env_ids, eval_dir,
                                         stage_args, args.turn_schedule().max_turns, args.max_turn_tokens,
-                                        args.max_context_tokens, bool(args.bf16))
+                                        args.max_context_tokens, bool(args.bf16), args.merged_first_turn)
         print(f"== {name}: success {stages[name]['success']:.2f} ==", file=sys.stderr)
     state.wait_for_everyone()
 
@@ -159,7 +159,7 @@ def print_summary(trainer: AgentGRPOTrainer) -> None:
         print(
             f"\nlast episode ({episode.env_id} item {episode.item_id}, stop: {episode.stop_reason}):", file=sys.stderr
         )
-        for message in episode.messages[1:]:
+        for message in episode.messages[episode.opening :]:
             text = message["content"].strip().replace("\n", " | ")
             print(f"  {message['role']:>9}: {text[:240]}", file=sys.stderr)
     out = trainer.args.output_dir

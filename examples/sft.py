@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> SFTTrainer:
 
     # 2. Expert conversations (collected once, then reused) -> input_ids + assistant-only loss mask.
     with state.main_process_first():
-        conversations = load_or_collect(data_args.dataset_path, data_args.env_ids, data_args.episodes_per_env)
+        conversations = load_or_collect(data_args.dataset_path, data_args.env_ids, data_args.episodes_per_env,
+                                        merged_first_turn=data_args.merged_first_turn)
         tokenized = tokenize_conversations(conversations.shuffle(seed=training_args.seed), encoder)
     held_out = min(data_args.eval_conversations, len(tokenized) // 5)
     train_rows = tokenized.select(range(held_out, len(tokenized)))

@@ -94,6 +94,9 @@ class ExperimentConfig:
     max_context_tokens: int = 1536
     # a plain default: HfArgumentParser turns a bool default_factory into False
     bf16: bool = field(default=bf16_is_fast(), metadata={"help": "bf16 autocast (default: when fast here)"})
+    merged_first_turn: bool = field(default=False, metadata={
+        "help": "open episodes with one user turn (instruction + first observation) in the start's data, training "
+                "and tests; the README's figures were measured with this layout (true)"})
     seed: int = 0
     phase: str = field(default="all", metadata={
         "help": "all | train (the arms only) | eval (the start, then each arm as soon as it is trained): run a "
@@ -129,7 +132,8 @@ def make_start(config: ExperimentConfig) -> None:
     print(f"making the start: {config.clone_episodes} oracle episodes, {config.clone_steps} SFT steps from {base}",
           flush=True)
     stage = StageArguments(clone_episodes=config.clone_episodes, clone_steps=config.clone_steps)
-    behaviour_clone(base, [config.env_id], config.start_model, stage, config.bf16, config.seed)
+    behaviour_clone(base, [config.env_id], config.start_model, stage, config.bf16, config.seed,
+                    config.merged_first_turn)
 
 
 TRAINED_MARK = "TRAINED"  # written once the arm's training process has saved its final model and exited
@@ -161,6 +165,7 @@ def train_arm(config: ExperimentConfig, arm: str) -> None:
         "--learning_rate", str(config.learning_rate),
         "--lr_scheduler_type", "constant",
         "--skip_zero_advantage", str(config.skip_zero_advantage).lower(),
+        "--merged_first_turn", str(config.merged_first_turn).lower(),
         "--beta", "0",  # no reference model: one forward less per step on 2 cores
         "--temperature", str(config.temperature),
         "--max_turn_tokens", str(config.max_turn_tokens),
@@ -182,7 +187,7 @@ def evaluate(config: ExperimentConfig, name: str, model: str) -> Path:
         model, [config.env_id], out, split="test", n_samples=config.eval_samples, max_turns=[config.eval_turns],
         limit=config.eval_limit or None, temperature=config.temperature, batch_size=config.eval_batch_size,
         max_turn_tokens=config.max_turn_tokens, max_context_tokens=config.max_context_tokens, seed=config.seed,
-        bf16=config.bf16,
+        bf16=config.bf16, merged_first_turn=config.merged_first_turn,
     )
     if not report.complete:
         sys.exit(f"evaluation {out} stopped after {report.episodes} of {report.expected} episodes; run again")

@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 
 import agentgym_envs
-from agentgym_envs.agents import first_user_message
+from agentgym_envs.agents import first_messages
 from agentgym_envs.cli import main as cli_main
 from agentgym_envs.collect import (
     COLUMNS,
@@ -36,15 +36,16 @@ def test_oracle_episodes_become_rollout_shaped_conversations(env_id: str) -> Non
         assert row["item_id"] in train_items and row["split"] == "train" and row["seed"] == row["item_id"]
         assert row["success"] and 0.5 < row["reward"] <= 1.0  # BabyAI's reward shrinks with the steps taken
         messages = row["messages"]
-        # the first user turn is built exactly as the rollout builds it, from the same reset
+        # the opening is built exactly as the rollout builds it, from the same reset: AgentGym's three turns
         observation, info = env.reset(seed=row["seed"], options={"item_id": row["item_id"]})
-        assert messages[0] == {"role": "user", "content": first_user_message(info["instruction"], observation)}
-        assert [m["role"] for m in messages] == ["user"] + ["assistant", "user"] * (row["turns"] - 1) + ["assistant"]
-        for reply in messages[1::2]:  # ReAct responses with a reasoning line, in the env's own format
+        assert row["prompt_messages"] == 3 and messages[:3] == first_messages(info, observation)
+        played = messages[3:]
+        assert [m["role"] for m in played] == ["assistant", "user"] * (row["turns"] - 1) + ["assistant"]
+        for reply in played[::2]:  # ReAct responses with a reasoning line, in the env's own format
             thought, action = reply["content"].split("\n\nAction:\n")
             assert thought.startswith("Thought:\n") and len(thought) > len("Thought:\n") and action.strip()
         # replaying the assistant turns reproduces the observations and the outcome
-        for reply, next_user in zip(messages[1::2], [*messages[2::2], None]):
+        for reply, next_user in zip(played[::2], [*played[1::2], None]):
             observation, _, terminated, truncated, info = env.step(reply["content"])
             if next_user is not None:
                 assert next_user["content"] == observation and not (terminated or truncated)
@@ -128,10 +129,10 @@ def test_an_engine_crash_skips_one_episode_and_keeps_the_rest(monkeypatch: pytes
     real_play = collect_module.play_conversation
     crashed_item = episode_plan(TEXTCRAFT, "train", 4, 0)[1][0]
 
-    def play_or_crash(env, agent, item_id, seed):
+    def play_or_crash(env, agent, item_id, seed, *options):
         if item_id == crashed_item:
             raise RuntimeError("the engine died")
-        return real_play(env, agent, item_id, seed)
+        return real_play(env, agent, item_id, seed, *options)
 
     monkeypatch.setattr(collect_module, "play_conversation", play_or_crash)
     rows, counts = collect(TEXTCRAFT, 4, progress=False)

@@ -219,8 +219,9 @@ def test_tiny_hf_model_is_evaluated_in_batches_through_run_rollout(tmp_path, tin
         assert RECORD_FIELDS <= set(r) and r["agent"] == "model" and r["subtask"] == "Depth1"
         assert r["turns"] == 2 and r["tokens"] > 0 and len(r["rewards"]) == len(r["actions"]) == 2
         assert r["info"]["stop_reason"] == "max_turns" and r["timing"]["batch_size"] == 4
-        assert [m["role"] for m in r["messages"]] == ["user", "assistant", "user", "assistant", "user"]
-        assert r["messages"][1]["content"] == r["actions"][0]
+        # AgentGym's opening (instruction, acknowledgement, first observation), then two turns and the verdict
+        assert [m["role"] for m in r["messages"]] == ["user", "assistant", "user"] + ["assistant", "user"] * 2
+        assert [r["messages"][3]["content"], r["messages"][5]["content"]] == r["actions"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["agent"]["kind"] == "model" and summary["agent"]["temperature"] == 1.0  # K > 1 samples
     assert summary["results"][0]["subtasks"]["overall"]["tokens"] > 0

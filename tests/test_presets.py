@@ -65,7 +65,7 @@ def test_a_preset_runs_a_training_step_with_a_tiny_model(tmp_path: Path) -> None
         "--model_name_or_path": str(model_dir), "--dtype": "float32", "--bf16": "false",
         "--env_ids": "AgentGym/TextCraft-Depth1-v0", "--max_steps": "1", "--per_device_train_batch_size": "4",
         "--num_generations": "4", "--steps_per_generation": "1", "--max_turn_tokens": "12",
-        "--max_context_tokens": "1024", "--output_dir": str(output_dir), "--save_strategy": "no",
+        "--max_context_tokens": "2048", "--output_dir": str(output_dir), "--save_strategy": "no",
         "--truncated_turn": "step",
     }
     command = [sys.executable, str(EXAMPLE), "--config", str(CONFIGS / "textcraft.yaml")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 
+import gymnasium as gym
 import pytest
 import torch
 from transformers import GenerationConfig
@@ -15,6 +16,7 @@ torch.set_num_threads(1)
 import agent_envs  # noqa: E402  (registers the test envs)
 import agentgym_envs  # noqa: E402
 from agent_envs import COUNTDOWN, CRASHING_ITEM, SLOW_COUNTDOWN  # noqa: E402
+from agentgym_envs.agents import ACKNOWLEDGEMENT, first_user_message  # noqa: E402
 from tiny_model import tiny_model, tiny_tokenizer  # noqa: E402
 
 from agentgym_trl import (  # noqa: E402
@@ -80,14 +82,16 @@ def test_token_stream_follows_the_models_own_chat_template(template: str) -> Non
     validate_rollout_output(result.to_trl(), 9)
     multi_turn = 0
     for t in result.trajectories:
-        first = t.messages[0]["content"]
-        assert first.startswith(agent_envs.INSTRUCTION) and f"Item {t.item_id}:" in first
+        assert t.opening == 3 and t.messages[:2] == [
+            {"role": "user", "content": agent_envs.INSTRUCTION}, {"role": "assistant", "content": ACKNOWLEDGEMENT}]
+        assert f"Item {t.item_id}:" in t.messages[2]["content"]
         expected_prompt = tokenizer.encode(
-            tokenizer.apply_chat_template(t.messages[:1], tokenize=False, add_generation_prompt=True),
+            tokenizer.apply_chat_template(t.messages[:3], tokenize=False, add_generation_prompt=True),
             add_special_tokens=False,
         )
         assert t.prompt_ids == expected_prompt
-        observations = [m["content"] for m in t.messages[2::2]]
+        assert t.responses == [m["content"] for m in t.messages[3::2]]
+        observations = [m["content"] for m in t.messages[4::2]]
         model_turns = 0
         for value, start, end in segments(t.env_mask):
             piece = t.completion_ids[start:end]
@@ -107,6 +111,28 @@ def test_token_stream_follows_the_models_own_chat_template(template: str) -> Non
         multi_turn += t.turns > 1
     assert multi_turn >= 2
     assert sum(t.template_fallbacks for t in result.trajectories) == 0
+
+
+@pytest.mark.parametrize("merged", [False, True])
+def test_episodes_open_as_agentgym_does(merged: bool) -> None:
+    """AgentGym's three opening turns by default; one merged user turn only when asked. Either is all prompt."""
+    tokenizer, _, encoder, generator = make_parts()
+    items = agentgym_envs.get_task(TEXTCRAFT).split("train")[:2]
+    result = run_rollout(rows(TEXTCRAFT, items), generator, encoder, EnvPool(), max_turns=2, max_turn_tokens=8,
+                         max_context_tokens=2048, merged_first_turn=merged)
+    env = gym.make(TEXTCRAFT)
+    for t in result.trajectories:
+        observation, info = env.reset(seed=t.item_id, options={"item_id": t.item_id})
+        if merged:
+            opening = [{"role": "user", "content": first_user_message(info["instruction"], observation)}]
+        else:
+            opening = [{"role": "user", "content": info["instruction"]},
+                       {"role": "assistant", "content": info.get("acknowledgement") or ACKNOWLEDGEMENT},
+                       {"role": "user", "content": observation}]
+        assert t.opening == len(opening) and t.messages[: t.opening] == opening
+        assert t.prompt_ids == encoder.start(opening)[0]  # the acknowledgement is prompt: no loss, no sampling
+        assert len(t.responses) == t.turns
+    env.close()
 
 
 def test_env_mask_and_logprobs_match_the_model() -> None:
@@ -238,7 +264,7 @@ def test_per_turn_token_limit_ends_cleanly_and_policies() -> None:
 
 def test_context_limit_ends_cleanly() -> None:
     _, _, encoder, generator = make_parts()
-    limit = 110
+    limit = 180  # the opening (instruction, acknowledgement, observation) takes ~145
     result = run_rollout(
         rows(COUNTDOWN, [2, 5, 8, 11]),
         generator,
@@ -305,7 +331,9 @@ def test_textcraft_rollout_reuses_envs_from_the_pool() -> None:
         rows(TEXTCRAFT, items), generator, encoder, pool, max_turns=3, max_turn_tokens=16, max_context_tokens=2048
     )
     for t in result.trajectories:
-        assert "Goal: craft" in t.messages[0]["content"] and "Crafting commands" in t.messages[0]["content"]
+        instruction, acknowledgement, observation = t.messages[: t.opening]
+        assert "crafting commands" in instruction["content"] and acknowledgement["role"] == "assistant"
+        assert "Crafting commands:" in observation["content"] and "Goal: craft" in observation["content"]
         assert 1 <= t.turns <= 3 and 0 <= t.valid_actions <= t.turns
     made = len(pool._free[TEXTCRAFT])
     run_rollout(

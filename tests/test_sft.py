@@ -60,7 +60,7 @@ class ScriptedGenerator:
 
 def replay_in_rollout(row: dict, encoder: ChatEncoder):
     """The rollout's trajectory for the row's episode when the policy answers with the row's responses."""
-    responses = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
+    responses = [m["content"] for m in row["messages"][row["prompt_messages"] :] if m["role"] == "assistant"]
     result = run_rollout(
         [{"env_id": row["env_id"], "item_id": row["item_id"], "seed": row["seed"]}],
         ScriptedGenerator(responses, encoder),
@@ -86,7 +86,8 @@ def test_conversations_tokenise_to_the_rollouts_token_stream(template: str, orac
     for row in oracle_rows:
         trajectory = replay_in_rollout(row, encoder)
         assert trajectory.success and trajectory.messages == row["messages"]
-        ids, mask = conversation_ids(encoder, row["messages"])
+        assert trajectory.opening == row["prompt_messages"] == 3  # AgentGym's instruction / acknowledgement / task
+        ids, mask = conversation_ids(encoder, row["messages"], row["prompt_messages"])
         assert ids == trajectory.prompt_ids + trajectory.completion_ids
         assert mask == [0] * len(trajectory.prompt_ids) + trajectory.env_mask
 
@@ -95,26 +96,29 @@ def test_only_assistant_tokens_carry_loss(oracle_rows: list[dict]) -> None:
     tokenizer = tiny_tokenizer("chatml")
     encoder = ChatEncoder(tokenizer, [tokenizer.eos_token_id])
     for row in oracle_rows:
-        ids, mask = conversation_ids(encoder, row["messages"])
+        ids, mask = conversation_ids(encoder, row["messages"], row["prompt_messages"])
         runs, start = [], 0  # maximal runs of equal mask values
         for end in range(1, len(mask) + 1):
             if end == len(mask) or mask[end] != mask[start]:
                 runs.append((mask[start], ids[start:end]))
                 start = end
         trained = [run for value, run in runs if value == 1]
-        replies = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
+        replies = [m["content"] for m in row["messages"][row["prompt_messages"] :] if m["role"] == "assistant"]
         assert len(trained) == len(replies) == row["turns"]
         for run, reply in zip(trained, replies):
             assert run[-1] == encoder.closer_id and tokenizer.decode(run[:-1]) == reply
         untrained = "".join(tokenizer.decode(run) for value, run in runs if value == 0)
         for observation in [m["content"] for m in row["messages"] if m["role"] == "user"]:
             assert observation in untrained
+        assert row["messages"][1]["content"] in untrained  # the acknowledgement is prompt, not an action
         assert runs[-1][0] == 1, "the conversation ends on the last model turn, as the rollout's does"
 
 
 def test_token_stats_report_conversations_a_max_length_would_drop(oracle_rows: list[dict]) -> None:
     encoder = ChatEncoder(tiny_tokenizer("chatml"))
-    data = tokenize_conversations(Dataset.from_list([{"messages": r["messages"]} for r in oracle_rows]), encoder)
+    data = tokenize_conversations(
+        Dataset.from_list([{"messages": r["messages"], "prompt_messages": r["prompt_messages"]} for r in oracle_rows]),
+        encoder)
     first_reply = [mask.index(1) for mask in data["assistant_masks"]]
     stats = token_stats(data, max_length=min(first_reply))
     assert stats["rows"] == len(oracle_rows) and stats["rows_without_loss"] == len(oracle_rows)
@@ -139,11 +143,44 @@ def test_malformed_conversations_are_refused() -> None:
     assert ids[-1] == encoder.closer_id and mask[-1] == 1
 
 
+def test_the_opening_is_prompt_not_loss() -> None:
+    """AgentGym's acknowledgement is an assistant turn of the prompt: ``prompt_messages`` keeps it out of the loss."""
+    encoder = ChatEncoder(tiny_tokenizer("chatml"))
+    opening = [{"role": "user", "content": "instruction"}, {"role": "assistant", "content": "OK."},
+               {"role": "user", "content": "observation"}]
+    conversation = [*opening, {"role": "assistant", "content": "get 1 log"}]
+    ids, mask = conversation_ids(encoder, conversation, prompt_messages=3)
+    assert ids[: mask.index(1)] == encoder.start(opening)[0]
+    assert sum(mask) == len(encoder.encode("get 1 log")) + 1
+    legacy_ids, legacy_mask = conversation_ids(encoder, conversation[2:])  # one opening user turn: no count needed
+    assert sum(legacy_mask) == sum(mask) and legacy_ids[-sum(mask):] == ids[-sum(mask):]
+    with pytest.raises(ValueError, match="prompt ending in a user turn"):
+        conversation_ids(encoder, conversation, prompt_messages=2)
+
+
+@pytest.mark.parametrize("merged", [False, True])
+def test_collected_openings_match_the_rollouts(merged: bool) -> None:
+    rows, _ = collect(TEXTCRAFT, 1, progress=False, merged_first_turn=merged)
+    tokenizer = tiny_tokenizer("chatml")
+    encoder = ChatEncoder(tokenizer, [tokenizer.eos_token_id])
+    (row,) = rows
+    responses = [m["content"] for m in row["messages"][row["prompt_messages"] :] if m["role"] == "assistant"]
+    result = run_rollout([{"env_id": TEXTCRAFT, "item_id": row["item_id"], "seed": row["seed"]}],
+                         ScriptedGenerator(responses, encoder), encoder, EnvPool(), max_turns=64, max_turn_tokens=512,
+                         max_context_tokens=200_000, merged_first_turn=merged)
+    (trajectory,) = result.trajectories
+    assert row["prompt_messages"] == trajectory.opening == (1 if merged else 3)
+    ids, mask = conversation_ids(encoder, row["messages"], row["prompt_messages"])
+    assert ids == trajectory.prompt_ids + trajectory.completion_ids and mask[len(trajectory.prompt_ids):] == \
+        trajectory.env_mask
+
+
 def test_tiny_model_sft_loss_falls_on_oracle_data(tmp_path: Path) -> None:
     tokenizer = tiny_tokenizer("chatml")
     encoder = ChatEncoder(tokenizer, [tokenizer.eos_token_id])
     rows, _ = collect(TEXTCRAFT, 8, progress=False)
-    data = tokenize_conversations(Dataset.from_list([{"messages": r["messages"]} for r in rows]), encoder)
+    data = tokenize_conversations(Dataset.from_list([{"messages": r["messages"], "prompt_messages": r["prompt_messages"]}
+                                                    for r in rows]), encoder)
     config = SFTConfig(
         output_dir=str(tmp_path),
         max_steps=12,
@@ -195,8 +232,8 @@ def test_sft_example_checkpoint_starts_grpo(tmp_path: Path) -> None:
 
     grpo = load_example("grpo").main([
         "--model_name_or_path", str(checkpoint), "--output_dir", str(tmp_path / "grpo"), "--max_steps", "1",
-        "--max_turns_schedule", "0:1", "--max_turn_tokens", "12", "--disable_tqdm", "true",
-        "--clone_episodes", "0", "--eval_items", "0", "--per_device_train_batch_size", "4",
+        "--max_turns_schedule", "0:1", "--max_turn_tokens", "12", "--max_context_tokens", "2048",
+        "--disable_tqdm", "true", "--clone_episodes", "0", "--eval_items", "0", "--per_device_train_batch_size", "4",
     ])
     assert grpo.state.global_step == 1
 
@@ -231,7 +268,7 @@ def test_exploration_keeps_policy_episodes_as_trainable_conversations() -> None:
     train_items = set(agentgym_envs.get_task(TEXTCRAFT).split("train"))
     for row in every:
         assert row["item_id"] in train_items and 1 <= row["turns"] <= 2 and row["messages"][0]["role"] == "user"
-        _, mask = conversation_ids(encoder, row["messages"])
+        _, mask = conversation_ids(encoder, row["messages"], row["prompt_messages"])
         assert sum(1 for i in range(len(mask)) if mask[i] == 1 and (i == 0 or mask[i - 1] == 0)) == row["turns"]
     assert len(tokenize_conversations(rows_to_dataset(every), encoder)) == 3
 

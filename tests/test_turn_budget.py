@@ -103,7 +103,7 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path: Path) -> None:
         "--steps", "2", "--small_turns", "1", "--large_turns", "2", "--staged_schedule", "0:1,1:2",
         "--items_per_step", "1", "--group_size", "2", "--save_steps", "1",
         "--eval_turns", "2", "--eval_samples", "2", "--eval_limit", "3", "--eval_batch_size", "6",
-        "--max_turn_tokens", "12", "--max_context_tokens", "1024", "--bf16", "false",
+        "--max_turn_tokens", "12", "--max_context_tokens", "2048", "--bf16", "false",
         "--results_file", str(tmp_path / "turn_budget.json"), "--plot_file", str(tmp_path / "turn_budget.png"),
     ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}

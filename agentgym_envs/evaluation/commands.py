@@ -62,7 +62,7 @@ def make_runner(args: argparse.Namespace) -> EpisodeRunner:
                             f"{error}") from None
         return ModelRunner(args.model, temperature=temperature, batch_size=args.batch_size,
                            max_turn_tokens=args.max_turn_tokens, max_context_tokens=args.max_context_tokens,
-                           seed=args.seed, bf16=args.bf16)
+                           seed=args.seed, bf16=args.bf16, merged_first_turn=args.merged_first_turn)
     return scripted_runner(args.agent, seed=args.seed)
 
 
@@ -168,6 +168,9 @@ def add_commands(commands: Any) -> None:
     run.add_argument("--bf16", action="store_true",
                      help="local model: sample under bf16 autocast (as a trainer with --bf16 true does; several times "
                           "faster on GPUs and on CPUs with AVX512-BF16 or AMX)")
+    run.add_argument("--merged-first-turn", action="store_true",
+                     help="open episodes with one user turn (instruction + first observation), as a model trained "
+                          "with AgentGRPOConfig(merged_first_turn=True) saw them; default: AgentGym's three turns")
     run.add_argument("--timeout", type=float, default=120.0, help="seconds per endpoint request")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--no-progress", action="store_true", help="no progress bar")

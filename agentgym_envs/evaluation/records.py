@@ -5,7 +5,8 @@ is kept, and a rerun skips the episodes whose key (env id, item id, sample, turn
 already there. A line cut off by a crash is ignored on load.
 
 Record fields: ``env_id``, ``subtask``, ``item_id``, ``sample``, ``max_turns``, ``agent``,
-``messages`` (the conversation: first user turn = instruction + first observation, then
+``messages`` (the conversation: AgentGym's opening of instruction, acknowledgement and first
+observation, or one user turn holding instruction and observation in the merged layout; then
 assistant / observation turns), ``actions``, ``rewards`` and ``valid`` (per step), ``return``,
 ``turns``, ``tokens`` (model tokens, when known), ``info`` (``success``, ``score``,
 ``stop_reason``), ``timing`` (seconds) and ``time`` (when it ended). Training logs add ``step`` and
