@@ -8,6 +8,9 @@ trainer stack and ``agentgym eval --model`` without the network.
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -84,3 +87,65 @@ def test_grpo_with_a_model_that_is_not_here_is_one_line(tmp_path: Path, capsys, 
         assert line.endswith("model path ./no-such-model does not exist")
     else:
         assert "neither a local folder nor in the Hugging Face cache" in line and "HF_HUB_OFFLINE=0" in line
+
+
+NO_NETWORK = """
+import socket, sys
+real_connect = socket.socket.connect
+
+def connect(sock, address):
+    host = address[0] if isinstance(address, tuple) else address
+    if host not in ("127.0.0.1", "::1", "localhost") and not str(host).startswith("/"):
+        print(f"NETWORK: {address}", file=sys.stderr)
+        raise OSError("the network is closed in this test")
+    return real_connect(sock, address)
+
+socket.socket.connect = connect
+real_getaddrinfo = socket.getaddrinfo
+
+def getaddrinfo(host, *args, **kwargs):
+    if host not in ("127.0.0.1", "::1", "localhost", None):
+        print(f"NETWORK: resolve {host}", file=sys.stderr)
+        raise socket.gaierror("the network is closed in this test")
+    return real_getaddrinfo(host, *args, **kwargs)
+
+socket.getaddrinfo = getaddrinfo
+from agentgym_envs.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def run_without_network(argv: list[str], home: Path) -> subprocess.CompletedProcess:
+    """``agentgym ...`` in a fresh process where any connection beyond loopback is refused and reported."""
+    pytest.importorskip("transformers")
+    environment = {key: value for key, value in os.environ.items()
+                   if not key.startswith(("HF_", "TRANSFORMERS_", "HUGGINGFACE_"))}  # not told to stay offline
+    environment.update(HF_HOME=str(home / "hf"), PYTHONPATH=str(ROOT), TOKENIZERS_PARALLELISM="false")
+    return subprocess.run([sys.executable, "-c", NO_NETWORK, *argv], capture_output=True, text=True, cwd=home,
+                          env=environment, timeout=300, check=False)
+
+
+def test_eval_of_a_model_that_is_not_here_never_asks_the_hub(tmp_path: Path) -> None:
+    done = run_without_network(["eval", "--model", "no-such-org/no-such-model", "--env", "AgentGym/TextCraft-Depth1-v0",
+                                "--limit", "1", "--no-progress"], tmp_path)
+    assert "NETWORK" not in done.stderr, done.stderr
+    assert done.returncode == 2
+    (line,) = error_lines(done.stderr)
+    assert line.startswith("agentgym: error: model no-such-org/no-such-model is neither a local folder nor in the "
+                           "Hugging Face cache")
+
+
+def test_eval_of_a_cached_hub_model_plays_without_the_network(tmp_path: Path) -> None:
+    """A hub id in the local cache loads from its snapshot folder: transformers never asks whether it changed."""
+    from tiny_model import save_tiny
+
+    repo = tmp_path / "hf" / "hub" / "models--tiny-org--tiny-agent"
+    save_tiny(repo / "snapshots" / "0123abcd")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    done = run_without_network(["eval", "--model", "tiny-org/tiny-agent", "--env", "AgentGym/TextCraft-Depth1-v0",
+                                "--limit", "1", "--max-turns", "1", "--max-turn-tokens", "8", "--out",
+                                str(tmp_path / "eval"), "--no-progress"], tmp_path)
+    assert "NETWORK" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "eval" / "trajectories.jsonl").read_text().count("\n") == 1
