@@ -186,7 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (KeyError, ValueError, agentgym_envs.MissingExtraError, gym.error.Error) as error:
+    # a wrong id or setting, a missing extra, a service that is down (e.g. a real WebArena site): one line
+    except (KeyError, ValueError, ConnectionError, agentgym_envs.MissingExtraError, gym.error.Error) as error:
         print(f"agentgym: error: {error}", file=sys.stderr)
         return 2
 

@@ -8,12 +8,15 @@ trainer stack and ``agentgym eval --model`` without the network.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import socket
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 
 from agentgym_envs.cli import main
@@ -149,3 +152,25 @@ def test_eval_of_a_cached_hub_model_plays_without_the_network(tmp_path: Path) ->
     assert "NETWORK" not in done.stderr, done.stderr
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "eval" / "trajectories.jsonl").read_text().count("\n") == 1
+
+
+def test_a_real_webarena_site_that_is_down_is_one_line(tmp_path: Path, capsys) -> None:
+    from agentgym_envs.web import chromium_missing_reason
+
+    if chromium_missing_reason() is not None:
+        pytest.skip(str(chromium_missing_reason()))
+    with socket.socket() as sock:  # a loopback port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    config = {"task_id": 7, "sites": ["shopping"], "start_url": "__SHOPPING__", "intent": "Search for yoga mats",
+              "eval": {"eval_types": ["url_match"], "reference_url": "__SHOPPING__/search?q=yoga"}}
+    (tmp_path / "7.json").write_text(json.dumps(config))
+    env = gym.make("AgentGym/WebArena-Shopping-v0", config_path=str(tmp_path), base_urls={"shopping": dead})
+    try:
+        with pytest.raises(ConnectionError) as raised:
+            env.reset(options={"item_id": 7})
+        message = str(raised.value)
+        assert message == (f"the WebArena site 'shopping' does not answer at {dead} (net::ERR_CONNECTION_REFUSED): "
+                           "start the deployment, or point base_urls={'shopping': ...} or $WEBARENA_SHOPPING at it")
+    finally:
+        env.close()
