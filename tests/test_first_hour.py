@@ -58,6 +58,7 @@ def load_example(name: str):
     pytest.importorskip("trl")
     spec = importlib.util.spec_from_file_location(f"example_{name}", ROOT / "examples" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -174,3 +175,9 @@ def test_a_real_webarena_site_that_is_down_is_one_line(tmp_path: Path, capsys) -
                            "start the deployment, or point base_urls={'shopping': ...} or $WEBARENA_SHOPPING at it")
     finally:
         env.close()
+
+
+def test_a_turn_budget_report_without_a_run_is_one_line(tmp_path: Path) -> None:
+    turn_budget = load_example("turn_budget")
+    with pytest.raises(SystemExit, match=r"^error: nothing to report in .*empty: the start has not been evaluated"):
+        turn_budget.main(["--report_only", "true", "--out_dir", str(tmp_path / "empty")])
