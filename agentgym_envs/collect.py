@@ -15,8 +15,8 @@ the model; it is kept in ``final_observation``). Episodes reset with ``seed=item
 pass over the items, as the rollout does, so a row can be replayed.
 
 Only train items are played unless the caller explicitly allows another split: the test split is
-the held-out evaluation set. This module needs no torch; ``datasets`` (the ``[train]`` extra) is
-imported only to save or load.
+the held-out evaluation set. This module needs no torch; ``datasets`` (the ``[collect]`` extra, also
+part of ``[train]``) is imported only to save or load.
 
 Nothing played is lost: with a ``journal`` (``agentgym collect`` keeps ``<out>/episodes.jsonl``)
 every episode is appended as it ends, and a rerun with the same settings replays the journal
@@ -264,7 +264,7 @@ def _datasets_module():
     except ImportError as error:
         raise MissingExtraError(
             "saving and loading trajectory datasets needs the Hugging Face 'datasets' package, which is not "
-            "installed. Install it with: pip install 'agentgym-rl[train]'"
+            "installed. Install it with: pip install 'agentgym-rl[collect]'"
         ) from error
     return datasets
 

@@ -181,3 +181,43 @@ def test_a_turn_budget_report_without_a_run_is_one_line(tmp_path: Path) -> None:
     turn_budget = load_example("turn_budget")
     with pytest.raises(SystemExit, match=r"^error: nothing to report in .*empty: the start has not been evaluated"):
         turn_budget.main(["--report_only", "true", "--out_dir", str(tmp_path / "empty")])
+
+
+WITHOUT_TRAINER_STACK = """
+import importlib.abc, importlib.util, sys
+HIDDEN = ("torch", "transformers", "trl", "accelerate", "peft")
+
+class Uninstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HIDDEN:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Uninstalled())
+real_find_spec = importlib.util.find_spec  # what libraries probe to see whether torch is installed
+importlib.util.find_spec = lambda name, package=None: (
+    None if name.split(".")[0] in HIDDEN else real_find_spec(name, package))
+from agentgym_envs.cli import main
+code = main(["collect", "--env", "AgentGym/TextCraft-Depth1-v0", "--n", "2", "--out", sys.argv[1]])
+loaded = [name for name in HIDDEN if name in sys.modules]
+assert not loaded, loaded
+sys.exit(code)
+"""
+
+
+def test_collect_works_with_the_collect_extra_alone(tmp_path: Path) -> None:
+    """``datasets`` without torch, TRL or transformers (as ``pip install 'agentgym-rl[collect]'`` installs it)."""
+    pytest.importorskip("datasets")
+    done = subprocess.run([sys.executable, "-c", WITHOUT_TRAINER_STACK, str(tmp_path / "oracle")], capture_output=True,
+                          text=True, timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "wrote 2 conversations to" in done.stdout
+
+
+def test_the_collect_extra_brings_datasets_without_the_trainer_stack() -> None:
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    names = {requirement.split(">")[0].split("=")[0].split("[")[0] for requirement in extras["collect"]}
+    assert names == {"datasets"}
+    assert "agentgym-rl[collect]" in extras["train"]
+    assert "collect" in extras["all"][0]
