@@ -15,14 +15,19 @@ from agentgym_envs.agents import make_agent, run_episode
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    specs = agentgym_envs.list_tasks()
+    if args.json:  # typed for scripts: counts are numbers, installed a boolean, the pip command when it is not
+        print(json.dumps([{"id": spec.env_id, "scenario": spec.scenario, "sub-task": spec.subtask,
+                           "train": len(spec.split("train")), "test": len(spec.split("test")),
+                           "turns": spec.max_turns, "extra": spec.extra, "installed": spec.extra_installed(),
+                           "install": None if spec.extra_installed() else spec.install_hint} for spec in specs],
+                         indent=1))
+        return 0
     rows = [("id", "scenario", "sub-task", "train", "test", "turns", "installed")]
-    for spec in agentgym_envs.list_tasks():
+    for spec in specs:
         installed = "yes" if spec.extra_installed() else f"no: {spec.install_hint}"
         rows.append((spec.env_id, spec.scenario, spec.subtask or "(all)", str(len(spec.split("train"))),
                      str(len(spec.split("test"))), str(spec.max_turns), installed))
-    if args.json:
-        print(json.dumps([dict(zip(rows[0], row)) for row in rows[1:]], indent=1))
-        return 0
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
@@ -119,8 +124,19 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def installed_version() -> str:
+    """The version of the installed ``agentgym-rl`` distribution (what a bug report should name)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("agentgym-rl")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description="AgentGym environments for LLM agents")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     listing = commands.add_parser("list", help="every registered env id with its splits and turn cap")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agentgym_envs.cli import main
 
 
@@ -11,8 +13,9 @@ def test_list_shows_every_id(capsys) -> None:
     assert main(["list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     textcraft = {row["id"]: row for row in rows if row["id"].startswith("AgentGym/TextCraft")}
-    assert textcraft["AgentGym/TextCraft-v0"]["test"] == "100" and textcraft["AgentGym/TextCraft-Depth4-v0"]["turns"] == "30"
-    assert all(row["installed"] == "yes" for row in textcraft.values())
+    assert textcraft["AgentGym/TextCraft-v0"]["test"] == 100 and textcraft["AgentGym/TextCraft-Depth4-v0"]["turns"] == 30
+    assert textcraft["AgentGym/TextCraft-v0"]["sub-task"] is None and textcraft["AgentGym/TextCraft-Depth1-v0"]["train"] > 0
+    assert all(row["installed"] is True and row["install"] is None for row in textcraft.values())
     assert main(["list"]) == 0 and "AgentGym/TextCraft-Depth2-v0" in capsys.readouterr().out
 
 
@@ -44,3 +47,12 @@ def test_solve_reports_success_rate(capsys) -> None:
 def test_unknown_id_is_a_clear_error(capsys) -> None:
     assert main(["play", "AgentGym/NoSuchEnv-v0"]) == 2
     assert "doesn't exist" in capsys.readouterr().err
+
+
+def test_version(capsys) -> None:
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--version"])
+    assert stopped.value.code == 0
+    assert capsys.readouterr().out.strip() == f"agentgym {metadata.version('agentgym-rl')}"
