@@ -71,7 +71,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
     env = gym.make(args.env_id)
     agent = make_agent(args.agent, seed=args.seed)
-    items = agentgym_envs.get_task(args.env_id).split(args.split)[: args.limit]
+    items = agentgym_envs.get_task(args.env_id).first_items(args.split, args.limit)
     results = [run_episode(env, agent, options={"item_id": item}) for item in tqdm(items, desc=f"{args.agent} on {args.env_id}")]
     env.close()
     by_subtask: dict[str, list[bool]] = {}
@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("env_id")
     solve.add_argument("--split", default="test", choices=["train", "test"])
     solve.add_argument("--agent", default="oracle", choices=["random", "oracle"])
-    solve.add_argument("--limit", type=int, default=None, help="only the first N items")
+    solve.add_argument("--limit", type=int, default=None, help="only N items, spread evenly over the sub-tasks")
     solve.add_argument("--seed", type=int, default=0)
     solve.set_defaults(run=cmd_solve)
 

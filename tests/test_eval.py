@@ -95,6 +95,23 @@ def test_table_looks_like_the_papers() -> None:
 
 
 # ---- scripted agents, resume ----------------------------------------------------------------------
+def test_limit_spreads_over_the_sub_tasks(tmp_path) -> None:
+    """--limit N of a family-wide id evaluates every sub-task (TextCraft test: depth 1-4 with 31/41/25/3 items)."""
+    spec = agentgym_envs.get_task("AgentGym/TextCraft-v0")
+    by_depth = {depth: agentgym_envs.get_task(f"AgentGym/TextCraft-Depth{depth}-v0").split("test") for depth in range(1, 5)}
+    for limit, counts in ((4, [1, 1, 1, 1]), (8, [2, 2, 2, 2]), (14, [4, 4, 3, 3]), (1000, [31, 41, 25, 3])):
+        items = spec.first_items("test", limit)
+        assert [len(set(items) & set(by_depth[depth])) for depth in range(1, 5)] == counts
+        assert items == [item for item in spec.split("test") if item in items]  # in split order
+        assert all(set(items) & set(by_depth[depth][: count]) == set(by_depth[depth][: count])
+                   for depth, count in zip(range(1, 5), counts))  # each sub-task's first items
+    assert agentgym_envs.get_task(DEPTH1).first_items("test", 3) == agentgym_envs.get_task(DEPTH1).split("test")[:3]
+    assert main(["eval", "--env", "AgentGym/TextCraft-v0", "--agent", "oracle", "--limit", "4", "--out",
+                 str(tmp_path / "mixed"), "--no-progress"]) == 0
+    summary = json.loads((tmp_path / "mixed" / "summary.json").read_text())
+    assert {"Depth1", "Depth2", "Depth3", "Depth4"} <= set(summary["results"][0]["subtasks"])
+
+
 def test_oracle_eval_on_the_command_line_with_several_turn_budgets(tmp_path, capsys) -> None:
     out = tmp_path / "oracle"
     code = main(["eval", "--env", DEPTH1, "--agent", "oracle", "--limit", "3", "--max-turns", "1", "10",

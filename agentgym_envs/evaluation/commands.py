@@ -162,7 +162,8 @@ def add_commands(commands: Any) -> None:
                      help="sampling temperature (default: 0 = greedy for K=1, 1.0 for K>1)")
     run.add_argument("--max-turns", type=int, nargs="+", metavar="M",
                      help="turn budget(s); several values measure success against the budget (default: the env's cap)")
-    run.add_argument("--limit", type=int, default=None, help="only the first N items of each env's split")
+    run.add_argument("--limit", type=int, default=None,
+                     help="only N items of each env's split, spread evenly over its sub-tasks (the first of each)")
     run.add_argument("--out", help="run folder (default runs/eval/<agent>); an existing run there is resumed")
     run.add_argument("--batch-size", type=int, default=8, help="episodes per batched rollout (local model)")
     run.add_argument("--max-turn-tokens", type=int, default=256, help="token limit of one model turn")

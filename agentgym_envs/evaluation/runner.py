@@ -270,10 +270,9 @@ def plan_jobs(env_ids: Sequence[str], split: str, n_samples: int, max_turns: Seq
             if not spec.extra_installed():
                 raise EvalError(f"{spec.env_id} needs its extra, which is not installed: {spec.install_hint}")
             try:
-                items = spec.split(split)
+                items = spec.first_items(split, limit)
             except ValueError as error:
                 raise EvalError(str(error)) from None
-            items = items[:limit] if limit is not None else items
             if not items:
                 hint = " (--limit 0)" if limit == 0 else ""
                 raise EvalError(f"{spec.env_id} has no items in the {split!r} split{hint}")
