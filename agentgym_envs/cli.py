@@ -12,6 +12,7 @@ import gymnasium as gym
 
 import agentgym_envs
 from agentgym_envs.agents import make_agent, run_episode
+from agentgym_envs.core.kwargs import add_env_kwargs_argument, check_env_kwargs
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -35,7 +36,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    env = gym.make(args.env_id, render_mode="ansi")
+    check_env_kwargs(args.env_id, args.env_kwargs)
+    env = gym.make(args.env_id, render_mode="ansi", **args.env_kwargs)
     agent = make_agent(args.agent, seed=args.seed)
     options: dict[str, Any] = {"item_id": args.item_id} if args.item_id is not None else {"split": args.split}
     observation, info = env.reset(seed=args.seed, options=options)
@@ -69,7 +71,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     """Run an agent over a split and print the success rate (the README's smoke job)."""
     from tqdm import tqdm
 
-    env = gym.make(args.env_id)
+    check_env_kwargs(args.env_id, args.env_kwargs)
+    env = gym.make(args.env_id, **args.env_kwargs)
     agent = make_agent(args.agent, seed=args.seed)
     items = agentgym_envs.get_task(args.env_id).first_items(args.split, args.limit)
     results = [run_episode(env, agent, options={"item_id": item}) for item in tqdm(items, desc=f"{args.agent} on {args.env_id}")]
@@ -109,9 +112,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     keep = KeepRule(min_reward=args.min_reward, keep_failures=args.keep_failures)
+    for env_id in args.env:
+        check_env_kwargs(env_id, args.env_kwargs)
     try:
         rows, counts = collect(args.env, args.n, split=args.split, agent=args.agent, keep=keep, seed=args.seed,
-                               allow_held_out=args.allow_held_out_split, journal=journal)
+                               allow_held_out=args.allow_held_out_split, journal=journal, env_kwargs=args.env_kwargs)
     except ValueError as error:  # a journal of other settings
         print(f"agentgym: error: {error}", file=sys.stderr)
         return 2
@@ -149,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--split", default="test", choices=["train", "test"])
     play.add_argument("--agent", default="human", choices=["human", "random", "oracle"])
     play.add_argument("--seed", type=int, default=0)
+    add_env_kwargs_argument(play)
     play.set_defaults(run=cmd_play)
 
     solve = commands.add_parser("solve", help="run a scripted agent over a split and report the success rate")
@@ -157,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--agent", default="oracle", choices=["random", "oracle"])
     solve.add_argument("--limit", type=int, default=None, help="only N items, spread evenly over the sub-tasks")
     solve.add_argument("--seed", type=int, default=0)
+    add_env_kwargs_argument(solve)
     solve.set_defaults(run=cmd_solve)
 
     serve = commands.add_parser("serve", help="host envs over HTTP for remote rollouts (AgentGym protocol + /v1 API)")
@@ -191,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     gather.add_argument("--overwrite", action="store_true",
                         help="replace what --out holds (by default a rerun resumes its collection and anything "
                              "else there is refused)")
+    add_env_kwargs_argument(gather)
     gather.set_defaults(run=cmd_collect)
     from agentgym_envs.evaluation.commands import add_commands  # eval, view, plot
 

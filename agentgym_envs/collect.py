@@ -182,12 +182,14 @@ def collect(
     allow_held_out: bool = False,
     progress: bool = True,
     journal: str | os.PathLike | None = None,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
     """Play ``episodes`` episodes per env id with ``agent`` and return the kept rows plus per-env counts.
 
     The counts (``played``, ``kept``, ``success``, ``seconds``, ``resumed``) say how much the keep
     rule dropped and how fast the env plays. With ``journal`` (a JSONL path) every episode is
     appended as it ends and the episodes already there are taken from it instead of replayed.
+    ``env_kwargs`` go to every ``gym.make`` (and into the journal's settings: they change the episodes).
     """
     from tqdm import tqdm
 
@@ -201,13 +203,15 @@ def collect(
     log = None
     if journal is not None:
         settings = {"split": split, "agent": agent, "seed": seed, "keep": [keep.min_reward, keep.keep_failures]}
+        if env_kwargs:
+            settings["env_kwargs"] = env_kwargs
         log = Journal(journal, settings)
     rows: list[dict[str, Any]] = []
     counts: dict[str, dict[str, float]] = {}
     bar = tqdm(total=episodes * len(env_ids), desc=f"{agent} episodes", disable=not progress)
     try:
         for env_id, plan in plans.items():
-            env = gym.make(env_id)
+            env = gym.make(env_id, **(env_kwargs or {}))
             player = make_agent(agent, seed=seed)
             started = time.perf_counter()
             played = kept = solved = crashed = resumed = 0
@@ -230,7 +234,7 @@ def collect(
                         crashed += 1
                         bar.update(1)
                         close_quietly(env)
-                        env = gym.make(env_id)
+                        env = gym.make(env_id, **(env_kwargs or {}))
                         continue
                     played += 1
                     solved += int(row["success"])

@@ -31,6 +31,7 @@ from agentgym_envs.evaluation.runner import (
     evaluate,
     make_record,
     now_iso,
+    with_env_kwargs,
 )
 from agentgym_trl.chat import ChatEncoder
 from agentgym_trl.generation import HFGenerator
@@ -124,8 +125,10 @@ class ModelRunner:
 
     def __init__(self, model: str, *, temperature: float = 1.0, batch_size: int = 8, max_turn_tokens: int = 256,
                  max_context_tokens: int = 4096, seed: int = 0, truncated_turn: str = "step",
-                 chat_template_kwargs: dict[str, Any] | None = None, bf16: bool = False):
+                 chat_template_kwargs: dict[str, Any] | None = None, bf16: bool = False,
+                 env_kwargs: dict[str, Any] | None = None):
         self.model, self.tokenizer, self.model_path = load_model(model)
+        self.env_kwargs = dict(env_kwargs or {})  # for every gym.make (--env-kwargs)
         # bf16 autocast over fp32 weights: what a trainer with bf16=True samples with (and ~3x faster on CPUs
         # with AVX512-BF16 or AMX, see bf16_is_fast)
         self.bf16 = bf16
@@ -146,16 +149,16 @@ class ModelRunner:
         self._pools: dict[int, RecordingEnvPool] = {}
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "model", "model": self.model_path, "temperature": self.temperature,
-                "max_turn_tokens": self.max_turn_tokens, "max_context_tokens": self.max_context_tokens,
-                "bf16": self.bf16}
+        return with_env_kwargs({"kind": "model", "model": self.model_path, "temperature": self.temperature,
+                                "max_turn_tokens": self.max_turn_tokens, "max_context_tokens": self.max_context_tokens,
+                                "bf16": self.bf16}, self.env_kwargs)
 
     def _pool(self, max_turns: int) -> RecordingEnvPool:
         if max_turns not in self._pools:
             # jobs come budget by budget: release the envs of other budgets (browsers, JVMs) before making more
             for other in [b for b in self._pools if b != max_turns]:
                 self._pools.pop(other).close()
-            self._pools[max_turns] = RecordingEnvPool(max_episode_steps=max_turns)
+            self._pools[max_turns] = RecordingEnvPool(max_episode_steps=max_turns, **self.env_kwargs)
         return self._pools[max_turns]
 
     def run(self, jobs: Sequence[EpisodeJob]) -> list[dict[str, Any]]:

@@ -56,3 +56,33 @@ def test_version(capsys) -> None:
         main(["--version"])
     assert stopped.value.code == 0
     assert capsys.readouterr().out.strip() == f"agentgym {metadata.version('agentgym-rl')}"
+
+
+def test_env_kwargs_reach_every_env_the_command_makes(tmp_path, capsys) -> None:
+    from agentgym_envs.core.kwargs import parse_env_kwarg
+
+    assert parse_env_kwarg("lenient_crafting=true") == ("lenient_crafting", True)
+    assert parse_env_kwarg('base_urls={"shopping": "http://h:7770"}') == ("base_urls", {"shopping": "http://h:7770"})
+    assert parse_env_kwarg("config_path=configs/x") == ("config_path", "configs/x")
+    out = tmp_path / "lenient"
+    argv = ["eval", "--agent", "oracle", "--env", "AgentGym/TextCraft-Depth1-v0", "--limit", "1", "--out", str(out),
+            "--no-progress"]
+    assert main([*argv, "--env-kwargs", "lenient_crafting=true"]) == 0
+    assert json.loads((out / "run.json").read_text())["agent"]["env_kwargs"] == {"lenient_crafting": True}
+    assert main(argv) == 2  # other kwargs, other episodes: the run folder is not resumed with them
+    assert "holds a run of another agent" in capsys.readouterr().err
+    assert main(["solve", "AgentGym/TextCraft-Depth1-v0", "--limit", "2", "--env-kwargs", "lenient_crafting=1"]) == 0
+    assert main(["collect", "--env", "AgentGym/TextCraft-Depth1-v0", "--n", "1", "--out", str(tmp_path / "data"),
+                 "--env-kwargs", "lenient_crafting=true"]) == 0
+    header = json.loads((tmp_path / "data" / "episodes.jsonl").read_text().splitlines()[0])
+    assert header["settings"]["env_kwargs"] == {"lenient_crafting": True}
+
+
+def test_an_env_kwarg_the_env_does_not_take_is_one_line(capsys) -> None:
+    assert main(["play", "AgentGym/TextCraft-Depth1-v0", "--agent", "oracle", "--env-kwargs", "lenient=true"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == ("agentgym: error: AgentGym/TextCraft-Depth1-v0 takes no keyword argument 'lenient'; it takes: "
+                    "lenient_crafting, render_mode")
+    with pytest.raises(SystemExit):
+        main(["play", "AgentGym/TextCraft-Depth1-v0", "--env-kwargs", "no-equals-sign"])
+    assert "expected key=value" in capsys.readouterr().err

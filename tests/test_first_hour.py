@@ -175,6 +175,10 @@ def test_a_real_webarena_site_that_is_down_is_one_line(tmp_path: Path, capsys) -
                            "start the deployment, or point base_urls={'shopping': ...} or $WEBARENA_SHOPPING at it")
     finally:
         env.close()
+    kwargs = [f"config_path={tmp_path}", "base_urls=" + json.dumps({"shopping": dead})]
+    assert main(["play", "AgentGym/WebArena-Shopping-v0", "--item-id", "7", "--env-kwargs", *kwargs]) == 2
+    (line,) = error_lines(capsys.readouterr().err)
+    assert line == f"agentgym: error: {message}"
 
 
 def test_a_turn_budget_report_without_a_run_is_one_line(tmp_path: Path) -> None:

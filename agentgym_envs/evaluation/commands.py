@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from agentgym_envs.core.kwargs import add_env_kwargs_argument, check_env_kwargs
 from agentgym_envs.evaluation.metrics import format_scaling, format_table
 from agentgym_envs.evaluation.plots import PlotError, plot_run
 from agentgym_envs.evaluation.runner import SUMMARY_FILE, EpisodeRunner, EvalError, evaluate, scripted_runner
@@ -53,7 +54,8 @@ def make_runner(args: argparse.Namespace) -> EpisodeRunner:
         from agentgym_envs.evaluation.endpoint import endpoint_runner
 
         return endpoint_runner(args.endpoint, args.model, temperature=temperature, max_tokens=args.max_turn_tokens,
-                               api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), timeout=args.timeout)
+                               api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), timeout=args.timeout,
+                               env_kwargs=args.env_kwargs)
     if args.model:
         # before transformers is imported (huggingface_hub reads it once): nothing reaches the hub unless
         # the user asked with HF_HUB_OFFLINE=0
@@ -65,8 +67,8 @@ def make_runner(args: argparse.Namespace) -> EpisodeRunner:
                             f"{error}") from None
         return ModelRunner(args.model, temperature=temperature, batch_size=args.batch_size,
                            max_turn_tokens=args.max_turn_tokens, max_context_tokens=args.max_context_tokens,
-                           seed=args.seed, bf16=args.bf16)
-    return scripted_runner(args.agent, seed=args.seed)
+                           seed=args.seed, bf16=args.bf16, env_kwargs=args.env_kwargs)
+    return scripted_runner(args.agent, seed=args.seed, env_kwargs=args.env_kwargs)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -96,6 +98,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.agent is None and not args.model and not args.endpoint:
         return fail("say what to evaluate: --model PATH|default, --endpoint URL --model NAME, or --agent oracle|random")
     out = Path(args.out) if args.out else default_out_dir(args)
+    for env_id in args.env:
+        check_env_kwargs(env_id, args.env_kwargs)
     runner = None
     previous_handler = _stop_on_sigterm()
     try:
@@ -174,6 +178,7 @@ def add_commands(commands: Any) -> None:
                           "faster on GPUs and on CPUs with AVX512-BF16 or AMX)")
     run.add_argument("--timeout", type=float, default=120.0, help="seconds per endpoint request")
     run.add_argument("--seed", type=int, default=0)
+    add_env_kwargs_argument(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(run=cmd_eval)
 

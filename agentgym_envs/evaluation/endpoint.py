@@ -103,9 +103,10 @@ class EndpointPolicy:
 
 
 def endpoint_runner(base_url: str, model: str, *, temperature: float = 1.0, max_tokens: int = 256,
-                    api_key: str | None = None, timeout: float = 120.0) -> StepwiseRunner:
+                    api_key: str | None = None, timeout: float = 120.0,
+                    env_kwargs: dict[str, Any] | None = None) -> StepwiseRunner:
     endpoint = ChatEndpoint(base_url, model, temperature=temperature, max_tokens=max_tokens, api_key=api_key,
                             timeout=timeout)
     description = {"kind": "endpoint", "url": endpoint.url, "model": model, "temperature": temperature,
                    "max_tokens": max_tokens}
-    return StepwiseRunner(EndpointPolicy(endpoint), description)
+    return StepwiseRunner(EndpointPolicy(endpoint), description, env_kwargs)

@@ -148,9 +148,11 @@ class StepwiseRunner:
 
     batch_size = 1
 
-    def __init__(self, policy: StepPolicy, description: dict[str, Any] | None = None):
+    def __init__(self, policy: StepPolicy, description: dict[str, Any] | None = None,
+                 env_kwargs: dict[str, Any] | None = None):
         self.policy = policy
-        self.description = description or {"kind": policy.name}
+        self.env_kwargs = dict(env_kwargs or {})
+        self.description = with_env_kwargs(description or {"kind": policy.name}, self.env_kwargs)
         self._envs: dict[tuple[str, int], gym.Env] = {}
 
     def describe(self) -> dict[str, Any]:
@@ -162,7 +164,7 @@ class StepwiseRunner:
             # jobs come budget by budget: release the envs of other budgets (browsers, JVMs) before making more
             for other in [k for k in self._envs if k[1] != max_turns]:
                 self._drop(other)
-            self._envs[key] = gym.make(env_id, max_episode_steps=max_turns)
+            self._envs[key] = gym.make(env_id, max_episode_steps=max_turns, **self.env_kwargs)
         return self._envs[key]
 
     def _drop(self, key: tuple[str, int]) -> None:
@@ -227,12 +229,18 @@ class StepwiseRunner:
             self._drop(key)
 
 
-def scripted_runner(name: str, seed: int = 0) -> StepwiseRunner:
-    """The oracle or the random agent as a runner."""
+def with_env_kwargs(description: dict[str, Any], env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A runner's description with the env kwargs it makes its envs with: they change the episodes, so a
+    run folder made with other kwargs is not resumed with these."""
+    return {**description, "env_kwargs": env_kwargs} if env_kwargs else dict(description)
+
+
+def scripted_runner(name: str, seed: int = 0, env_kwargs: dict[str, Any] | None = None) -> StepwiseRunner:
+    """The oracle or the random agent as a runner (``env_kwargs`` go to every ``gym.make``)."""
     if name == "oracle":
-        return StepwiseRunner(OraclePolicy(), {"kind": "oracle"})
+        return StepwiseRunner(OraclePolicy(), {"kind": "oracle"}, env_kwargs)
     if name == "random":
-        return StepwiseRunner(RandomPolicy(seed), {"kind": "random", "seed": seed})
+        return StepwiseRunner(RandomPolicy(seed), {"kind": "random", "seed": seed}, env_kwargs)
     raise EvalError(f"unknown agent {name!r}; choose oracle or random, or give --model / --endpoint")
 
 
