@@ -126,7 +126,7 @@ class ModelRunner:
     def __init__(self, model: str, *, temperature: float = 1.0, batch_size: int = 8, max_turn_tokens: int = 256,
                  max_context_tokens: int = 4096, seed: int = 0, truncated_turn: str = "step",
                  chat_template_kwargs: dict[str, Any] | None = None, bf16: bool = False,
-                 env_kwargs: dict[str, Any] | None = None):
+                 env_kwargs: dict[str, Any] | None = None, progress: bool | None = None):
         self.model, self.tokenizer, self.model_path = load_model(model)
         self.env_kwargs = dict(env_kwargs or {})  # for every gym.make (--env-kwargs)
         # bf16 autocast over fp32 weights: what a trainer with bf16=True samples with (and ~3x faster on CPUs
@@ -144,8 +144,9 @@ class ModelRunner:
         # the same template arguments as training (AgentGRPOConfig.chat_template_kwargs), so the prompts match
         self.encoder = ChatEncoder(self.tokenizer, eos if isinstance(eos, list) else [eos], chat_template_kwargs)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.encoder.closer_id
+        # progress: a bar per turn of each batch (default: where stderr is a terminal)
         self.generator = HFGenerator(self.model, sampling_config(self.model.generation_config, temperature), pad,
-                                     self.encoder.stop_ids)
+                                     self.encoder.stop_ids, progress=progress)
         self._pools: dict[int, RecordingEnvPool] = {}
 
     def describe(self) -> dict[str, Any]:
@@ -235,7 +236,7 @@ def evaluate_model(model: str, env_ids: Sequence[str], out_dir: str | Path, *, s
     """Evaluate a local HF model (``"default"`` = SmolLM2-135M-Instruct) and write the run into ``out_dir``."""
     runner = ModelRunner(model, temperature=temperature, batch_size=batch_size, max_turn_tokens=max_turn_tokens,
                          max_context_tokens=max_context_tokens, seed=seed, chat_template_kwargs=chat_template_kwargs,
-                         bf16=bf16)
+                         bf16=bf16, progress=None if progress else False)
     try:
         return evaluate(runner, env_ids, out_dir, split=split, n_samples=n_samples, max_turns=max_turns,
                         limit=limit, progress=progress)

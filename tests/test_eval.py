@@ -443,10 +443,10 @@ def test_ctrl_c_on_the_command_line_keeps_the_episodes_and_a_rerun_finishes(tmp_
 
     out = tmp_path / "o"
     argv = ["eval", "--agent", "oracle", "--env", DEPTH1, "--limit", "3", "--out", str(out), "--no-progress"]
-    monkeypatch.setattr(commands, "scripted_runner", lambda name, seed=0: CountingRunner(stop_after=1))
+    monkeypatch.setattr(commands, "scripted_runner", lambda name, seed=0, env_kwargs=None: CountingRunner(stop_after=1))
     assert main(argv) == 130
     assert "interrupted; 1 of 3 episodes saved" in error_line(capsys)
-    monkeypatch.setattr(commands, "scripted_runner", lambda name, seed=0: CountingRunner())
+    monkeypatch.setattr(commands, "scripted_runner", lambda name, seed=0, env_kwargs=None: CountingRunner())
     assert main(argv) == 0
     assert len(read_jsonl(out / "trajectories.jsonl")) == 3
 

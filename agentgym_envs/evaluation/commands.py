@@ -67,7 +67,8 @@ def make_runner(args: argparse.Namespace) -> EpisodeRunner:
                             f"{error}") from None
         return ModelRunner(args.model, temperature=temperature, batch_size=args.batch_size,
                            max_turn_tokens=args.max_turn_tokens, max_context_tokens=args.max_context_tokens,
-                           seed=args.seed, bf16=args.bf16, env_kwargs=args.env_kwargs)
+                           seed=args.seed, bf16=args.bf16, env_kwargs=args.env_kwargs,
+                           progress=False if args.no_progress else None)
     return scripted_runner(args.agent, seed=args.seed, env_kwargs=args.env_kwargs)
 
 
@@ -179,7 +180,7 @@ def add_commands(commands: Any) -> None:
     run.add_argument("--timeout", type=float, default=120.0, help="seconds per endpoint request")
     run.add_argument("--seed", type=int, default=0)
     add_env_kwargs_argument(run)
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--no-progress", action="store_true", help="no progress bars")
     run.set_defaults(run=cmd_eval)
 
     view = commands.add_parser("view", help="write a self-contained HTML viewer of a run's trajectories")
