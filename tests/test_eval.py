@@ -94,6 +94,36 @@ def test_table_looks_like_the_papers() -> None:
     assert lines[-2].startswith("overall") and "50.00" in lines[-2]
 
 
+def test_intervals_and_p_values_match_the_plain_numpy_computation() -> None:
+    """scipy.stats' percentile bootstrap and sign-flip test give what resampling items by hand gives."""
+    import random
+
+    import numpy as np
+
+    from agentgym_envs.evaluation.metrics import compare_success, success_interval
+
+    draw = random.Random(1)
+    before = {item: [draw.random() < 0.3 for _ in range(4)] for item in range(33)}
+    after = {item: [draw.random() < 0.45 for _ in range(4)] for item in range(33)}
+    rates = np.array([np.mean(before[item]) for item in range(33)])
+    changes = np.array([np.mean(after[item]) - np.mean(before[item]) for item in range(33)])
+    rng = np.random.default_rng(0)
+    means = rates[rng.integers(0, 33, size=(10_000, 33))].mean(axis=1)
+    interval = success_interval(before)
+    assert interval["mean"] == pytest.approx(rates.mean())
+    assert (interval["low"], interval["high"]) == pytest.approx(tuple(np.percentile(means, [2.5, 97.5])), abs=0.02)
+    rng = np.random.default_rng(0)
+    changed = changes[rng.integers(0, 33, size=(10_000, 33))].mean(axis=1)
+    flipped = (changes * rng.choice([-1.0, 1.0], size=(10_000, 33))).mean(axis=1)
+    p_value = (1 + np.sum(np.abs(flipped) >= abs(changes.mean()) - 1e-12)) / 10_001
+    comparison = compare_success(before, after)
+    assert comparison["difference"] == pytest.approx(changes.mean())
+    assert (comparison["low"], comparison["high"]) == pytest.approx(tuple(np.percentile(changed, [2.5, 97.5])), abs=0.02)
+    assert comparison["p_value"] == pytest.approx(p_value, abs=0.01)
+    # few items: every sign pattern is enumerated, so p is exact (3 items all better: 2 of 8 patterns as extreme)
+    assert compare_success({1: [False], 2: [False], 3: [False]}, {1: [True], 2: [True], 3: [True]})["p_value"] == 0.25
+
+
 # ---- scripted agents, resume ----------------------------------------------------------------------
 def test_limit_spreads_over_the_sub_tasks(tmp_path) -> None:
     """--limit N of a family-wide id evaluates every sub-task (TextCraft test: depth 1-4 with 31/41/25/3 items)."""
