@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -310,18 +311,27 @@ def test_training_with_log_trajectories_writes_episodes_and_plots(tmp_path, caps
 class FakeChatServer:
     """A tiny /v1/chat/completions on 127.0.0.1 that always answers 'inventory'; fails after ``fail_after`` calls."""
 
-    def __init__(self, fail_after: int | None = None, failure: str = "model overloaded"):
+    def __init__(self, fail_after: int | None = None, failure: str = "model overloaded", delay: float = 0.0):
         self.failure = failure
         self.requests: list[dict] = []
         self.headers: list[dict] = []
+        self.in_flight = self.most_in_flight = 0
+        lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, **body})
-                server.headers.append(dict(self.headers))
-                if server.fail_after is not None and len(server.requests) > server.fail_after:
+                with lock:
+                    server.requests.append({"path": self.path, **body})
+                    server.headers.append(dict(self.headers))
+                    failing = server.fail_after is not None and len(server.requests) > server.fail_after
+                    server.in_flight += 1
+                    server.most_in_flight = max(server.most_in_flight, server.in_flight)
+                time.sleep(delay)  # a model thinking: concurrent episodes overlap here
+                with lock:
+                    server.in_flight -= 1
+                if failing:
                     self.send_error(400, server.failure)
                     return
                 message = {"role": "assistant", "content": "Thought: look.\n\nAction:\ninventory"}
@@ -362,10 +372,32 @@ def test_openai_compatible_endpoint_gets_the_whole_conversation(tmp_path) -> Non
     assert [m["role"] for m in first["messages"]] == ["user", "assistant", "user"]  # AgentGym's opening
     assert [m["role"] for m in third["messages"]] == ["user", "assistant", "user"] + ["assistant", "user"] * 2
     assert "Crafting commands" in first["messages"][2]["content"]
-    assert server.headers[0]["Authorization"] == "Bearer k3y"
+    assert {name.lower(): value for name, value in server.headers[0].items()}["authorization"] == "Bearer k3y"
     records = read_jsonl(out / "trajectories.jsonl")
     assert [r["tokens"] for r in records] == [21, 21] and all(r["actions"][0].endswith("inventory") for r in records)
     assert all(r["valid"] == [True, True, True] and not r["info"]["success"] for r in records)
+
+
+def test_concurrent_episodes_against_an_endpoint(tmp_path) -> None:
+    out = tmp_path / "concurrent"
+    argv = ["eval", "--endpoint", "URL", "--model", "m", "--env", DEPTH1, "--limit", "6", "--max-turns", "2",
+            "--concurrency", "3", "--out", str(out), "--no-progress"]
+    with FakeChatServer(delay=0.2) as server:
+        assert main([server.url if arg == "URL" else arg for arg in argv]) == 0
+    assert len(server.requests) == 12 and server.most_in_flight == 3  # three episodes at a time, never more
+    records = read_jsonl(out / "trajectories.jsonl")
+    assert sorted(r["item_id"] for r in records) == sorted(agentgym_envs.get_task(DEPTH1).split("test")[:6])
+    assert all(r["actions"] == ["Thought: look.\n\nAction:\ninventory"] * 2 for r in records)
+
+
+def test_a_failing_concurrent_batch_keeps_the_episodes_that_ended(tmp_path, capsys) -> None:
+    out = tmp_path / "o"
+    with FakeChatServer(fail_after=5) as server:  # one turn each: 5 episodes end, then every request fails
+        code = main(["eval", "--endpoint", server.url, "--model", "m", "--env", DEPTH1, "--limit", "8",
+                     "--max-turns", "1", "--concurrency", "4", "--retries", "0", "--out", str(out), "--no-progress"])
+    line = error_line(capsys)
+    assert code == 2 and "HTTP 400" in line and "5 episodes saved" in line
+    assert len(read_jsonl(out / "trajectories.jsonl")) == 5
 
 
 def test_an_episode_that_outgrows_the_endpoints_context_ends_and_the_evaluation_goes_on(tmp_path) -> None:

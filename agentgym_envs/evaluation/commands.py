@@ -55,7 +55,7 @@ def make_runner(args: argparse.Namespace) -> EpisodeRunner:
 
         return endpoint_runner(args.endpoint, args.model, temperature=temperature, max_tokens=args.max_turn_tokens,
                                api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), timeout=args.timeout,
-                               env_kwargs=args.env_kwargs)
+                               retries=args.retries, concurrency=args.concurrency, env_kwargs=args.env_kwargs)
     if args.model:
         # before transformers is imported (huggingface_hub reads it once): nothing reaches the hub unless
         # the user asked with HF_HUB_OFFLINE=0
@@ -178,6 +178,11 @@ def add_commands(commands: Any) -> None:
                      help="local model: sample under bf16 autocast (as a trainer with --bf16 true does; several times "
                           "faster on GPUs and on CPUs with AVX512-BF16 or AMX)")
     run.add_argument("--timeout", type=float, default=120.0, help="seconds per endpoint request")
+    run.add_argument("--retries", type=int, default=4,
+                     help="endpoint: retries of a failed request (connection errors, timeouts, 408/409/429/5xx), with "
+                          "exponential backoff and the server's Retry-After")
+    run.add_argument("--concurrency", type=int, default=1, metavar="N",
+                     help="endpoint: episodes played at the same time (each with its own envs)")
     run.add_argument("--seed", type=int, default=0)
     add_env_kwargs_argument(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
