@@ -225,3 +225,12 @@ def test_the_collect_extra_brings_datasets_without_the_trainer_stack() -> None:
     assert names == {"datasets"}
     assert "agentgym-rl[collect]" in extras["train"]
     assert "collect" in extras["all"][0]
+
+
+def test_eval_of_an_endpoint_without_the_openai_client_names_the_extra(monkeypatch, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "openai", None)  # as if the [endpoint] extra were not installed
+    assert main(["eval", "--endpoint", "http://127.0.0.1:1/v1", "--model", "m", "--env",
+                 "AgentGym/TextCraft-Depth1-v0", "--no-progress"]) == 2
+    (line,) = error_lines(capsys.readouterr().err)
+    assert line == ("agentgym: error: evaluating an endpoint needs the openai client: "
+                    "pip install 'agentgym-rl[endpoint]'")
