@@ -253,7 +253,9 @@ def training_records(result: RolloutResult, step: int, budgets: Sequence[int], m
         samples[group] = samples.get(group, -1) + 1  # the index within the GRPO group of this item
         actions = [m["content"] for m in trajectory.messages if m["role"] == "assistant"]
         records.append({
-            "step": step,
+            # a training rollout at global step N trains optimizer step N + 1, which is the step its metrics
+            # are logged at; an evaluation after N steps is logged at N
+            "step": step + 1 if mode == "train" else step,
             "mode": mode,
             "env_id": trajectory.env_id,
             "subtask": subtask_of(trajectory.env_id, trajectory.item_id),

@@ -291,7 +291,9 @@ def test_training_with_log_trajectories_writes_episodes_and_plots(tmp_path, caps
     AgentGRPOTrainer(tiny_model(tokenizer), args=args, processing_class=tokenizer).train()
     run = tmp_path / "train"
     records = read_jsonl(run / "trajectories.jsonl")
-    assert len(records) == 8 and {r["step"] for r in records} == {0, 1}
+    assert len(records) == 8 and {r["step"] for r in records} == {1, 2}  # the steps the metrics are logged at
+    metrics = {row["step"]: row for row in read_jsonl(run / "agent_metrics.jsonl") if "agent/max_turns" in row}
+    assert all(metrics[r["step"]]["agent/max_turns"] == r["max_turns"] for r in records)
     assert [r["max_turns"] for r in records] == [1] * 4 + [2] * 4  # the curriculum's budget per step
     assert all(r["subtask"] == "Depth1" and r["mode"] == "train" for r in records)
     assert all(r["messages"][0]["role"] == "user" and r["tokens"] > 0 for r in records)
@@ -302,6 +304,7 @@ def test_training_with_log_trajectories_writes_episodes_and_plots(tmp_path, caps
     sidecar = json.loads((run / "plots" / "plots.json").read_text())["figures"]
     turns = sidecar["training_curves.png"]["Turn budget vs turns used"]
     assert turns["turn budget"]["y"] == [1.0, 2.0] and set(turns) == {"turn budget", "turns used"}
+    assert turns["turn budget"]["x"] == [1.0, 2.0]
     assert set(sidecar["training_curves.png"]) == {"Reward and success", "Turn budget vs turns used",
                                                    "Response length", "Rollout time"}
     assert_png(run / "plots" / "training_curves.png", min_side=400)
@@ -471,6 +474,27 @@ def test_view_and_plot_of_a_folder_without_runs(tmp_path, capsys) -> None:
 
 
 # ---- plots of training metrics -----------------------------------------------------------------------------------
+def test_a_short_run_is_plotted_as_marked_points() -> None:
+    """One to three steps are points with markers (a line of one point draws nothing); long runs are lines."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from agentgym_envs.evaluation.plots import MARKED_POINTS, _draw_panel, training_panels
+
+    for steps, marked in ((1, True), (3, True), (MARKED_POINTS + 1, False)):
+        rows = [{"step": s + 1, "agent/success": 0.5, "agent/reward": 0.5, "agent/max_turns": 2,
+                 "agent/turns_mean": 1.5} for s in range(steps)]
+        fig, ax = plt.subplots()
+        try:
+            _draw_panel(ax, rows, training_panels(rows)[0])
+            assert ax.lines and all((line.get_marker() == "o") == marked for line in ax.lines)
+        finally:
+            plt.close(fig)
+
+
 def test_training_plots_show_every_metric_and_env(tmp_path) -> None:
     envs = ["AgentGym/TextCraft-v0", "AgentGym/BabyAI-v0"]
     rows = []

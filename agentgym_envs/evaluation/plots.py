@@ -119,6 +119,15 @@ def training_panels(rows: Sequence[Mapping[str, Any]]) -> list[Panel]:
     ]
 
 
+#: up to this many points a line also marks each one: a run of 1-3 steps is otherwise invisible or unreadable
+MARKED_POINTS = 30
+
+
+def point_style(points: int) -> dict[str, Any]:
+    """Markers for a short series (a single step is a point, not a line of zero length)."""
+    return {"marker": "o", "markersize": 4} if points <= MARKED_POINTS else {}
+
+
 def _draw_panel(ax: Any, rows: Sequence[Mapping[str, Any]], panel: Panel) -> None:
     from matplotlib.ticker import MaxNLocator
 
@@ -126,7 +135,7 @@ def _draw_panel(ax: Any, rows: Sequence[Mapping[str, Any]], panel: Panel) -> Non
     for label, key, style in lines:
         xs, ys = series(rows, key)
         if xs:
-            ax.plot(xs, ys, label=label, **{"linewidth": 1.8, **style})
+            ax.plot(xs, ys, label=label, **{"linewidth": 1.8, **style, **point_style(len(xs))})
     ax.set_title(title)
     ax.set_xlabel("step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # optimizer steps are whole numbers
@@ -296,10 +305,13 @@ def plot_comparison(runs: Mapping[str, str | os.PathLike], out_dir: str | os.Pat
             raise PlotError(f"{path} has no agent/... metrics to plot")
         colour = ENV_COLOURS[index % len(ENV_COLOURS)]
         steps, success = series(rows, "agent/success")
+        marks = point_style(len(steps))
         axes[0].plot(steps, success, color=colour, alpha=0.25, linewidth=1)
-        axes[0].plot(steps, _rolling_mean(success, window), color=colour, linewidth=2, label=label)
-        axes[1].plot(*series(rows, "agent/turns_mean"), color=colour, linewidth=1.8, marker=".", label=label)
-        axes[2].plot(*series(rows, "agent/max_turns"), color=colour, linewidth=2, drawstyle="steps-post", label=label)
+        axes[0].plot(steps, _rolling_mean(success, window), color=colour, linewidth=2, label=label, **marks)
+        axes[1].plot(*series(rows, "agent/turns_mean"), color=colour, linewidth=1.8, label=label,
+                     **{"marker": ".", **marks})
+        axes[2].plot(*series(rows, "agent/max_turns"), color=colour, linewidth=2, drawstyle="steps-post", label=label,
+                     **marks)
     titles = [(f"Rollout success (mean of {window} steps)", "success", (-0.03, 1.03)),
               ("Turns used", "turns per episode", None), ("Turn budget", "max turns", None)]
     for ax, (panel_title, ylabel, ylim) in zip(axes, titles):
