@@ -466,6 +466,17 @@ def test_remote_retriever_against_a_local_server(data):
         ]
 
 
+def test_index_builds_show_progress_when_asked_or_on_a_terminal(data, capsys, monkeypatch):
+    from agentgym_envs.search.retrievers import build_progress
+
+    BM25Retriever(data.corpus, use_cache=False, show_progress=True)
+    assert "it/s" in capsys.readouterr().err  # bm25s's bars over the corpus
+    BM25Retriever(data.corpus, use_cache=False, show_progress=False)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
+    assert build_progress(None) is True and build_progress(False) is False
+
+
 def test_retrieval_server_speaks_search_r1_and_answers_mistakes_in_json(data):
     server_module = pytest.importorskip("agentgym_envs.search.server")
     httpx = pytest.importorskip("httpx")
