@@ -2,11 +2,11 @@
 
 Works with vLLM's / SGLang's / llama.cpp's OpenAI servers and hosted APIs: ``POST
 <base>/chat/completions`` with the conversation so far; the reply's text is the env action and
-``usage.completion_tokens`` (when given) the turn's token count. The client retries what is worth
-retrying (connection errors, timeouts, 408/409/429/5xx) with exponential backoff and honours a
-server's ``Retry-After``, so a rate-limited API slows the evaluation down instead of failing it. A
+``usage.completion_tokens`` (when given) the turn's token count. The client (``core.openai_chat``)
+retries what is worth retrying with exponential backoff and honours a server's ``Retry-After``, so a
+rate-limited API slows the evaluation down instead of failing it, and never follows a redirect. A
 server that still cannot answer raises ``EvalError`` (the evaluation stops, finished episodes stay
-saved). Redirects are never followed, so the API key only ever goes to the configured host.
+saved).
 """
 
 from __future__ import annotations
@@ -14,25 +14,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agentgym_envs.core.extras import MissingExtraError
+from agentgym_envs.core.openai_chat import EXTRA, base_url_of, chat_client, openai_module
 from agentgym_envs.evaluation.runner import ContextLengthError, EpisodeJob, EvalError, Reply, StepwiseRunner
 
 #: how vLLM, SGLang, llama.cpp and OpenAI word a 400 for a prompt longer than the model's context
 CONTEXT_WORDS = re.compile(r"context|maximum.{0,20}length|too long|too many tokens", re.IGNORECASE)
-#: what the client sends as the key to a server that needs none (the client insists on one; vLLM's convention)
-NO_KEY = "EMPTY"
-
-
-def base_url_of(url: str) -> str:
-    """``http://host:8000/v1`` or ``.../v1/chat/completions`` -> ``http://host:8000/v1`` (what the client takes)."""
-    return url.rstrip("/").removesuffix("/chat/completions")
 
 
 def _openai() -> Any:
     try:
-        import openai
-    except ImportError:
-        raise EvalError("evaluating an endpoint needs the openai client: pip install 'agentgym-rl[endpoint]'") from None
-    return openai
+        return openai_module()
+    except MissingExtraError:
+        raise EvalError(f"evaluating an endpoint needs the openai client: pip install 'agentgym-rl[{EXTRA}]'"
+                        ) from None
 
 
 def _one_line(text: Any, limit: int = 200) -> str:
@@ -53,15 +48,13 @@ class ChatEndpoint:
 
     def __init__(self, base_url: str, model: str, *, temperature: float = 1.0, max_tokens: int = 256,
                  api_key: str | None = None, timeout: float = 120.0, retries: int = 4):
-        openai = _openai()
+        _openai()
         self.base_url = base_url_of(base_url)
         self.url = f"{self.base_url}/chat/completions"
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.client = openai.OpenAI(base_url=self.base_url, api_key=api_key or NO_KEY, timeout=timeout,
-                                    max_retries=retries,
-                                    http_client=openai.DefaultHttpxClient(follow_redirects=False, timeout=timeout))
+        self.client = chat_client(self.base_url, api_key=api_key, timeout=timeout, retries=retries)
 
     def complete(self, messages: list[dict[str, str]]) -> Reply:
         openai = _openai()
