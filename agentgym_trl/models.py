@@ -168,10 +168,11 @@ def resolve_model(model_args: Any, training_args: Any, state: Any) -> str:
 
     No ``--model_name_or_path`` means the default PyPI model (one process builds its cached copy,
     the others wait and reuse it); a given one must be a local folder or a cached hub id
-    (``local_model_folder``), else the script exits with one line saying so. ``--dtype`` (fp32 unless given: CPU training) and
-    ``--attn_implementation`` go into ``training_args.model_init_kwargs``, which the trainers use
-    when they load the model from the returned path. On CPU each process gets its share of the cores
-    (``accelerate launch`` would leave it one thread).
+    (``local_model_folder``), else the script exits with one line saying so. ``--dtype`` (fp32
+    unless given: CPU training) and ``--attn_implementation`` go into
+    ``training_args.model_init_kwargs``, which the trainers use when they load the model from the
+    returned path. On CPU each process gets its share of the cores (``accelerate launch`` would
+    leave it one thread).
     """
     import torch
 

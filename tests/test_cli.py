@@ -13,8 +13,9 @@ def test_list_shows_every_id(capsys) -> None:
     assert main(["list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     textcraft = {row["id"]: row for row in rows if row["id"].startswith("AgentGym/TextCraft")}
-    assert textcraft["AgentGym/TextCraft-v0"]["test"] == 100 and textcraft["AgentGym/TextCraft-Depth4-v0"]["turns"] == 30
-    assert textcraft["AgentGym/TextCraft-v0"]["sub-task"] is None and textcraft["AgentGym/TextCraft-Depth1-v0"]["train"] > 0
+    family, depth1 = textcraft["AgentGym/TextCraft-v0"], textcraft["AgentGym/TextCraft-Depth1-v0"]
+    assert family["test"] == 100 and textcraft["AgentGym/TextCraft-Depth4-v0"]["turns"] == 30
+    assert family["sub-task"] is None and depth1["sub-task"] == "Depth1" and depth1["train"] > 0
     assert all(row["installed"] is True and row["install"] is None for row in textcraft.values())
     assert main(["list"]) == 0 and "AgentGym/TextCraft-Depth2-v0" in capsys.readouterr().out
 

@@ -67,7 +67,8 @@ RULES = [
     Rule(r"^bash scripts/setup\.sh$", skip="installs system packages (a JRE, Chromium); CI runs it before the tests"),
     # blocks that need what a test machine does not have
     Rule(r"config_path=\"webarena/config_files\"", skip="needs a real WebArena deployment and its task configs"),
-    Rule(r"AgentGRPOTrainer\(\"Qwen/Qwen2\.5-3B-Instruct\"", skip="downloads and trains a 3B model; covered by tests/test_trainer.py (a tiny model)"),
+    Rule(r"AgentGRPOTrainer\(\"Qwen/Qwen2\.5-3B-Instruct\"",
+         skip="downloads and trains a 3B model; covered by tests/test_trainer.py (a tiny model)"),
     Rule(r"/models/Qwen2\.5-3B-Instruct", skip="needs a model you download (/models/Qwen2.5-3B-Instruct)"),
     Rule(r"agentgym eval --endpoint", skip="needs an OpenAI-compatible server; covered by tests/test_eval.py"),
     Rule(r"agentgym view runs/eval/qwen3b", skip="views the Qwen run above (skipped); covered by tests/test_viewer.py"),
@@ -82,7 +83,8 @@ RULES = [
     Rule(r"^accelerate launch examples/grpo\.py --model_name_or_path runs/sft-oracle", skip=LONG_RUN),
     Rule(r"^python examples/agentevol\.py", skip="long run; covered by tests/test_sft.py (agentevol, shortened)"),
     Rule(r"^python examples/sft\.py", skip="long run; covered by tests/test_sft.py"),
-    Rule(r"^python examples/turn_budget\.py", skip="the learning experiment (hours); covered by tests/test_turn_budget.py"),
+    Rule(r"^python examples/turn_budget\.py",
+         skip="the learning experiment (hours); covered by tests/test_turn_budget.py"),
     # shortened: a model's evaluation on one item, one turn; fewer expert episodes
     Rule(r"^agentgym eval --model default", append=tuple(SHORT_EVAL), needs=("transformers",)),
     Rule(r"evaluate_model\(\"default\"", replace=(("max_turns=[5, 10, 20])", "max_turns=[1], limit=1, "

@@ -119,7 +119,8 @@ def test_intervals_and_p_values_match_the_plain_numpy_computation() -> None:
     p_value = (1 + np.sum(np.abs(flipped) >= abs(changes.mean()) - 1e-12)) / 10_001
     comparison = compare_success(before, after)
     assert comparison["difference"] == pytest.approx(changes.mean())
-    assert (comparison["low"], comparison["high"]) == pytest.approx(tuple(np.percentile(changed, [2.5, 97.5])), abs=0.02)
+    expected_interval = tuple(np.percentile(changed, [2.5, 97.5]))
+    assert (comparison["low"], comparison["high"]) == pytest.approx(expected_interval, abs=0.02)
     assert comparison["p_value"] == pytest.approx(p_value, abs=0.01)
     # few items: every sign pattern is enumerated, so p is exact (3 items all better: 2 of 8 patterns as extreme)
     assert compare_success({1: [False], 2: [False], 3: [False]}, {1: [True], 2: [True], 3: [True]})["p_value"] == 0.25
@@ -129,7 +130,8 @@ def test_intervals_and_p_values_match_the_plain_numpy_computation() -> None:
 def test_limit_spreads_over_the_sub_tasks(tmp_path) -> None:
     """--limit N of a family-wide id evaluates every sub-task (TextCraft test: depth 1-4 with 31/41/25/3 items)."""
     spec = agentgym_envs.get_task("AgentGym/TextCraft-v0")
-    by_depth = {depth: agentgym_envs.get_task(f"AgentGym/TextCraft-Depth{depth}-v0").split("test") for depth in range(1, 5)}
+    by_depth = {depth: agentgym_envs.get_task(f"AgentGym/TextCraft-Depth{depth}-v0").split("test")
+                for depth in range(1, 5)}
     for limit, counts in ((4, [1, 1, 1, 1]), (8, [2, 2, 2, 2]), (14, [4, 4, 3, 3]), (1000, [31, 41, 25, 3])):
         items = spec.first_items("test", limit)
         assert [len(set(items) & set(by_depth[depth])) for depth in range(1, 5)] == counts

@@ -46,7 +46,8 @@ def check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
     import gymnasium as gym
 
     spec = gym.spec(env_id)
-    creator = spec.entry_point if callable(spec.entry_point) else gym.envs.registration.load_env_creator(spec.entry_point)
+    entry = spec.entry_point
+    creator = entry if callable(entry) else gym.envs.registration.load_env_creator(entry)
     parameters = inspect.signature(creator).parameters
     if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()):
         return

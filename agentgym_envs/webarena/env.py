@@ -500,7 +500,8 @@ class WebArenaEnv(TextEnv):
                 try:
                     return self._load(address)
                 except _Unreachable as error:
-                    raise _InvalidAction(f"Cannot open {command.text}: the site does not answer ({error.reason}).") from None
+                    raise _InvalidAction(
+                        f"Cannot open {command.text}: the site does not answer ({error.reason}).") from None
             elif command.name == "go_back":
                 driver.back()
             elif command.name == "go_forward":
