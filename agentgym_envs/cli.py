@@ -12,17 +12,23 @@ import gymnasium as gym
 
 import agentgym_envs
 from agentgym_envs.agents import make_agent, run_episode
+from agentgym_envs.core.kwargs import add_env_kwargs_argument, check_env_kwargs
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    specs = agentgym_envs.list_tasks()
+    if args.json:  # typed for scripts: counts are numbers, installed a boolean, the pip command when it is not
+        print(json.dumps([{"id": spec.env_id, "scenario": spec.scenario, "sub-task": spec.subtask,
+                           "train": len(spec.split("train")), "test": len(spec.split("test")),
+                           "turns": spec.max_turns, "extra": spec.extra, "installed": spec.extra_installed(),
+                           "install": None if spec.extra_installed() else spec.install_hint} for spec in specs],
+                         indent=1))
+        return 0
     rows = [("id", "scenario", "sub-task", "train", "test", "turns", "installed")]
-    for spec in agentgym_envs.list_tasks():
+    for spec in specs:
         installed = "yes" if spec.extra_installed() else f"no: {spec.install_hint}"
         rows.append((spec.env_id, spec.scenario, spec.subtask or "(all)", str(len(spec.split("train"))),
                      str(len(spec.split("test"))), str(spec.max_turns), installed))
-    if args.json:
-        print(json.dumps([dict(zip(rows[0], row)) for row in rows[1:]], indent=1))
-        return 0
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
@@ -30,7 +36,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    env = gym.make(args.env_id, render_mode="ansi")
+    check_env_kwargs(args.env_id, args.env_kwargs)
+    env = gym.make(args.env_id, render_mode="ansi", **args.env_kwargs)
     agent = make_agent(args.agent, seed=args.seed)
     options: dict[str, Any] = {"item_id": args.item_id} if args.item_id is not None else {"split": args.split}
     observation, info = env.reset(seed=args.seed, options=options)
@@ -64,9 +71,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     """Run an agent over a split and print the success rate (the README's smoke job)."""
     from tqdm import tqdm
 
-    env = gym.make(args.env_id)
+    check_env_kwargs(args.env_id, args.env_kwargs)
+    env = gym.make(args.env_id, **args.env_kwargs)
     agent = make_agent(args.agent, seed=args.seed)
-    items = agentgym_envs.get_task(args.env_id).split(args.split)[: args.limit]
+    items = agentgym_envs.get_task(args.env_id).first_items(args.split, args.limit)
     results = [run_episode(env, agent, options={"item_id": item}) for item in tqdm(items, desc=f"{args.agent} on {args.env_id}")]
     env.close()
     by_subtask: dict[str, list[bool]] = {}
@@ -104,9 +112,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     keep = KeepRule(min_reward=args.min_reward, keep_failures=args.keep_failures)
+    for env_id in args.env:
+        check_env_kwargs(env_id, args.env_kwargs)
     try:
         rows, counts = collect(args.env, args.n, split=args.split, agent=args.agent, keep=keep, seed=args.seed,
-                               allow_held_out=args.allow_held_out_split, journal=journal,
+                               allow_held_out=args.allow_held_out_split, journal=journal, env_kwargs=args.env_kwargs,
                                merged_first_turn=args.merged_first_turn)
     except ValueError as error:  # a journal of other settings
         print(f"agentgym: error: {error}", file=sys.stderr)
@@ -120,8 +130,19 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def installed_version() -> str:
+    """The version of the installed ``agentgym-rl`` distribution (what a bug report should name)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("agentgym-rl")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description="AgentGym environments for LLM agents")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     listing = commands.add_parser("list", help="every registered env id with its splits and turn cap")
@@ -134,14 +155,16 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--split", default="test", choices=["train", "test"])
     play.add_argument("--agent", default="human", choices=["human", "random", "oracle"])
     play.add_argument("--seed", type=int, default=0)
+    add_env_kwargs_argument(play)
     play.set_defaults(run=cmd_play)
 
     solve = commands.add_parser("solve", help="run a scripted agent over a split and report the success rate")
     solve.add_argument("env_id")
     solve.add_argument("--split", default="test", choices=["train", "test"])
     solve.add_argument("--agent", default="oracle", choices=["random", "oracle"])
-    solve.add_argument("--limit", type=int, default=None, help="only the first N items")
+    solve.add_argument("--limit", type=int, default=None, help="only N items, spread evenly over the sub-tasks")
     solve.add_argument("--seed", type=int, default=0)
+    add_env_kwargs_argument(solve)
     solve.set_defaults(run=cmd_solve)
 
     serve = commands.add_parser("serve", help="host envs over HTTP for remote rollouts (AgentGym protocol + /v1 API)")
@@ -179,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     gather.add_argument("--overwrite", action="store_true",
                         help="replace what --out holds (by default a rerun resumes its collection and anything "
                              "else there is refused)")
+    add_env_kwargs_argument(gather)
     gather.set_defaults(run=cmd_collect)
     from agentgym_envs.evaluation.commands import add_commands  # eval, view, plot
 
@@ -190,7 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (KeyError, ValueError, agentgym_envs.MissingExtraError, gym.error.Error) as error:
+    # a wrong id or setting, a missing extra, a service that is down (e.g. a real WebArena site): one line
+    except (KeyError, ValueError, ConnectionError, agentgym_envs.MissingExtraError, gym.error.Error) as error:
         print(f"agentgym: error: {error}", file=sys.stderr)
         return 2
 

@@ -18,8 +18,8 @@ the model; it is kept in ``final_observation``). Episodes reset with ``seed=item
 pass over the items, as the rollout does, so a row can be replayed.
 
 Only train items are played unless the caller explicitly allows another split: the test split is
-the held-out evaluation set. This module needs no torch; ``datasets`` (the ``[train]`` extra) is
-imported only to save or load.
+the held-out evaluation set. This module needs no torch; ``datasets`` (the ``[collect]`` extra, also
+part of ``[train]``) is imported only to save or load.
 
 Nothing played is lost: with a ``journal`` (``agentgym collect`` keeps ``<out>/episodes.jsonl``)
 every episode is appended as it ends, and a rerun with the same settings replays the journal
@@ -188,6 +188,7 @@ def collect(
     progress: bool = True,
     journal: str | os.PathLike | None = None,
     merged_first_turn: bool = False,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
     """Play ``episodes`` episodes per env id with ``agent`` and return the kept rows plus per-env counts.
 
@@ -196,6 +197,7 @@ def collect(
     appended as it ends and the episodes already there are taken from it instead of replayed.
     ``merged_first_turn`` opens each conversation with one user turn (instruction + first
     observation) instead of AgentGym's three opening turns; it must match the trainer's setting.
+    ``env_kwargs`` go to every ``gym.make`` (and into the journal's settings: they change the episodes).
     """
     from tqdm import tqdm
 
@@ -210,13 +212,15 @@ def collect(
     if journal is not None:
         settings = {"split": split, "agent": agent, "seed": seed, "keep": [keep.min_reward, keep.keep_failures],
                     "merged_first_turn": merged_first_turn}
+        if env_kwargs:
+            settings["env_kwargs"] = env_kwargs
         log = Journal(journal, settings)
     rows: list[dict[str, Any]] = []
     counts: dict[str, dict[str, float]] = {}
     bar = tqdm(total=episodes * len(env_ids), desc=f"{agent} episodes", disable=not progress)
     try:
         for env_id, plan in plans.items():
-            env = gym.make(env_id)
+            env = gym.make(env_id, **(env_kwargs or {}))
             player = make_agent(agent, seed=seed)
             started = time.perf_counter()
             played = kept = solved = crashed = resumed = 0
@@ -239,7 +243,7 @@ def collect(
                         crashed += 1
                         bar.update(1)
                         close_quietly(env)
-                        env = gym.make(env_id)
+                        env = gym.make(env_id, **(env_kwargs or {}))
                         continue
                     played += 1
                     solved += int(row["success"])
@@ -273,7 +277,7 @@ def _datasets_module():
     except ImportError as error:
         raise MissingExtraError(
             "saving and loading trajectory datasets needs the Hugging Face 'datasets' package, which is not "
-            "installed. Install it with: pip install 'agentgym-rl[train]'"
+            "installed. Install it with: pip install 'agentgym-rl[collect]'"
         ) from error
     return datasets
 

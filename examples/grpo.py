@@ -36,6 +36,8 @@ import os
 import shutil
 import sys
 
+import yaml
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded at run time
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -71,11 +73,29 @@ DEFAULTS = dict(
 )
 
 
+# A run's own budget in either of these replaces the default schedule (giving both is a ScheduleError)
+BUDGET_FIELDS = {"max_turns", "turn_rounds"}
+
+
+def fields_given(argv: list[str]) -> set[str]:
+    """The config fields the command line sets, including those of its ``--config`` YAML file."""
+    given = {arg.split("=")[0].removeprefix("--") for arg in argv if arg.startswith("--")}
+    if "--config" in argv and argv.index("--config") + 1 < len(argv):
+        path = argv[argv.index("--config") + 1]
+        try:
+            with open(path, encoding="utf-8") as handle:
+                config = yaml.safe_load(handle)
+        except OSError as error:
+            sys.exit(f"error: --config: cannot read {path}: {error.strerror}")
+        if isinstance(config, dict):  # TRL itself rejects any other YAML with its own message
+            given |= set(config)
+    return given
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[AgentGRPOConfig, StageArguments, ModelConfig]:
     parser = TrlParser((AgentGRPOConfig, StageArguments, ModelConfig))
     defaults = dict(DEFAULTS)
-    given = {arg.split("=")[0] for arg in (sys.argv[1:] if argv is None else argv)}
-    if given & {"--max_turns", "--turn_rounds"}:  # a budget from the command line replaces the default schedule
+    if fields_given(sys.argv[1:] if argv is None else list(argv)) & BUDGET_FIELDS:
         defaults.pop("max_turns_schedule")
     parser.set_defaults(**defaults)
     return parser.parse_args_and_config(args=argv)

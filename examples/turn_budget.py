@@ -215,6 +215,9 @@ def training_curve(arm_dir: Path) -> dict:
 
 def report(config: ExperimentConfig) -> dict:
     out = Path(config.out_dir)
+    if not (out / "eval" / "start" / "summary.json").is_file():
+        sys.exit(f"error: nothing to report in {out}: the start has not been evaluated there yet; run the experiment "
+                 f"first (python examples/turn_budget.py --out_dir {out}) or give the --out_dir of a finished run")
     start = test_result(out / "eval" / "start")
     arms = {}
     for arm in ARMS:

@@ -22,6 +22,37 @@ def test_text_space_accepts_any_string_up_to_its_length() -> None:
     assert [again.sample() for _ in range(50)] == samples
 
 
+def test_text_space_in_shared_memory_round_trips_any_string() -> None:
+    from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
+
+    space = TextSpace(12)
+    memory = create_shared_memory(space, n=3)
+    view = read_from_shared_memory(space, memory, n=3)
+    texts = ["héllo\n☃", "\x00a\x00", "\ud800 x"]
+    for index, text in enumerate(texts):
+        write_to_shared_memory(space, index, text, memory)
+    assert view == tuple(texts) and view[1:] == tuple(texts[1:])  # a live view: it shows what was written
+    write_to_shared_memory(space, 0, "short", memory)
+    assert view[0] == "short" and list(view) == ["short", *texts[1:]]
+    write_to_shared_memory(space, 2, "x" * 12, memory)
+    assert view[2] == "x" * 12
+
+
+def test_async_vector_envs_work_with_shared_memory() -> None:
+    """make_vec's async mode (shared memory by default) gives what the sync mode gives."""
+    actions = ("inventory", "Thought: é ☃ \x00\n\nAction:\nget 1 oak logs")
+    results = {}
+    for mode in ("sync", "async"):
+        envs = gym.make_vec("AgentGym/TextCraft-Depth1-v0", num_envs=2, vectorization_mode=mode)
+        try:
+            first, _ = envs.reset(seed=0, options={"item_id": 0})
+            then, rewards, *_ = envs.step(actions)
+            results[mode] = (tuple(first), tuple(then), rewards.tolist())
+        finally:
+            envs.close()
+    assert results["async"] == results["sync"] and results["sync"][1][1] == "Got 1 oak logs"
+
+
 @pytest.mark.parametrize(
     "response, action",
     [

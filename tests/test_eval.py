@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -94,7 +95,56 @@ def test_table_looks_like_the_papers() -> None:
     assert lines[-2].startswith("overall") and "50.00" in lines[-2]
 
 
+def test_intervals_and_p_values_match_the_plain_numpy_computation() -> None:
+    """scipy.stats' percentile bootstrap and sign-flip test give what resampling items by hand gives."""
+    import random
+
+    import numpy as np
+
+    from agentgym_envs.evaluation.metrics import compare_success, success_interval
+
+    draw = random.Random(1)
+    before = {item: [draw.random() < 0.3 for _ in range(4)] for item in range(33)}
+    after = {item: [draw.random() < 0.45 for _ in range(4)] for item in range(33)}
+    rates = np.array([np.mean(before[item]) for item in range(33)])
+    changes = np.array([np.mean(after[item]) - np.mean(before[item]) for item in range(33)])
+    rng = np.random.default_rng(0)
+    means = rates[rng.integers(0, 33, size=(10_000, 33))].mean(axis=1)
+    interval = success_interval(before)
+    assert interval["mean"] == pytest.approx(rates.mean())
+    assert (interval["low"], interval["high"]) == pytest.approx(tuple(np.percentile(means, [2.5, 97.5])), abs=0.02)
+    rng = np.random.default_rng(0)
+    changed = changes[rng.integers(0, 33, size=(10_000, 33))].mean(axis=1)
+    flipped = (changes * rng.choice([-1.0, 1.0], size=(10_000, 33))).mean(axis=1)
+    p_value = (1 + np.sum(np.abs(flipped) >= abs(changes.mean()) - 1e-12)) / 10_001
+    comparison = compare_success(before, after)
+    assert comparison["difference"] == pytest.approx(changes.mean())
+    expected_interval = tuple(np.percentile(changed, [2.5, 97.5]))
+    assert (comparison["low"], comparison["high"]) == pytest.approx(expected_interval, abs=0.02)
+    assert comparison["p_value"] == pytest.approx(p_value, abs=0.01)
+    # few items: every sign pattern is enumerated, so p is exact (3 items all better: 2 of 8 patterns as extreme)
+    assert compare_success({1: [False], 2: [False], 3: [False]}, {1: [True], 2: [True], 3: [True]})["p_value"] == 0.25
+
+
 # ---- scripted agents, resume ----------------------------------------------------------------------
+def test_limit_spreads_over_the_sub_tasks(tmp_path) -> None:
+    """--limit N of a family-wide id evaluates every sub-task (TextCraft test: depth 1-4 with 31/41/25/3 items)."""
+    spec = agentgym_envs.get_task("AgentGym/TextCraft-v0")
+    by_depth = {depth: agentgym_envs.get_task(f"AgentGym/TextCraft-Depth{depth}-v0").split("test")
+                for depth in range(1, 5)}
+    for limit, counts in ((4, [1, 1, 1, 1]), (8, [2, 2, 2, 2]), (14, [4, 4, 3, 3]), (1000, [31, 41, 25, 3])):
+        items = spec.first_items("test", limit)
+        assert [len(set(items) & set(by_depth[depth])) for depth in range(1, 5)] == counts
+        assert items == [item for item in spec.split("test") if item in items]  # in split order
+        assert all(set(items) & set(by_depth[depth][: count]) == set(by_depth[depth][: count])
+                   for depth, count in zip(range(1, 5), counts))  # each sub-task's first items
+    assert agentgym_envs.get_task(DEPTH1).first_items("test", 3) == agentgym_envs.get_task(DEPTH1).split("test")[:3]
+    assert main(["eval", "--env", "AgentGym/TextCraft-v0", "--agent", "oracle", "--limit", "4", "--out",
+                 str(tmp_path / "mixed"), "--no-progress"]) == 0
+    summary = json.loads((tmp_path / "mixed" / "summary.json").read_text())
+    assert {"Depth1", "Depth2", "Depth3", "Depth4"} <= set(summary["results"][0]["subtasks"])
+
+
 def test_oracle_eval_on_the_command_line_with_several_turn_budgets(tmp_path, capsys) -> None:
     out = tmp_path / "oracle"
     code = main(["eval", "--env", DEPTH1, "--agent", "oracle", "--limit", "3", "--max-turns", "1", "10",
@@ -244,7 +294,9 @@ def test_training_with_log_trajectories_writes_episodes_and_plots(tmp_path, caps
     AgentGRPOTrainer(tiny_model(tokenizer), args=args, processing_class=tokenizer).train()
     run = tmp_path / "train"
     records = read_jsonl(run / "trajectories.jsonl")
-    assert len(records) == 8 and {r["step"] for r in records} == {0, 1}
+    assert len(records) == 8 and {r["step"] for r in records} == {1, 2}  # the steps the metrics are logged at
+    metrics = {row["step"]: row for row in read_jsonl(run / "agent_metrics.jsonl") if "agent/max_turns" in row}
+    assert all(metrics[r["step"]]["agent/max_turns"] == r["max_turns"] for r in records)
     assert [r["max_turns"] for r in records] == [1] * 4 + [2] * 4  # the curriculum's budget per step
     assert all(r["subtask"] == "Depth1" and r["mode"] == "train" for r in records)
     assert all(r["messages"][0]["role"] == "user" and r["tokens"] > 0 for r in records)
@@ -255,6 +307,7 @@ def test_training_with_log_trajectories_writes_episodes_and_plots(tmp_path, caps
     sidecar = json.loads((run / "plots" / "plots.json").read_text())["figures"]
     turns = sidecar["training_curves.png"]["Turn budget vs turns used"]
     assert turns["turn budget"]["y"] == [1.0, 2.0] and set(turns) == {"turn budget", "turns used"}
+    assert turns["turn budget"]["x"] == [1.0, 2.0]
     assert set(sidecar["training_curves.png"]) == {"Reward and success", "Turn budget vs turns used",
                                                    "Response length", "Rollout time"}
     assert_png(run / "plots" / "training_curves.png", min_side=400)
@@ -264,18 +317,27 @@ def test_training_with_log_trajectories_writes_episodes_and_plots(tmp_path, caps
 class FakeChatServer:
     """A tiny /v1/chat/completions on 127.0.0.1 that always answers 'inventory'; fails after ``fail_after`` calls."""
 
-    def __init__(self, fail_after: int | None = None, failure: str = "model overloaded"):
+    def __init__(self, fail_after: int | None = None, failure: str = "model overloaded", delay: float = 0.0):
         self.failure = failure
         self.requests: list[dict] = []
         self.headers: list[dict] = []
+        self.in_flight = self.most_in_flight = 0
+        lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, **body})
-                server.headers.append(dict(self.headers))
-                if server.fail_after is not None and len(server.requests) > server.fail_after:
+                with lock:
+                    server.requests.append({"path": self.path, **body})
+                    server.headers.append(dict(self.headers))
+                    failing = server.fail_after is not None and len(server.requests) > server.fail_after
+                    server.in_flight += 1
+                    server.most_in_flight = max(server.most_in_flight, server.in_flight)
+                time.sleep(delay)  # a model thinking: concurrent episodes overlap here
+                with lock:
+                    server.in_flight -= 1
+                if failing:
                     self.send_error(400, server.failure)
                     return
                 message = {"role": "assistant", "content": "Thought: look.\n\nAction:\ninventory"}
@@ -316,10 +378,32 @@ def test_openai_compatible_endpoint_gets_the_whole_conversation(tmp_path) -> Non
     assert [m["role"] for m in first["messages"]] == ["user", "assistant", "user"]  # AgentGym's opening
     assert [m["role"] for m in third["messages"]] == ["user", "assistant", "user"] + ["assistant", "user"] * 2
     assert "Crafting commands" in first["messages"][2]["content"]
-    assert server.headers[0]["Authorization"] == "Bearer k3y"
+    assert {name.lower(): value for name, value in server.headers[0].items()}["authorization"] == "Bearer k3y"
     records = read_jsonl(out / "trajectories.jsonl")
     assert [r["tokens"] for r in records] == [21, 21] and all(r["actions"][0].endswith("inventory") for r in records)
     assert all(r["valid"] == [True, True, True] and not r["info"]["success"] for r in records)
+
+
+def test_concurrent_episodes_against_an_endpoint(tmp_path) -> None:
+    out = tmp_path / "concurrent"
+    argv = ["eval", "--endpoint", "URL", "--model", "m", "--env", DEPTH1, "--limit", "6", "--max-turns", "2",
+            "--concurrency", "3", "--out", str(out), "--no-progress"]
+    with FakeChatServer(delay=0.2) as server:
+        assert main([server.url if arg == "URL" else arg for arg in argv]) == 0
+    assert len(server.requests) == 12 and server.most_in_flight == 3  # three episodes at a time, never more
+    records = read_jsonl(out / "trajectories.jsonl")
+    assert sorted(r["item_id"] for r in records) == sorted(agentgym_envs.get_task(DEPTH1).split("test")[:6])
+    assert all(r["actions"] == ["Thought: look.\n\nAction:\ninventory"] * 2 for r in records)
+
+
+def test_a_failing_concurrent_batch_keeps_the_episodes_that_ended(tmp_path, capsys) -> None:
+    out = tmp_path / "o"
+    with FakeChatServer(fail_after=5) as server:  # one turn each: 5 episodes end, then every request fails
+        code = main(["eval", "--endpoint", server.url, "--model", "m", "--env", DEPTH1, "--limit", "8",
+                     "--max-turns", "1", "--concurrency", "4", "--retries", "0", "--out", str(out), "--no-progress"])
+    line = error_line(capsys)
+    assert code == 2 and "HTTP 400" in line and "5 episodes saved" in line
+    assert len(read_jsonl(out / "trajectories.jsonl")) == 5
 
 
 def test_an_episode_that_outgrows_the_endpoints_context_ends_and_the_evaluation_goes_on(tmp_path) -> None:
@@ -393,6 +477,27 @@ def test_view_and_plot_of_a_folder_without_runs(tmp_path, capsys) -> None:
 
 
 # ---- plots of training metrics -----------------------------------------------------------------------------------
+def test_a_short_run_is_plotted_as_marked_points() -> None:
+    """One to three steps are points with markers (a line of one point draws nothing); long runs are lines."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from agentgym_envs.evaluation.plots import MARKED_POINTS, _draw_panel, training_panels
+
+    for steps, marked in ((1, True), (3, True), (MARKED_POINTS + 1, False)):
+        rows = [{"step": s + 1, "agent/success": 0.5, "agent/reward": 0.5, "agent/max_turns": 2,
+                 "agent/turns_mean": 1.5} for s in range(steps)]
+        fig, ax = plt.subplots()
+        try:
+            _draw_panel(ax, rows, training_panels(rows)[0])
+            assert ax.lines and all((line.get_marker() == "o") == marked for line in ax.lines)
+        finally:
+            plt.close(fig)
+
+
 def test_training_plots_show_every_metric_and_env(tmp_path) -> None:
     envs = ["AgentGym/TextCraft-v0", "AgentGym/BabyAI-v0"]
     rows = []
@@ -427,10 +532,10 @@ def test_ctrl_c_on_the_command_line_keeps_the_episodes_and_a_rerun_finishes(tmp_
 
     out = tmp_path / "o"
     argv = ["eval", "--agent", "oracle", "--env", DEPTH1, "--limit", "3", "--out", str(out), "--no-progress"]
-    monkeypatch.setattr(commands, "scripted_runner", lambda name, seed=0: CountingRunner(stop_after=1))
+    monkeypatch.setattr(commands, "scripted_runner", lambda name, seed=0, env_kwargs=None: CountingRunner(stop_after=1))
     assert main(argv) == 130
     assert "interrupted; 1 of 3 episodes saved" in error_line(capsys)
-    monkeypatch.setattr(commands, "scripted_runner", lambda name, seed=0: CountingRunner())
+    monkeypatch.setattr(commands, "scripted_runner", lambda name, seed=0, env_kwargs=None: CountingRunner())
     assert main(argv) == 0
     assert len(read_jsonl(out / "trajectories.jsonl")) == 3
 

@@ -29,7 +29,7 @@ class FakeJudge:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 fake.bodies.append(body)
-                fake.headers.append(dict(self.headers))
+                fake.headers.append({name.lower(): value for name, value in self.headers.items()})
                 prompt = body["messages"][-1]["content"]
                 fake.prompts.append(prompt)
                 student = re.search(r"Student answer: (.*)", prompt).group(1)
@@ -70,7 +70,7 @@ def test_judge_asks_the_endpoint_and_reads_its_verdict() -> None:
         assert judge.verdict("Capital of France?", "Lyon", "Paris") == "incorrect"
     body = fake.bodies[0]
     assert body["model"] == "judge-model" and body["temperature"] == 0
-    assert fake.headers[0]["Authorization"] == "Bearer s3cret"
+    assert fake.headers[0]["authorization"] == "Bearer s3cret"
     assert "Question: Capital of France?" in fake.prompts[0] and "Reference answer: Paris" in fake.prompts[0]
     with pytest.raises(JudgeUnavailable):
         LLMJudge(_dead_url(), model="m", timeout=5).accepts("q", "a", "r")

@@ -186,6 +186,27 @@ def test_prefix_cache_feeds_only_new_tokens_and_changes_nothing() -> None:
     assert fed[True] < 0.7 * fed[False], fed  # later turns encode only the reply and the new observation
 
 
+def test_progress_bar_per_turn_shows_the_rollout_and_changes_nothing(capsys) -> None:
+    """A rollout's turns show as bars (turn, episodes, decode steps with an ETA); the tokens stay the same."""
+    tokenizer, model, encoder, _ = make_parts()
+    greedy = GenerationConfig(do_sample=False)
+    results = {}
+    for progress in (False, True):
+        generator = HFGenerator(model, greedy, tokenizer.pad_token_id, encoder.stop_ids, progress=progress)
+        capsys.readouterr()
+        results[progress] = run_rollout(rows(COUNTDOWN, range(4)), generator, encoder, EnvPool(), max_turns=3,
+                                        max_turn_tokens=16, max_context_tokens=600)
+        shown = capsys.readouterr().err
+        if progress:
+            turns = max(t.turns for t in results[True].trajectories)
+            assert turns >= 2 and "rollout turn 1: 4 episodes" in shown and f"rollout turn {turns}:" in shown
+            assert "/16 [" in shown and "tok" in shown  # decode steps out of max_turn_tokens, with tqdm's timing
+        else:
+            assert "rollout turn" not in shown
+    for quiet, shown in zip(results[False].trajectories, results[True].trajectories, strict=True):
+        assert quiet.completion_ids == shown.completion_ids and quiet.logprobs == shown.logprobs
+
+
 def test_prefix_cache_turns_itself_off_for_a_cache_it_cannot_slice() -> None:
     tokenizer, model, encoder, _ = make_parts()
     generator = HFGenerator(model, GenerationConfig(do_sample=False), tokenizer.pad_token_id, encoder.stop_ids)

@@ -27,7 +27,6 @@ from agentgym_envs.search.data import (
 )
 from agentgym_envs.search.embedded import embedded_data
 from agentgym_envs.search.retrievers import BM25Retriever, RemoteRetriever, RetrievalError, get_retriever
-from agentgym_envs.search.server import RetrievalServer
 from agentgym_envs.search.tasks import ITEM_BLOCK, SUBTASKS, TEST_SIZES, TRAIN_SIZE
 
 MULTI_HOP = ("HotpotQA", "2Wiki", "Musique", "Bamboogle")
@@ -444,6 +443,7 @@ def _free_port() -> int:
 
 
 def test_remote_retriever_against_a_local_server(data):
+    RetrievalServer = pytest.importorskip("agentgym_envs.search.server").RetrievalServer  # the [server] extra
     local = get_retriever("bm25", data.corpus)
     with RetrievalServer(local) as server:
         env = gym.make("AgentGym/Search-Musique-v0", retriever="remote", retriever_url=server.url, retriever_timeout=5)
@@ -466,7 +466,41 @@ def test_remote_retriever_against_a_local_server(data):
         ]
 
 
+def test_index_builds_show_progress_when_asked_or_on_a_terminal(data, capsys, monkeypatch):
+    from agentgym_envs.search.retrievers import build_progress
+
+    BM25Retriever(data.corpus, use_cache=False, show_progress=True)
+    assert "it/s" in capsys.readouterr().err  # bm25s's bars over the corpus
+    BM25Retriever(data.corpus, use_cache=False, show_progress=False)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
+    assert build_progress(None) is True and build_progress(False) is False
+
+
+def test_retrieval_server_speaks_search_r1_and_answers_mistakes_in_json(data):
+    server_module = pytest.importorskip("agentgym_envs.search.server")
+    httpx = pytest.importorskip("httpx")
+    local = get_retriever("bm25", data.corpus)
+    query = data.corpus.documents[0].title
+    with server_module.RetrievalServer(local) as server:
+        base = server.url.removesuffix("/retrieve")
+        scored = httpx.post(server.url, json={"queries": [query], "topk": 2, "return_scores": True}).json()
+        expected = local.search(query, 2)
+        assert len(expected) == 2
+        assert [hit["document"]["id"] for hit in scored["result"][0]] == [hit.doc.id for hit in expected]
+        assert scored["result"][0][0]["score"] == pytest.approx(expected[0].score)
+        bare = httpx.post(server.url, json={"queries": [query], "topk": 1}).json()
+        assert bare["result"][0][0] == expected[0].doc.to_row()
+        assert httpx.get(f"{base}/health").json() == {"status": "ok", "retriever": local.name}
+        for body, status in (({"queries": "Velmora"}, 422), ({"queries": ["x"], "topk": 0}, 422),
+                             ({"queries": ["x" * (server_module.MAX_BODY_BYTES + 1)]}, 413)):
+            answer = httpx.post(server.url, json=body)
+            assert answer.status_code == status and set(answer.json()) == {"error", "detail"}
+        assert httpx.get(f"{base}/nowhere").status_code == 404
+
+
 def test_remote_retriever_that_is_down_or_slow_gives_a_clear_observation(data):
+    RetrievalServer = pytest.importorskip("agentgym_envs.search.server").RetrievalServer  # the [server] extra
     down = gym.make(
         "AgentGym/Search-NQ-v0",
         retriever="remote",

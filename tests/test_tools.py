@@ -98,6 +98,50 @@ def test_tool_argument_errors_come_back_as_observations() -> None:
     env.close()
 
 
+def test_function_calling_forms_are_accepted() -> None:
+    """What function-calling models write: Hermes/Qwen <tool_call> tags and OpenAI's call object."""
+    expected = Call("get_movie_details", {"movie_id": 1})
+    for response in (
+        '<tool_call>\n{"name": "get_movie_details", "arguments": {"movie_id": 1}}\n</tool_call>',
+        'Let me look.\n<tool_call>{"name": "get_movie_details", "arguments": {"movie_id": 1}}</tool_call>',
+        '{"name": "get_movie_details", "arguments": "{\\"movie_id\\": 1}"}',
+    ):
+        assert parse_call(parse_response(response).action) == expected, response
+    assert parse_call(parse_response('<tool_call>{"name": "get_projects"}</tool_call>').action) == Call("get_projects")
+    assert "No 'Action:' line" in parse_response('Thought: no call\n{"answer": 3}').error  # JSON, but not a call
+
+
+@pytest.mark.parametrize("env_id", [i for i in TOOL_IDS if "BIRD" not in i])
+def test_tool_schemas_are_what_the_argument_checks_enforce(env_id: str) -> None:
+    """Each tool's OpenAI function schema is valid JSON Schema and accepts exactly the calls the env accepts."""
+    jsonschema = pytest.importorskip("jsonschema")
+    env = gym.make(env_id).unwrapped
+    env.reset(options={"split": "test", "index": 0})
+    schemas = {schema["function"]["name"]: schema for schema in env.tool_schemas()}
+    rng = np.random.default_rng(0)
+    try:
+        assert list(schemas)[-1] == "finish" and len(schemas) == len(env.service.TOOLS) + 1
+        for name, schema in schemas.items():
+            assert schema["type"] == "function" and schema["function"]["description"]
+            validator = jsonschema.Draft202012Validator(schema["function"]["parameters"])
+            validator.check_schema(schema["function"]["parameters"])
+            tool = env.service.tool(name)
+            valid = {param.name: env.service.example_value(param, rng) for param in tool.params}
+            variants = [valid, {**valid, "unexpected": 1}, {k: v for k, v in valid.items() if k != "answer"}]
+            variants += [{**valid, param.name: value} for param in tool.params
+                         for value in (None, "text", 7, 2.5, True, [], {}, 2**60)]
+            variants += [{k: v for k, v in valid.items() if k != param.name} for param in tool.params]
+            for arguments in variants:
+                try:
+                    tool.check_arguments(arguments)
+                    accepted = True
+                except ToolError:
+                    accepted = False
+                assert validator.is_valid(arguments) == accepted, (name, arguments)
+    finally:
+        env.close()
+
+
 # ---- answer grading -----------------------------------------------------------------------------
 
 

@@ -64,6 +64,16 @@ def test_page_is_self_contained(run_dir) -> None:
     assert page.count("</script>") == 2  # the hostile message cannot close the data element
 
 
+def test_a_folder_name_that_looks_like_markup_stays_text(run_dir, tmp_path) -> None:
+    """The page is a jinja2 template with autoescaping: the title comes from the run folder's name."""
+    hostile = tmp_path / "<img src=x onerror=alert(1)>"
+    hostile.mkdir()
+    (hostile / "trajectories.jsonl").write_text((run_dir / "trajectories.jsonl").read_text(encoding="utf-8"))
+    page = write_viewer(hostile).read_text(encoding="utf-8")
+    assert "<title>Trajectories of &lt;img src=x onerror=alert(1)&gt;</title>" in page
+    assert "<img src=x" not in page
+
+
 def test_filters_search_and_conversation_in_chromium(run_dir, browser, tmp_path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select

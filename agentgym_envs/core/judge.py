@@ -12,12 +12,12 @@ correct" fail.
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
+
+from agentgym_envs.core.openai_chat import chat_client, openai_module
 
 _PROMPT = """You are grading a student's answer to a question against the reference answer. The student may phrase the answer differently; decide whether it means the same as the reference.
 Question: {question}
@@ -36,13 +36,16 @@ class LLMJudge:
     """A chat model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
     ``base_url`` ends before ``/chat/completions`` (e.g. ``http://127.0.0.1:8000/v1``); the API key
-    is ``api_key`` or the ``OPENAI_API_KEY`` environment variable (optional for local servers).
+    is ``api_key`` or the ``OPENAI_API_KEY`` environment variable (optional for local servers). It
+    asks through the ``openai`` client (``core.openai_chat``: the ``[endpoint]`` extra), which retries
+    ``retries`` times and never follows a redirect with the key.
     """
 
     base_url: str
     model: str
     api_key: str | None = None
     timeout: float = 60.0
+    retries: int = 2
 
     @classmethod
     def of(cls, spec: LLMJudge | dict[str, Any] | None) -> LLMJudge | None:
@@ -51,20 +54,20 @@ class LLMJudge:
             return spec
         return cls(**spec)
 
+    @cached_property
+    def _client(self) -> Any:  # made on the first verdict (needs the [endpoint] extra), then reused
+        return chat_client(self.base_url, api_key=self.api_key or os.environ.get("OPENAI_API_KEY"),
+                           timeout=self.timeout, retries=self.retries)
+
     def verdict(self, question: str, answer: str, reference: str) -> str:
         """The model's verdict: "correct", "partially correct" or "incorrect"."""
         prompt = _PROMPT.format(question=question, reference=reference, answer=answer)
-        body = {"model": self.model, "temperature": 0, "messages": [{"role": "user", "content": prompt}]}
-        headers = {"Content-Type": "application/json"}
-        key = self.api_key or os.environ.get("OPENAI_API_KEY")
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        request = urllib.request.Request(f"{self.base_url.rstrip('/')}/chat/completions",
-                                         data=json.dumps(body).encode(), headers=headers, method="POST")
+        openai = openai_module()
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                reply = json.loads(response.read())["choices"][0]["message"]["content"]
-        except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as error:
+            completion = self._client.chat.completions.create(
+                model=self.model, temperature=0, messages=[{"role": "user", "content": prompt}])
+            reply = completion.choices[0].message.content
+        except (openai.OpenAIError, AttributeError, IndexError, TypeError) as error:  # after the client's retries
             raise JudgeUnavailable(f"the LLM judge at {self.base_url} gave no verdict: {error}") from error
         text = str(reply).lower()
         for verdict in ("partially correct", "incorrect", "correct"):  # the longer phrases contain "correct"

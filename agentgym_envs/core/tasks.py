@@ -53,6 +53,24 @@ class TaskSpec:
         table = load_splits(self.family)
         return [item for sub in self.subtasks for item in table.get(sub, {}).get(name, [])]
 
+    def first_items(self, name: str, limit: int | None) -> list[int]:
+        """``limit`` items of a split spread evenly over the sub-tasks (all of them for ``None``), in split order.
+
+        Each sub-task gives its first items in turn, so ``--limit 10`` of a family-wide id evaluates
+        every sub-task rather than the first one only; a single-sub-task id gives its first ``limit``.
+        """
+        items = self.split(name)
+        if limit is None:
+            return items
+        table = load_splits(self.family)
+        per_subtask = [table.get(sub, {}).get(name, []) for sub in self.subtasks]
+        chosen: set[int] = set()
+        for rank in range(max(map(len, per_subtask), default=0)):  # each sub-task's first, then second, ...
+            for subtask_items in per_subtask:
+                if rank < len(subtask_items) and len(chosen) < limit:
+                    chosen.add(subtask_items[rank])
+        return [item for item in items if item in chosen]
+
     def extra_installed(self) -> bool:
         return all(importlib.util.find_spec(module) is not None for module in self.requires)
 

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from agentgym_envs.core.kwargs import add_env_kwargs_argument, check_env_kwargs
 from agentgym_envs.evaluation.metrics import format_scaling, format_table
 from agentgym_envs.evaluation.plots import PlotError, plot_run
 from agentgym_envs.evaluation.runner import SUMMARY_FILE, EpisodeRunner, EvalError, evaluate, scripted_runner
@@ -53,8 +54,12 @@ def make_runner(args: argparse.Namespace) -> EpisodeRunner:
         from agentgym_envs.evaluation.endpoint import endpoint_runner
 
         return endpoint_runner(args.endpoint, args.model, temperature=temperature, max_tokens=args.max_turn_tokens,
-                               api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), timeout=args.timeout)
+                               api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), timeout=args.timeout,
+                               retries=args.retries, concurrency=args.concurrency, env_kwargs=args.env_kwargs)
     if args.model:
+        # before transformers is imported (huggingface_hub reads it once): nothing reaches the hub unless
+        # the user asked with HF_HUB_OFFLINE=0
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             from agentgym_trl.eval import ModelRunner
         except ImportError as error:
@@ -62,8 +67,9 @@ def make_runner(args: argparse.Namespace) -> EpisodeRunner:
                             f"{error}") from None
         return ModelRunner(args.model, temperature=temperature, batch_size=args.batch_size,
                            max_turn_tokens=args.max_turn_tokens, max_context_tokens=args.max_context_tokens,
-                           seed=args.seed, bf16=args.bf16, merged_first_turn=args.merged_first_turn)
-    return scripted_runner(args.agent, seed=args.seed)
+                           seed=args.seed, bf16=args.bf16, env_kwargs=args.env_kwargs,
+                           progress=False if args.no_progress else None, merged_first_turn=args.merged_first_turn)
+    return scripted_runner(args.agent, seed=args.seed, env_kwargs=args.env_kwargs)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -93,6 +99,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.agent is None and not args.model and not args.endpoint:
         return fail("say what to evaluate: --model PATH|default, --endpoint URL --model NAME, or --agent oracle|random")
     out = Path(args.out) if args.out else default_out_dir(args)
+    for env_id in args.env:
+        check_env_kwargs(env_id, args.env_kwargs)
     runner = None
     previous_handler = _stop_on_sigterm()
     try:
@@ -159,7 +167,8 @@ def add_commands(commands: Any) -> None:
                      help="sampling temperature (default: 0 = greedy for K=1, 1.0 for K>1)")
     run.add_argument("--max-turns", type=int, nargs="+", metavar="M",
                      help="turn budget(s); several values measure success against the budget (default: the env's cap)")
-    run.add_argument("--limit", type=int, default=None, help="only the first N items of each env's split")
+    run.add_argument("--limit", type=int, default=None,
+                     help="only N items of each env's split, spread evenly over its sub-tasks (the first of each)")
     run.add_argument("--out", help="run folder (default runs/eval/<agent>); an existing run there is resumed")
     run.add_argument("--batch-size", type=int, default=8, help="episodes per batched rollout (local model)")
     run.add_argument("--max-turn-tokens", type=int, default=256, help="token limit of one model turn")
@@ -172,8 +181,14 @@ def add_commands(commands: Any) -> None:
                      help="open episodes with one user turn (instruction + first observation), as a model trained "
                           "with AgentGRPOConfig(merged_first_turn=True) saw them; default: AgentGym's three turns")
     run.add_argument("--timeout", type=float, default=120.0, help="seconds per endpoint request")
+    run.add_argument("--retries", type=int, default=4,
+                     help="endpoint: retries of a failed request (connection errors, timeouts, 408/409/429/5xx), with "
+                          "exponential backoff and the server's Retry-After")
+    run.add_argument("--concurrency", type=int, default=1, metavar="N",
+                     help="endpoint: episodes played at the same time (each with its own envs)")
     run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_env_kwargs_argument(run)
+    run.add_argument("--no-progress", action="store_true", help="no progress bars")
     run.set_defaults(run=cmd_eval)
 
     view = commands.add_parser("view", help="write a self-contained HTML viewer of a run's trajectories")

@@ -1,90 +1,98 @@
-"""An OpenAI-compatible chat-completions endpoint as an evaluation agent (stdlib ``urllib``, no SDK).
+"""An OpenAI-compatible chat-completions endpoint as an evaluation agent, through the ``openai`` client.
 
 Works with vLLM's / SGLang's / llama.cpp's OpenAI servers and hosted APIs: ``POST
 <base>/chat/completions`` with the conversation so far; the reply's text is the env action and
-``usage.completion_tokens`` (when given) the turn's token count. A server that cannot be reached
-after a few retries raises ``EvalError`` (the evaluation stops, finished episodes stay saved).
+``usage.completion_tokens`` (when given) the turn's token count. The client (``core.openai_chat``)
+retries what is worth retrying with exponential backoff and honours a server's ``Retry-After``, so a
+rate-limited API slows the evaluation down instead of failing it, and never follows a redirect. A
+server that still cannot answer raises ``EvalError`` (the evaluation stops, finished episodes stay
+saved).
 """
 
 from __future__ import annotations
 
-import json
 import re
-import time
-import urllib.error
-import urllib.request
 from typing import Any
 
-from agentgym_envs.core.net import redirect_hint, urlopen_no_redirect
+from agentgym_envs.core.extras import MissingExtraError
+from agentgym_envs.core.openai_chat import EXTRA, base_url_of, chat_client, openai_module
 from agentgym_envs.evaluation.runner import ContextLengthError, EpisodeJob, EvalError, Reply, StepwiseRunner
 
-RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 #: how vLLM, SGLang, llama.cpp and OpenAI word a 400 for a prompt longer than the model's context
 CONTEXT_WORDS = re.compile(r"context|maximum.{0,20}length|too long|too many tokens", re.IGNORECASE)
 
 
-def completions_url(base_url: str) -> str:
-    """``http://host:8000/v1`` -> ``http://host:8000/v1/chat/completions`` (a full URL is kept as is)."""
-    url = base_url.rstrip("/")
-    return url if url.endswith("/chat/completions") else f"{url}/chat/completions"
+def _openai() -> Any:
+    try:
+        return openai_module()
+    except MissingExtraError:
+        raise EvalError(f"evaluating an endpoint needs the openai client: pip install 'agentgym-rl[{EXTRA}]'"
+                        ) from None
+
+
+def _one_line(text: Any, limit: int = 200) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+def _error_detail(error: Any) -> str:
+    """What the server said about a failed request: its JSON error message, else the start of its body."""
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        return _one_line(body.get("message") or body)
+    text = body if isinstance(body, str) and body else getattr(error.response, "text", "")
+    return _one_line(re.sub(r"<[^>]*>", " ", text) if text else error)  # a proxy's HTML error page as text
 
 
 class ChatEndpoint:
-    """Minimal client of ``/chat/completions``."""
+    """``/chat/completions`` of one model on one server, shared by every episode (the client is thread-safe)."""
 
     def __init__(self, base_url: str, model: str, *, temperature: float = 1.0, max_tokens: int = 256,
-                 api_key: str | None = None, timeout: float = 120.0, retries: int = 2, retry_wait: float = 0.5):
-        self.url = completions_url(base_url)
+                 api_key: str | None = None, timeout: float = 120.0, retries: int = 4):
+        _openai()
+        self.base_url = base_url_of(base_url)
+        self.url = f"{self.base_url}/chat/completions"
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.api_key = api_key
-        self.timeout = timeout
-        self.retries = retries
-        self.retry_wait = retry_wait
-
-    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
-        request = urllib.request.Request(self.url, data=json.dumps(payload).encode(), method="POST")
-        request.add_header("Content-Type", "application/json")
-        if self.api_key:
-            request.add_header("Authorization", f"Bearer {self.api_key}")
-        with urlopen_no_redirect(request, timeout=self.timeout) as response:  # the key goes to self.url only
-            return json.loads(response.read().decode("utf-8"))
+        self.client = chat_client(self.base_url, api_key=api_key, timeout=timeout, retries=retries)
 
     def complete(self, messages: list[dict[str, str]]) -> Reply:
-        payload = {"model": self.model, "messages": messages, "temperature": self.temperature,
-                   "max_tokens": self.max_tokens}
-        last_error = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.retry_wait * 2 ** (attempt - 1))
-            try:
-                body = self._post(payload)
-            except urllib.error.HTTPError as error:
-                detail = " ".join(error.read()[:300].decode("utf-8", "replace").split())[:200]
-                last_error = f"HTTP {error.code} {error.reason}: {detail}{redirect_hint(error)}"
-                if error.code == 400 and CONTEXT_WORDS.search(detail):
-                    raise ContextLengthError(f"endpoint {self.url}: the conversation is too long: {detail}")
-                if error.code not in RETRY_STATUS:
-                    break
-                continue
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
-                last_error = f"cannot reach it ({getattr(error, 'reason', error)})"
-                continue
-            except json.JSONDecodeError:
-                last_error = "the answer is not JSON"
-                continue
-            return self._reply(body)
-        raise EvalError(f"endpoint {self.url} failed: {last_error}")
-
-    def _reply(self, body: dict[str, Any]) -> Reply:
+        openai = _openai()
         try:
-            text = body["choices"][0]["message"]["content"] or ""
-        except (KeyError, IndexError, TypeError):
-            answer = str(body)[:200]
+            completion = self.client.chat.completions.create(model=self.model, messages=messages,
+                                                             temperature=self.temperature, max_tokens=self.max_tokens)
+        except openai.APIStatusError as error:
+            detail = _error_detail(error)
+            if error.status_code == 400 and CONTEXT_WORDS.search(detail):
+                raise ContextLengthError(f"endpoint {self.url}: the conversation is too long: {detail}") from None
+            reason = getattr(error.response, "reason_phrase", "")
+            raise EvalError(f"endpoint {self.url} failed: HTTP {error.status_code} {reason}: {detail}"
+                            f"{_redirect_note(error.response)}") from None
+        except openai.APIConnectionError as error:  # after the retries (a timeout is one too)
+            raise EvalError(f"endpoint {self.url} failed: cannot reach it ({_one_line(error.__cause__ or error)})"
+                            ) from None
+        return self._reply(completion)
+
+    def _reply(self, completion: Any) -> Reply:
+        try:
+            text = completion.choices[0].message.content or ""
+        except (AttributeError, IndexError, TypeError):
+            answer = _one_line(completion)
             raise EvalError(f"endpoint {self.url} answered without choices[0].message.content: {answer}") from None
-        tokens = (body.get("usage") or {}).get("completion_tokens")
+        tokens = getattr(completion.usage, "completion_tokens", None) if completion.usage else None
         return Reply(text, int(tokens) if tokens is not None else None)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _redirect_note(response: Any) -> str:
+    """For a 3xx answer: where it pointed and that it was not followed; else ''."""
+    if response is None or not 300 <= response.status_code < 400:
+        return ""
+    location = response.headers.get("location", "?")
+    return (f" (a redirect to {location}; redirects are not followed so credentials stay with the configured "
+            "host: use the final URL)")
 
 
 class EndpointPolicy:
@@ -101,11 +109,16 @@ class EndpointPolicy:
     def respond(self, env, observation, info, messages) -> Reply:
         return self.endpoint.complete(messages)
 
+    def close(self) -> None:
+        self.endpoint.close()
+
 
 def endpoint_runner(base_url: str, model: str, *, temperature: float = 1.0, max_tokens: int = 256,
-                    api_key: str | None = None, timeout: float = 120.0) -> StepwiseRunner:
+                    api_key: str | None = None, timeout: float = 120.0, retries: int = 4, concurrency: int = 1,
+                    env_kwargs: dict[str, Any] | None = None) -> StepwiseRunner:
+    """Episodes against the endpoint, ``concurrency`` at a time (each with its own envs)."""
     endpoint = ChatEndpoint(base_url, model, temperature=temperature, max_tokens=max_tokens, api_key=api_key,
-                            timeout=timeout)
+                            timeout=timeout, retries=retries)
     description = {"kind": "endpoint", "url": endpoint.url, "model": model, "temperature": temperature,
                    "max_tokens": max_tokens}
-    return StepwiseRunner(EndpointPolicy(endpoint), description)
+    return StepwiseRunner(EndpointPolicy(endpoint), description, env_kwargs, concurrency=concurrency)

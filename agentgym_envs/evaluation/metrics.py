@@ -19,6 +19,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 OVERALL = "overall"
 
 
@@ -66,28 +68,32 @@ def _item_rates(per_item: Mapping[Any, Sequence[bool]]) -> dict[Any, float]:
     return {key: sum(samples) / len(samples) for key, samples in per_item.items() if samples}
 
 
-def _percentile_interval(samples: Any, level: float) -> tuple[float, float]:
-    """The central ``level`` interval of bootstrap samples."""
-    import numpy as np
+def _stats() -> Any:
+    """``scipy.stats`` (in the ``[train]`` extra, like everything that reports intervals)."""
+    try:
+        from scipy import stats
+    except ImportError:
+        raise ImportError("confidence intervals need scipy: pip install 'agentgym-rl[train]' (or pip install scipy)"
+                          ) from None
+    return stats
 
-    tail = 100 * (1 - level) / 2
-    return float(np.percentile(samples, tail)), float(np.percentile(samples, 100 - tail))
 
-
-def _bootstrap_means(values: Any, resamples: int, rng: Any) -> Any:
-    """Means of ``resamples`` resamples (with replacement) of ``values``."""
-    return values[rng.integers(0, values.size, size=(resamples, values.size))].mean(axis=1)
+def _bootstrap_interval(values: Any, level: float, resamples: int, rng: Any) -> tuple[float, float]:
+    """The central ``level`` percentile interval of the mean of ``values`` over ``resamples`` bootstrap resamples."""
+    if values.size < 2:  # nothing to resample: the interval is the value itself
+        return float(values.mean()), float(values.mean())
+    result = _stats().bootstrap((values,), np.mean, confidence_level=level, n_resamples=resamples,
+                                method="percentile", rng=rng)
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 def success_interval(per_item: Mapping[Any, Sequence[bool]], *, level: float = 0.95, resamples: int = 10_000,
                      seed: int = 0) -> dict[str, float]:
     """Avg@K with a bootstrap confidence interval over items (``{"mean", "low", "high"}``)."""
-    import numpy as np
-
     rates = np.array(list(_item_rates(per_item).values()), dtype=float)
     if rates.size == 0:
         raise ValueError("no items to put an interval on")
-    low, high = _percentile_interval(_bootstrap_means(rates, resamples, np.random.default_rng(seed)), level)
+    low, high = _bootstrap_interval(rates, level, resamples, np.random.default_rng(seed))
     return {"mean": float(rates.mean()), "low": low, "high": high}
 
 
@@ -95,26 +101,21 @@ def compare_success(before: Mapping[Any, Sequence[bool]], after: Mapping[Any, Se
                     level: float = 0.95, resamples: int = 10_000, seed: int = 0) -> dict[str, float]:
     """Paired comparison of two evaluations on their shared items: the change in Avg@K, its bootstrap
     interval over items, and a two-sided sign-flip permutation p-value (no change = every item's
-    difference is as likely negative as positive)."""
-    import numpy as np
-
+    difference is as likely negative as positive; exact when the 2^items sign patterns are at most
+    ``resamples``, and never 0 otherwise, since the observed pattern counts as one of them)."""
     rates_before, rates_after = _item_rates(before), _item_rates(after)
     shared = sorted(set(rates_before) & set(rates_after))
     if not shared:
         raise ValueError("the two evaluations share no item")
     differences = np.array([rates_after[key] - rates_before[key] for key in shared])
     rng = np.random.default_rng(seed)
-    low, high = _percentile_interval(_bootstrap_means(differences, resamples, rng), level)
-    flipped = (differences * rng.choice([-1.0, 1.0], size=(resamples, differences.size))).mean(axis=1)
-    observed = differences.mean()
-    return {
-        "items": len(shared),
-        "difference": float(observed),
-        "low": low,
-        "high": high,
-        # the observed split counts as one of the equally likely sign patterns, so p is never 0
-        "p_value": float((1 + np.sum(np.abs(flipped) >= abs(observed) - 1e-12)) / (resamples + 1)),
-    }
+    low, high = _bootstrap_interval(differences, level, resamples, rng)
+    p_value = 1.0  # one item: its two sign patterns are equally extreme
+    if differences.size > 1:  # one sample with permutation_type="samples" is scipy's sign-flip test
+        p_value = float(_stats().permutation_test((differences,), np.mean, permutation_type="samples",
+                                                  n_resamples=resamples, alternative="two-sided", rng=rng).pvalue)
+    return {"items": len(shared), "difference": float(differences.mean()), "low": low, "high": high,
+            "p_value": p_value}
 
 
 def summarize_by_subtask(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

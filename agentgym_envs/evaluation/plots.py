@@ -119,6 +119,15 @@ def training_panels(rows: Sequence[Mapping[str, Any]]) -> list[Panel]:
     ]
 
 
+#: up to this many points a line also marks each one: a run of 1-3 steps is otherwise invisible or unreadable
+MARKED_POINTS = 30
+
+
+def point_style(points: int) -> dict[str, Any]:
+    """Markers for a short series (a single step is a point, not a line of zero length)."""
+    return {"marker": "o", "markersize": 4} if points <= MARKED_POINTS else {}
+
+
 def _draw_panel(ax: Any, rows: Sequence[Mapping[str, Any]], panel: Panel) -> None:
     from matplotlib.ticker import MaxNLocator
 
@@ -126,7 +135,7 @@ def _draw_panel(ax: Any, rows: Sequence[Mapping[str, Any]], panel: Panel) -> Non
     for label, key, style in lines:
         xs, ys = series(rows, key)
         if xs:
-            ax.plot(xs, ys, label=label, **{"linewidth": 1.8, **style})
+            ax.plot(xs, ys, label=label, **{"linewidth": 1.8, **style, **point_style(len(xs))})
     ax.set_title(title)
     ax.set_xlabel("step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # optimizer steps are whole numbers
@@ -329,13 +338,14 @@ def plot_comparison(runs: Mapping[str, str | os.PathLike], out_dir: str | os.Pat
             steps, values = series(rows, panel.key)
             if not steps:
                 continue
+            marks = point_style(len(steps))  # a run of a few steps shows its points
             if panel.smoothed:
                 ax.plot(steps, values, color=colour, alpha=0.25, linewidth=1)
-                ax.plot(steps, _rolling_mean(values, window), color=colour, linewidth=2, label=label)
+                ax.plot(steps, _rolling_mean(values, window), color=colour, linewidth=2, label=label, **marks)
             elif panel.style == "steps":
-                ax.plot(steps, values, color=colour, linewidth=2, drawstyle="steps-post", label=label)
+                ax.plot(steps, values, color=colour, linewidth=2, drawstyle="steps-post", label=label, **marks)
             else:
-                ax.plot(steps, values, color=colour, linewidth=1.6, marker=".", label=label)
+                ax.plot(steps, values, color=colour, linewidth=1.6, label=label, **{"marker": ".", **marks})
     for ax, panel in zip(axes, panels):
         ax.set_title(panel.title)
         ax.set_xlabel("step")

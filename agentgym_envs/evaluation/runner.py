@@ -10,8 +10,10 @@ OpenAI-compatible endpoint); ``agentgym_trl.eval.ModelRunner`` plays batches wit
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -143,33 +145,74 @@ class RandomPolicy:
         return Reply(env.unwrapped.random_action(self.rng))
 
 
+class UnfinishedBatch(EvalError):
+    """An episode of a concurrent batch failed; ``finished`` holds the batch's episodes that did end."""
+
+    def __init__(self, message: str, finished: list[dict[str, Any]]):
+        super().__init__(message)
+        self.finished = finished
+
+
 class StepwiseRunner:
-    """Plays episodes one at a time with a ``StepPolicy``; envs are made once per (env id, budget)."""
+    """Plays episodes with a ``StepPolicy``, ``concurrency`` at a time (a batch each); every worker thread
+    makes its envs once per (env id, budget) and keeps them, so envs are never shared by two episodes."""
 
-    batch_size = 1
-
-    def __init__(self, policy: StepPolicy, description: dict[str, Any] | None = None):
+    def __init__(self, policy: StepPolicy, description: dict[str, Any] | None = None,
+                 env_kwargs: dict[str, Any] | None = None, concurrency: int = 1):
+        if concurrency < 1:
+            raise EvalError(f"--concurrency must be at least 1, got {concurrency}")
         self.policy = policy
-        self.description = description or {"kind": policy.name}
-        self._envs: dict[tuple[str, int], gym.Env] = {}
+        self.env_kwargs = dict(env_kwargs or {})
+        self.description = with_env_kwargs(description or {"kind": policy.name}, self.env_kwargs)
+        self.batch_size = concurrency
+        self._local = threading.local()
+        self._env_sets: list[dict[tuple[str, int], gym.Env]] = []  # every thread's envs, for close()
+        self._lock = threading.Lock()
+        self._workers: ThreadPoolExecutor | None = None
 
     def describe(self) -> dict[str, Any]:
         return dict(self.description)
 
+    def _envs(self) -> dict[tuple[str, int], gym.Env]:
+        envs = getattr(self._local, "envs", None)
+        if envs is None:
+            envs = self._local.envs = {}
+            with self._lock:
+                self._env_sets.append(envs)
+        return envs
+
     def _env(self, env_id: str, max_turns: int) -> gym.Env:
-        key = (env_id, max_turns)
-        if key not in self._envs:
+        envs, key = self._envs(), (env_id, max_turns)
+        if key not in envs:
             # jobs come budget by budget: release the envs of other budgets (browsers, JVMs) before making more
-            for other in [k for k in self._envs if k[1] != max_turns]:
+            for other in [k for k in envs if k[1] != max_turns]:
                 self._drop(other)
-            self._envs[key] = gym.make(env_id, max_episode_steps=max_turns)
-        return self._envs[key]
+            envs[key] = gym.make(env_id, max_episode_steps=max_turns, **self.env_kwargs)
+        return envs[key]
 
     def _drop(self, key: tuple[str, int]) -> None:
-        close_quietly(self._envs.pop(key))
+        close_quietly(self._envs().pop(key))
 
     def run(self, jobs: Sequence[EpisodeJob]) -> list[dict[str, Any]]:
-        return [self.play(job) for job in jobs]
+        if self.batch_size == 1:
+            return [self.play(job) for job in jobs]
+        if self._workers is None:  # long-lived threads, so their envs are reused from batch to batch
+            self._workers = ThreadPoolExecutor(max_workers=self.batch_size, thread_name_prefix="agentgym-eval")
+        futures = [self._workers.submit(self.play, job) for job in jobs]
+        finished, failure = [], None
+        try:
+            for future in futures:  # in job order
+                try:
+                    finished.append(future.result())
+                except EvalError as error:
+                    failure = failure or error
+        except BaseException:  # Ctrl-C: episodes not yet started are dropped, running ones end on their own
+            for future in futures:
+                future.cancel()
+            raise
+        if failure is not None:
+            raise UnfinishedBatch(str(failure), finished) from failure
+        return finished
 
     def play(self, job: EpisodeJob) -> dict[str, Any]:
         started = time.perf_counter()
@@ -223,16 +266,31 @@ class StepwiseRunner:
                            timing={"episode_s": total_s, "agent_s": agent_s, "env_s": total_s - agent_s})
 
     def close(self) -> None:
-        for key in list(self._envs):
-            self._drop(key)
+        if self._workers is not None:
+            self._workers.shutdown(wait=True, cancel_futures=True)
+            self._workers = None
+        with self._lock:
+            for envs in self._env_sets:
+                for env in envs.values():
+                    close_quietly(env)
+                envs.clear()
+        close_policy = getattr(self.policy, "close", None)
+        if close_policy is not None:
+            close_policy()
 
 
-def scripted_runner(name: str, seed: int = 0) -> StepwiseRunner:
-    """The oracle or the random agent as a runner."""
+def with_env_kwargs(description: dict[str, Any], env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A runner's description with the env kwargs it makes its envs with: they change the episodes, so a
+    run folder made with other kwargs is not resumed with these."""
+    return {**description, "env_kwargs": env_kwargs} if env_kwargs else dict(description)
+
+
+def scripted_runner(name: str, seed: int = 0, env_kwargs: dict[str, Any] | None = None) -> StepwiseRunner:
+    """The oracle or the random agent as a runner (``env_kwargs`` go to every ``gym.make``)."""
     if name == "oracle":
-        return StepwiseRunner(OraclePolicy(), {"kind": "oracle"})
+        return StepwiseRunner(OraclePolicy(), {"kind": "oracle"}, env_kwargs)
     if name == "random":
-        return StepwiseRunner(RandomPolicy(seed), {"kind": "random", "seed": seed})
+        return StepwiseRunner(RandomPolicy(seed), {"kind": "random", "seed": seed}, env_kwargs)
     raise EvalError(f"unknown agent {name!r}; choose oracle or random, or give --model / --endpoint")
 
 
@@ -270,10 +328,9 @@ def plan_jobs(env_ids: Sequence[str], split: str, n_samples: int, max_turns: Seq
             if not spec.extra_installed():
                 raise EvalError(f"{spec.env_id} needs its extra, which is not installed: {spec.install_hint}")
             try:
-                items = spec.split(split)
+                items = spec.first_items(split, limit)
             except ValueError as error:
                 raise EvalError(str(error)) from None
-            items = items[:limit] if limit is not None else items
             if not items:
                 hint = " (--limit 0)" if limit == 0 else ""
                 raise EvalError(f"{spec.env_id} has no items in the {split!r} split{hint}")
@@ -325,7 +382,11 @@ def evaluate(runner: EpisodeRunner, env_ids: Sequence[str], out_dir: str | Path,
     bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc="eval", unit="ep", disable=not progress)
     try:
         for batch in _batches(pending, runner.batch_size):
-            records = runner.run(batch)
+            try:
+                records = runner.run(batch)
+            except UnfinishedBatch as error:  # the episodes that ended are kept: a rerun plays only the others
+                log.append(error.finished)
+                raise
             log.append(records)
             successes += sum(bool(r["info"]["success"]) for r in records)
             finished += len(records)

@@ -9,11 +9,13 @@ logs, the training step.
 
 from __future__ import annotations
 
-import html
 import json
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+import jinja2
 
 from agentgym_envs.agents import ACKNOWLEDGEMENT
 from agentgym_envs.evaluation.records import load_run
@@ -209,14 +211,16 @@ $('more').addEventListener('click', () => { limit += PAGE; render(); });
 render();
 """
 
+# A jinja2 template with autoescaping: ``title`` (a folder name) is escaped; the style and script are
+# ours, and the data is JSON made safe for a <script> element by ``page_data``, so those three are marked safe.
 PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title}</title>
-<style>{style}</style></head>
+<title>{{ title }}</title>
+<style>{{ style | safe }}</style></head>
 <body>
 <header>
-<h1>{title}</h1>
+<h1>{{ title }}</h1>
 <div class="controls">
 <input id="search" type="search" placeholder="search actions, observations, item ids..." autocomplete="off">
 <select id="env"></select><select id="subtask"></select><select id="budget"></select><select id="step"></select>
@@ -227,8 +231,8 @@ PAGE = """<!DOCTYPE html>
 success rate of shown <b id="rate">-</b></div>
 </header>
 <main><div id="list"></div><button id="more" class="more" type="button">show more</button></main>
-<script id="episodes" type="application/json">{data}</script>
-<script>{script}</script>
+<script id="episodes" type="application/json">{{ data | safe }}</script>
+<script>{{ script | safe }}</script>
 </body></html>
 """
 
@@ -242,8 +246,13 @@ def page_data(records: list[dict[str, Any]]) -> str:
     return text
 
 
+@lru_cache(maxsize=1)
+def page_template() -> jinja2.Template:
+    return jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined).from_string(PAGE)
+
+
 def render_html(records: list[dict[str, Any]], title: str) -> str:
-    return PAGE.format(title=html.escape(title), style=STYLE, data=page_data(records), script=SCRIPT)
+    return page_template().render(title=title, style=STYLE, data=page_data(records), script=SCRIPT)
 
 
 def write_viewer(run: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import unicodedata
@@ -103,11 +104,18 @@ def stem(token: str) -> str:
     return token
 
 
+def build_progress(show_progress: bool | None) -> bool:
+    """Whether an index build shows a progress bar: as asked, else (``None``) when stderr is a terminal,
+    since building a large corpus's index takes minutes and nothing else tells how far it is."""
+    return sys.stderr.isatty() if show_progress is None else bool(show_progress)
+
+
 class BM25Retriever(Retriever):
     name = "bm25"
 
     def __init__(
-        self, corpus: Corpus, k1: float = 0.9, b: float = 0.4, use_cache: bool = True, show_progress: bool = False
+        self, corpus: Corpus, k1: float = 0.9, b: float = 0.4, use_cache: bool = True,
+        show_progress: bool | None = None,
     ):
         self.bm25s = require("bm25s", extra="search")
         stopwords = getattr(getattr(self.bm25s, "stopwords", None), "STOPWORDS_EN", ())
@@ -134,7 +142,7 @@ class BM25Retriever(Retriever):
         started = time.perf_counter()
         tokens = [self.tokenize(f"{doc.title} {doc.text}") for doc in self.corpus.documents]
         index = self.bm25s.BM25(k1=self.k1, b=self.b)
-        index.index(tokens, show_progress=self.show_progress)
+        index.index(tokens, show_progress=build_progress(self.show_progress))
         self.build_seconds = time.perf_counter() - started
         return index
 
@@ -174,7 +182,7 @@ class DenseRetriever(Retriever):
         batch_size: int = 64,
         use_cache: bool = True,
         rebuild: bool = False,
-        show_progress: bool = False,
+        show_progress: bool | None = None,
     ):
         sentence_transformers = require("sentence_transformers", extra="dense")
         self.corpus = corpus
@@ -211,14 +219,14 @@ class DenseRetriever(Retriever):
         key = json.dumps([str(Path(self.model_path).resolve()), sizes, self.query_prefix, self.passage_prefix])
         return hashlib.sha1(key.encode()).hexdigest()[:12]
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def encode(self, texts: list[str], progress: bool = False) -> np.ndarray:
         with self._lock:
             vectors = self.model.encode(
                 texts,
                 batch_size=self.batch_size,
                 normalize_embeddings=True,
                 convert_to_numpy=True,
-                show_progress_bar=self.show_progress,
+                show_progress_bar=progress,
             )
         return np.asarray(vectors, dtype=np.float32)
 
@@ -227,7 +235,7 @@ class DenseRetriever(Retriever):
 
         started = time.perf_counter()
         texts = [f"{self.passage_prefix}{doc.title}. {doc.text}" for doc in self.corpus.documents]
-        embeddings = self.encode(texts)
+        embeddings = self.encode(texts, progress=build_progress(self.show_progress))
         self.build_seconds = time.perf_counter() - started
         return embeddings
 

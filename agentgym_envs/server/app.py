@@ -227,6 +227,28 @@ def _validation_detail(error: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+def install_json_errors(app: FastAPI) -> None:
+    """Malformed requests (422), unknown routes (404) and wrong methods (405, with ``Allow``) answered as
+    ``{"error", "detail"}`` JSON, like every other error of the project's HTTP services."""
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+        return _error(422, "invalid_request", _validation_detail(error))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
+        headers = dict(error.headers or {})
+        detail = str(error.detail)
+        if error.status_code in (404, 405):
+            detail = f"{detail}: {request.method} {request.url.path} is not part of this API (see /docs or /openapi.json)"
+        if error.status_code == 405:  # Starlette names the methods of one route; a path may have several
+            methods = {method for route in app.router.routes if getattr(route, "methods", None)
+                       and route.matches(request.scope)[0] != Match.NONE for method in route.methods}
+            headers["Allow"] = ", ".join(sorted(methods))
+        return _error(error.status_code, codes.get(error.status_code, f"http_{error.status_code}"), detail, headers)
+
+
 def create_app(
     env: str | list[str] = "textcraft",
     *,
@@ -290,22 +312,7 @@ def create_app(
     async def on_server_error(request: Request, error: ServerError) -> JSONResponse:
         return _error(error.status, error.code, error.message, error.headers)
 
-    @app.exception_handler(RequestValidationError)
-    async def on_validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
-        return _error(422, "invalid_request", _validation_detail(error))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def on_http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
-        headers = dict(error.headers or {})
-        detail = str(error.detail)
-        if error.status_code in (404, 405):
-            detail = f"{detail}: {request.method} {request.url.path} is not part of this API (see /docs or /openapi.json)"
-        if error.status_code == 405:  # Starlette names the methods of one route; a path may have several
-            methods = {method for route in app.router.routes if getattr(route, "methods", None)
-                       and route.matches(request.scope)[0] != Match.NONE for method in route.methods}
-            headers["Allow"] = ", ".join(sorted(methods))
-        return _error(error.status_code, codes.get(error.status_code, f"http_{error.status_code}"), detail, headers)
+    install_json_errors(app)
 
     # unexpected exceptions become a JSON 500 in RequestGuard (counted, connection kept)
 
@@ -498,18 +505,15 @@ def serve(
                 http=deadline_protocol(request_timeout))
 
 
-class LocalServer:
-    """A server on a free loopback port in a background thread (for tests, benchmarks, notebooks).
+class ThreadedServer:
+    """A FastAPI app on a loopback port (``port=0``: a free one) in a background thread, with the
+    ``serve`` command's protocol settings: for tests, benchmarks, notebooks and embedded services."""
 
-    ``with LocalServer("textcraft") as server: RemoteEnv(server.url, ...)``; leaving the block
-    stops the server and closes every env.
-    """
-
-    def __init__(self, env: str | list[str] = "textcraft", host: str = "127.0.0.1", port: int = 0, **app_kwargs: Any):
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0,
+                 request_timeout: float = DEFAULT_REQUEST_TIMEOUT, name: str = "agentgym-server"):
         if not is_loopback(host):
-            raise ValueError(f"LocalServer binds loopback addresses only, not {host!r}")
-        self.app = create_app(env, **app_kwargs)
-        self.manager: SessionManager = self.app.state.manager
+            raise ValueError(f"{type(self).__name__} binds loopback addresses only, not {host!r}")
+        self.app = app
         # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY on accepted sockets only when the listening
         # socket says it is TCP; without it every response waits ~40 ms for a delayed ACK
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -517,25 +521,25 @@ class LocalServer:
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind((host, port))
         self.host, self.port = host, self._socket.getsockname()[1]
-        request_timeout = app_kwargs.get("request_timeout", DEFAULT_REQUEST_TIMEOUT)
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, timeout_graceful_shutdown=5,
                                 http=deadline_protocol(request_timeout))
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
+        self._name = name
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> "LocalServer":
+    def start(self, timeout: float = 30.0) -> Any:
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True,
-                                        name=f"agentgym-server-{self.port}")
+                                        name=f"{self._name}-{self.port}")
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the local env server did not start")
+                raise RuntimeError(f"{type(self).__name__} did not start")
             time.sleep(0.01)
         return self
 
@@ -546,8 +550,23 @@ class LocalServer:
             self._thread = None
         self._socket.close()
 
-    def __enter__(self) -> "LocalServer":
+    def __enter__(self) -> Any:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class LocalServer(ThreadedServer):
+    """The env server on a free loopback port in a background thread.
+
+    ``with LocalServer("textcraft") as server: RemoteEnv(server.url, ...)``; leaving the block
+    stops the server and closes every env.
+    """
+
+    def __init__(self, env: str | list[str] = "textcraft", host: str = "127.0.0.1", port: int = 0, **app_kwargs: Any):
+        if not is_loopback(host):
+            raise ValueError(f"LocalServer binds loopback addresses only, not {host!r}")
+        app = create_app(env, **app_kwargs)
+        self.manager: SessionManager = app.state.manager
+        super().__init__(app, host, port, app_kwargs.get("request_timeout", DEFAULT_REQUEST_TIMEOUT))

@@ -24,7 +24,6 @@ import ipaddress
 import os
 import socket
 import threading
-import time
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -36,12 +35,21 @@ from agentgym_envs.core.safety import valid_utf8
 from agentgym_envs.core.spaces import TextSpace
 
 httpx = require("httpx", extra="server")
+tenacity = require("tenacity", extra="server")
 
 URL_VARIABLE = "AGENTGYM_SERVER_URL"
 #: The server's access token, when it was started with one (``agentgym serve --token``).
 TOKEN_VARIABLE = "AGENTGYM_SERVER_TOKEN"
 #: errors after which the request may not have been processed; retrying them is safe (steps carry seq)
 _TRANSPORT_ERRORS = (httpx.TransportError,)
+
+
+class _TryAgain(Exception):
+    """A request worth retrying (``error`` says why: a transport failure, or the server's 429)."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
 
 
 class RemoteEnvError(RuntimeError):
@@ -288,22 +296,27 @@ class RemoteEnv(gym.Env[str, str]):
         return created
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None, params: dict[str, Any] | None = None) -> Any:
-        last: BaseException | None = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(min(self.backoff * 2 ** (attempt - 1), 5.0))
+        """One API call; transport failures and 429 (server full) are retried with exponential backoff."""
+
+        def attempt() -> Any:
             try:
                 response = self._client.request(method, path, json=body, params=params, headers=self._headers)
             except _TRANSPORT_ERRORS as error:
-                last = error
-                continue
-            if response.status_code == 429 and attempt < self.retries:
-                last = self._error(response)
-                continue
+                raise _TryAgain(error) from error
+            if response.status_code == 429:
+                raise _TryAgain(self._error(response))
             if response.is_success:
                 return response.json()
             raise self._error(response)
-        if isinstance(last, RemoteEnvError):
+
+        retrying = tenacity.Retrying(stop=tenacity.stop_after_attempt(self.retries + 1), reraise=True,
+                                     wait=tenacity.wait_exponential(multiplier=self.backoff, max=5.0),
+                                     retry=tenacity.retry_if_exception_type(_TryAgain))
+        try:
+            return retrying(attempt)
+        except _TryAgain as failed:
+            last = failed.error
+        if isinstance(last, RemoteEnvError):  # still full after the retries: the server's own 429 error
             raise last
         raise ServerUnavailableError(
             f"the env server at {self.url} did not answer {method} {path} after {self.retries + 1} attempts "

@@ -130,6 +130,13 @@ class ToolEnv(TextEnv):
         rules = FORMAT_RULES.format(example=self.example_call, finish_rule=finish_rule)
         return f"{self.intro}\n\nTools:\n{self.service.tool_docs()}\n\n{rules}"
 
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """This env's tools in OpenAI's function-calling format, for function-calling models: pass them as
+        ``tools=`` to a chat template or an API; the env accepts the ``<tool_call>`` replies they write."""
+        if self.service is None:
+            raise RuntimeError("call reset() first: the tools are those of the episode's service")
+        return self.service.tool_schemas()
+
     def _parse(self, response: str) -> ParsedAction:
         return parse_response(response)
 

@@ -1,9 +1,13 @@
 """Documented tools, the call syntax, argument checking and the services behind the tools.
 
 A ``Service`` owns one SQLite store and exposes its tools as methods named like the tools. A
-call goes ``Action: <tool> with Action Input: <JSON object>`` (AgentGym's tool format); anything
-wrong with it (unknown tool, missing or extra arguments, wrong types, bad JSON, a row that does
-not exist) comes back as the tool's error text, never as an exception.
+call goes ``Action: <tool> with Action Input: <JSON object>`` (AgentGym's tool format); a
+function-calling model's own forms work too: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
+(Hermes / Qwen chat templates) or that JSON object alone (OpenAI's, ``arguments`` may be a JSON
+string). ``Tool.schema()`` describes each tool in OpenAI's function-calling format (the JSON Schema
+of its arguments, which ``check_arguments`` enforces). Anything wrong with a call (unknown tool,
+missing or extra arguments, wrong types, bad JSON, a row that does not exist) comes back as the
+tool's error text, never as an exception.
 """
 
 from __future__ import annotations
@@ -54,6 +58,16 @@ class Param:
             options = ", ".join(json.dumps(c) for c in self.choices)
             raise ToolError(f"{tool}: argument '{self.name}' must be one of {options}, got {json.dumps(value)}.")
 
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema of this argument (``any`` is any JSON value but null)."""
+        schema: dict[str, Any] = {"not": {"type": "null"}} if self.type == "any" else {"type": self.type}
+        if self.type in ("integer", "number"):  # what JSON numbers survive everywhere: |x| < 2^53
+            schema.update(minimum=-(2**53) + 1, maximum=2**53 - 1)
+        schema["description"] = self.description
+        if self.choices:
+            schema["enum"] = list(self.choices)
+        return schema
+
     def doc(self) -> str:
         flag = "" if self.required else ", optional"
         options = f" One of {', '.join(json.dumps(c) for c in self.choices)}." if self.choices else ""
@@ -77,6 +91,18 @@ class Tool:
             lines.append("   Parameters: none (use {})")
         lines.append(f"   Returns: {self.returns}")
         return "\n".join(lines)
+
+    def schema(self) -> dict[str, Any]:
+        """The tool in OpenAI's function-calling format (also what TRL and chat templates take as ``tools``)."""
+        parameters = {
+            "type": "object",
+            "properties": {param.name: param.schema() for param in self.params},
+            "required": [param.name for param in self.params if param.required],
+            "additionalProperties": False,
+        }
+        description = f"{self.description} Returns: {self.returns}"
+        return {"type": "function", "function": {"name": self.name, "description": description,
+                                                 "parameters": parameters}}
 
     def check_arguments(self, arguments: dict[str, Any]) -> None:
         known = {p.name for p in self.params}
@@ -157,14 +183,43 @@ _INPUT_SPLIT = re.compile(r"\s*(?:with\s+)?action[\s_]*input\s*:\s*", re.IGNOREC
 _TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+_TOOL_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+
+
+def function_call(text: str) -> str | None:
+    """A function-calling model's call as ``<tool> with Action Input: {...}``, or ``None`` if ``text`` holds none.
+
+    Reads ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` (the first one) or a response that is
+    just such a JSON object; ``arguments`` may be an object or a JSON string of one (OpenAI's wire format).
+    """
+    tagged = _TOOL_CALL_TAG.search(text)
+    raw = tagged.group(1) if tagged else text
+    if not raw.startswith("{"):
+        return None
+    try:
+        call, _ = decode_json_prefix(raw)
+    except ValueError:  # JSONDecodeError included
+        return None
+    if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+        return None
+    arguments = call.get("arguments", call.get("parameters", {}))
+    if isinstance(arguments, str):
+        return f"{call['name']} with Action Input: {arguments}"
+    return f"{call['name']} with Action Input: {json.dumps(arguments, ensure_ascii=False)}"
+
+
 def parse_response(response: str) -> ParsedAction:
     """Extract ``<tool> with Action Input: {...}`` from a ReAct response (the JSON may span lines).
 
-    Also accepted: the input on its own ``Action Input:`` line, and a bare one-line call.
+    Also accepted: the input on its own ``Action Input:`` line, a bare one-line call, and a
+    function-calling model's ``<tool_call>`` or JSON call object (``function_call``).
     """
     text = clean_text(response).strip()
     if not text:
         return ParsedAction(None, "Your response was empty. " + CALL_HINT)
+    called = function_call(text)
+    if called is not None:
+        return ParsedAction(called)
     lines = text.splitlines()
     action_lines = [i for i, line in enumerate(lines) if _ACTION_LINE.match(line)]
     if len(action_lines) > 1:
@@ -244,6 +299,11 @@ class Service:
             if tool.name == name:
                 return tool
         return None
+
+    @classmethod
+    def tool_schemas(cls) -> list[dict[str, Any]]:
+        """Every tool, ``finish`` last, in OpenAI's function-calling format."""
+        return [tool.schema() for tool in (*cls.TOOLS, FINISH)]
 
     @classmethod
     def tool_docs(cls) -> str:

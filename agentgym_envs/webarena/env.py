@@ -23,6 +23,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,7 +35,7 @@ from agentgym_envs.core.judge import JudgeUnavailable, LLMJudge
 from agentgym_envs.webarena.actions import ACTION_HELP, Command, parse_command, resolve_script_step
 from agentgym_envs.webarena.evaluation import evaluate, fuzzy_match
 from agentgym_envs.webarena.observation import TEXT_ROLES, Tree, render_tree
-from agentgym_envs.webarena.sites import SITES, SUBTASK_SITE, app_class, base_urls_from_environment
+from agentgym_envs.webarena.sites import ENV_PREFIX, SITES, SUBTASK_SITE, app_class, base_urls_from_environment
 
 INSTRUCTION = f"""You are an autonomous intelligent agent tasked with navigating a web browser. You will be given web-based tasks. These tasks will be accomplished through the use of specific actions you can issue.
 
@@ -245,8 +246,9 @@ class WebArenaEnv(TextEnv):
         return self.browser.call(action, recover if recover_url else None)
 
     def _load(self, address: str) -> str | None:
-        """Open ``address`` in the current tab; a note if it did not finish loading in time."""
-        from selenium.common.exceptions import TimeoutException
+        """Open ``address`` in the current tab; a note if it did not finish loading in time, ``_Unreachable``
+        if nothing answers there (Chromium's ``net::ERR_...``)."""
+        from selenium.common.exceptions import TimeoutException, WebDriverException
 
         driver = self.browser.driver
         driver.set_page_load_timeout(self.page_load_timeout)
@@ -254,7 +256,21 @@ class WebArenaEnv(TextEnv):
             driver.get(address)
         except TimeoutException:
             return self._stop_loading()
+        except WebDriverException as error:
+            reason = _NETWORK_ERROR.search(error.msg or "")
+            if reason is None or not self.browser.is_alive():
+                raise
+            raise _Unreachable(address, reason.group(0)) from None
         return None
+
+    def _unreachable_message(self, error: _Unreachable) -> str:
+        """One line for a start page that does not answer: which site, where, and what to do."""
+        site = next((key for key, base in self._real_bases.items() if error.address.startswith(base)), None)
+        if self.embedded or site is None:
+            return f"the page {self.display_url(error.address)} cannot be reached ({error.reason})"
+        variable = ENV_PREFIX + SITES[site].env_var if site in SITES else "the base URL"
+        return (f"the WebArena site {site!r} does not answer at {self._real_bases[site]} ({error.reason}): start the "
+                f"deployment, or point base_urls={{{site!r}: ...}} or ${variable} at it")
 
     def _stop_loading(self) -> str:
         try:
@@ -281,7 +297,10 @@ class WebArenaEnv(TextEnv):
         self._oracle_expected = None
         start_urls = [self.real_url(u) for u in self._config["start_url"].split(" |AND| ")]
         start_url = start_urls[0]
-        (note, restarted) = self._driver_call(lambda driver: self._open_start_pages(driver, start_urls))
+        try:
+            (note, restarted) = self._driver_call(lambda driver: self._open_start_pages(driver, start_urls))
+        except _Unreachable as error:
+            raise SiteUnreachableError(self._unreachable_message(error)) from None
         observation = self._observe(note)
         info = {"intent": self._config["intent"], "sites": sites, "start_url": self.display_url(start_url)}
         if restarted:
@@ -478,7 +497,11 @@ class WebArenaEnv(TextEnv):
                 if not self._allowed(address):
                     sites = ", ".join(self.display_url(self._base(s)) for s in self._site_keys) if self.embedded else ", ".join(self._real_bases.values())
                     raise _InvalidAction(f"Cannot open {command.text}: this is a closed network and only the task's web sites are reachable ({sites}).")
-                return self._load(address)
+                try:
+                    return self._load(address)
+                except _Unreachable as error:
+                    raise _InvalidAction(
+                        f"Cannot open {command.text}: the site does not answer ({error.reason}).") from None
             elif command.name == "go_back":
                 driver.back()
             elif command.name == "go_forward":
@@ -585,6 +608,22 @@ class WebArenaEnv(TextEnv):
 
 class _InvalidAction(Exception):
     """An action the page cannot carry out; its message is shown to the agent."""
+
+
+#: Chromium's error for a page that could not be fetched at all (refused, unknown host, no route, ...)
+_NETWORK_ERROR = re.compile(r"net::ERR_[A-Z_]+")
+
+
+class _Unreachable(Exception):
+    """Nothing answered at ``address`` (``reason``: Chromium's ``net::ERR_...``)."""
+
+    def __init__(self, address: str, reason: str):
+        super().__init__(f"{address}: {reason}")
+        self.address, self.reason = address, reason
+
+
+class SiteUnreachableError(ConnectionError):
+    """An episode cannot start because its site does not answer (a real WebArena deployment that is down)."""
 
 
 def load_webarena_configs(config_path: str | os.PathLike[str], sites: list[str]) -> dict[int, dict[str, Any]]:

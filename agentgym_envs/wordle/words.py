@@ -18,11 +18,11 @@ import json
 import math
 import os
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 
 from agentgym_envs.core import require
 from agentgym_envs.core.cache import cache_root
+from agentgym_envs.core.extras import distribution_version
 
 WORD_LENGTH = 5
 MIN_ZIPF = 3.0
@@ -61,7 +61,8 @@ def _zipf(frequencies: dict[str, float], word: str) -> float:
 
 
 def _versions() -> str:
-    return f"english-words-{metadata.version('english-words')}_wordfreq-{metadata.version('wordfreq')}"
+    english_words, wordfreq = (distribution_version(name, extra="wordle") for name in ("english-words", "wordfreq"))
+    return f"english-words-{english_words}_wordfreq-{wordfreq}"
 
 
 def _cache_file() -> Path:

@@ -1,0 +1,36 @@
+"""The ``openai`` client for any OpenAI-compatible chat server, set up once for the whole project.
+
+Evaluation endpoints (``agentgym eval --endpoint``) and the optional LLM judge talk to vLLM, SGLang,
+llama.cpp or a hosted API through it, so both get its retries (connection errors, timeouts,
+408/409/429/5xx, with exponential backoff and the server's ``Retry-After``) and timeouts. Redirects
+are never followed, so an API key only ever goes to the configured host.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from agentgym_envs.core.extras import require
+
+#: the key sent to a server that needs none (the client insists on one; vLLM's own convention)
+NO_KEY = "EMPTY"
+EXTRA = "endpoint"
+
+
+def base_url_of(url: str) -> str:
+    """``http://host:8000/v1`` or ``.../v1/chat/completions`` -> ``http://host:8000/v1`` (what the client takes)."""
+    return url.rstrip("/").removesuffix("/chat/completions")
+
+
+def openai_module() -> ModuleType:
+    """``openai``, or ``MissingExtraError`` naming ``pip install 'agentgym-rl[endpoint]'``."""
+    return require("openai", extra=EXTRA)
+
+
+def chat_client(base_url: str, *, api_key: str | None, timeout: float, retries: int) -> Any:
+    """An ``openai.OpenAI`` for ``base_url`` that retries ``retries`` times and never follows a redirect."""
+    openai = openai_module()
+    return openai.OpenAI(base_url=base_url_of(base_url), api_key=api_key or NO_KEY, timeout=timeout,
+                         max_retries=retries,
+                         http_client=openai.DefaultHttpxClient(follow_redirects=False, timeout=timeout))

@@ -1,0 +1,227 @@
+"""Every fenced ``python`` and ``bash`` block of README.md and docs/*.md runs as written.
+
+A reader copies these blocks first, so they must not rot. Each shell command and each Python block
+is one test. The commands of a block run in order in one fresh folder, as a reader would type them
+(a later command may use what an earlier one wrote, e.g. ``agentgym view`` of the run that
+``agentgym eval`` just made). A few cannot run here: they need a GPU, a real web site or another
+machine, or are long runs that other tests cover in a shortened form. ``RULES`` skips those with the
+reason, or runs them shortened; every rule must still match a block, so the table cannot rot either.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(python|bash)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+#: what a command line may not contain for us to run it without a shell
+SHELL_SYNTAX = re.compile(r"&&|\|\||[|;&<>`]|\$\(")
+SHORT_EVAL = ["--limit", "1", "--n-samples", "1", "--max-turns", "1", "--max-turn-tokens", "8"]
+LONG_RUN = "long run; covered by tests/test_trainer_example.py"
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """One shell command (continuation lines joined, comments dropped) or one whole Python block."""
+
+    source: str  # "README.md:406": the line of the block's opening fence, so also the block's name
+    language: str
+    code: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How to treat the snippets that ``pattern`` finds: skip them (``skip`` is the reason) or run them
+    with ``replace`` applied and ``append`` added, feeding ``stdin`` and accepting ``exit_codes``."""
+
+    pattern: str
+    skip: str | None = None
+    replace: tuple[tuple[str, str], ...] = ()
+    append: tuple[str, ...] = ()
+    stdin: str | None = None
+    exit_codes: tuple[int, ...] = (0,)
+    serve: bool = False  # a server: start it, wait until it answers /v1/health, stop it
+    needs: tuple[str, ...] = ()  # modules the snippet imports (skipped without them)
+
+    def matches(self, snippet: Snippet) -> bool:
+        return re.search(self.pattern, snippet.code) is not None
+
+
+RULES = [
+    # the quick start's setup and jobs
+    Rule(r"^bash scripts/setup\.sh && accelerate launch examples/grpo\.py$", skip=LONG_RUN),
+    Rule(r"^bash scripts/setup\.sh && python -m pytest -q$",
+         skip="runs the whole test suite, which is what CI does (.ci/run)"),
+    Rule(r"^bash scripts/setup\.sh$", skip="installs system packages (a JRE, Chromium); CI runs it before the tests"),
+    # blocks that need what a test machine does not have
+    Rule(r"config_path=\"webarena/config_files\"", skip="needs a real WebArena deployment and its task configs"),
+    Rule(r"AgentGRPOTrainer\(\"Qwen/Qwen2\.5-3B-Instruct\"",
+         skip="downloads and trains a 3B model; covered by tests/test_trainer.py (a tiny model)"),
+    Rule(r"/models/Qwen2\.5-3B-Instruct", skip="needs a model you download (/models/Qwen2.5-3B-Instruct)"),
+    Rule(r"agentgym eval --endpoint", skip="needs an OpenAI-compatible server; covered by tests/test_eval.py"),
+    Rule(r"agentgym view runs/eval/qwen3b", skip="views the Qwen run above (skipped); covered by tests/test_viewer.py"),
+    Rule(r"--host 10\.0\.0\.5", skip="binds another machine's network interface"),
+    Rule(r"AgentGym/Remote-v0", skip="needs `agentgym serve` running (on another machine); covered by "
+                                     "tests/test_server.py"),
+    # long runs: training, behaviour cloning, the learning experiment
+    Rule(r"^python examples/grpo\.py --max_steps 6", skip=LONG_RUN),
+    Rule(r"^agentgym plot runs/grpo-", skip="plots a training run (long run); covered by "
+                                            "tests/test_eval.py::test_training_plots_show_every_metric_and_env"),
+    Rule(r"^accelerate launch examples/sft\.py", skip="long run; covered by tests/test_sft.py"),
+    Rule(r"^accelerate launch examples/grpo\.py --model_name_or_path runs/sft-oracle", skip=LONG_RUN),
+    Rule(r"^python examples/agentevol\.py", skip="long run; covered by tests/test_sft.py (agentevol, shortened)"),
+    Rule(r"^python examples/sft\.py", skip="long run; covered by tests/test_sft.py"),
+    Rule(r"^python examples/turn_budget\.py",
+         skip="the learning experiment (hours); covered by tests/test_turn_budget.py"),
+    # shortened: a model's evaluation on one item, one turn; fewer expert episodes
+    Rule(r"^agentgym eval --model default", append=tuple(SHORT_EVAL), needs=("transformers",)),
+    Rule(r"evaluate_model\(\"default\"", replace=(("max_turns=[5, 10, 20])", "max_turns=[1], limit=1, "
+                                                                           "max_turn_tokens=8)"),),
+         needs=("transformers",)),
+    Rule(r"^agentgym collect .*--n 300", replace=(("--n 300", "--n 3"),), needs=("datasets",)),
+    Rule(r"KeepRule\(min_reward=0\.5\)", replace=(("450", "20"),), needs=("datasets",)),
+    # a human at the terminal: one move, then the terminal closes (Ctrl-D ends the game with 130)
+    Rule(r"^agentgym play AgentGym/TextCraft-Depth2-v0$", stdin="inventory\n", exit_codes=(130,)),
+    Rule(r"^agentgym serve ", serve=True, needs=("fastapi", "uvicorn")),
+    Rule(r"check_text_env\(\"AgentGym/MyEnv-v0\"\)", replace=(("AgentGym/MyEnv-v0", "AgentGym/TextCraft-Depth1-v0"),)),
+    Rule(r"AgentGym/WebArena-v0", needs=("selenium",)),
+]
+
+
+def commands_of(block: str) -> list[str]:
+    """A bash block's commands: continuation lines joined, comment lines and trailing comments dropped."""
+    joined = re.sub(r"\\\n\s*", " ", block)
+    commands = []
+    for line in joined.splitlines():
+        command = line.split(" #", 1)[0].strip() if not line.lstrip().startswith("#") else ""
+        if command:
+            commands.append(command)
+    return commands
+
+
+def snippets() -> list[Snippet]:
+    found = []
+    for document in DOCUMENTS:
+        text = document.read_text(encoding="utf-8")
+        for match in FENCE.finditer(text):
+            source = f"{document.relative_to(ROOT)}:{text[: match.start()].count(chr(10)) + 1}"
+            language, body = match.group(1), match.group(2)
+            if language == "python":
+                found.append(Snippet(source, language, body))
+            else:
+                found += [Snippet(source, language, command) for command in commands_of(body)]
+    return found
+
+
+SNIPPETS = snippets()
+
+
+def rule_for(snippet: Snippet) -> Rule:
+    return next((rule for rule in RULES if rule.matches(snippet)), Rule(pattern=""))
+
+
+def test_every_rule_still_matches_a_block() -> None:
+    unused = [rule.pattern for rule in RULES if not any(rule.matches(snippet) for snippet in SNIPPETS)]
+    assert not unused, f"rules that match no block any more (remove them): {unused}"
+    assert len(SNIPPETS) > 20 and {snippet.language for snippet in SNIPPETS} == {"python", "bash"}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """One working folder per block, shared by its commands in order."""
+    made: dict[str, Path] = {}
+
+    def folder(block: str) -> Path:
+        if block not in made:
+            made[block] = tmp_path_factory.mktemp(re.sub(r"\W+", "-", block))
+        return made[block]
+
+    return folder
+
+
+def environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+            "AGENTGYM_BROWSER_POOL": "0"}
+
+
+def program(argv: list[str]) -> list[str]:
+    """The documented program run from this checkout with this interpreter."""
+    name, rest = argv[0], argv[1:]
+    if name == "agentgym":
+        return [sys.executable, "-m", "agentgym_envs.cli", *rest]
+    if name == "python":
+        return [sys.executable, *rest]
+    if name == "accelerate":
+        return [sys.executable, "-m", "accelerate.commands.accelerate_cli", *rest]
+    raise AssertionError(f"no way to run {name!r} here; add a rule for it to tests/test_docs.py")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve_until_healthy(argv: list[str], cwd: Path, timeout: float = 120.0) -> None:
+    """Start a documented ``agentgym serve`` on a free port; it must answer /v1/health, then it is stopped."""
+    port = free_port()
+    argv = [str(port) if previous == "--port" else arg for previous, arg in zip(["", *argv], argv)]
+    server = subprocess.Popen(program(argv), cwd=cwd, env=environment(), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            assert server.poll() is None, f"the server stopped: {server.stderr.read()[-2000:]}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health", timeout=2) as answer:
+                    assert answer.status == 200
+                    return
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not answer /v1/health in time"
+                time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: f"{s.source} {s.code.splitlines()[0][:60]}")
+def test_documented_code_runs(snippet: Snippet, folders) -> None:
+    rule = rule_for(snippet)
+    if rule.skip:
+        pytest.skip(rule.skip)
+    for module in rule.needs:
+        pytest.importorskip(module)
+    if "WebArena" in snippet.code:
+        from agentgym_envs.web import chromium_missing_reason
+
+        if chromium_missing_reason() is not None:
+            pytest.skip(str(chromium_missing_reason()))
+    code = snippet.code
+    for old, new in rule.replace:
+        assert old in code, f"the rule for {snippet.source} replaces {old!r}, which is no longer there"
+        code = code.replace(old, new)
+    cwd = folders(snippet.source)
+    if snippet.language == "python":
+        argv = [sys.executable, "-c", code]
+    else:
+        assert not SHELL_SYNTAX.search(code), f"{snippet.source}: {code!r} needs a shell; add a rule for it"
+        if rule.serve:
+            serve_until_healthy([*shlex.split(code), *rule.append], cwd)
+            return
+        argv = program([*shlex.split(code), *rule.append])
+    done = subprocess.run(argv, cwd=cwd, env=environment(), input=rule.stdin or "", capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode in rule.exit_codes, (
+        f"{snippet.source}: {code}\nexit {done.returncode}\n{done.stdout[-1500:]}\n{done.stderr[-3000:]}")
