@@ -241,6 +241,7 @@ def report(config: ExperimentConfig) -> dict:
         "start": {k: v for k, v in start.items() if k != "per_item"},
         "arms": {arm: {k: v for k, v in entry.items() if k != "per_item"} for arm, entry in arms.items()},
         "arm_vs_arm": pairs,
+        "replication": replication(out, start["per_item"], {arm: entry["per_item"] for arm, entry in arms.items()}),
         "method": "success = Avg@K over every test item; 95% interval = bootstrap over items (10k resamples); "
                   "change = paired over items, p = two-sided sign-flip permutation test",
     }
@@ -256,6 +257,32 @@ def report(config: ExperimentConfig) -> dict:
     return summary
 
 
+def replication(out: Path, first_start: dict, first_arms: dict[str, dict]) -> dict:
+    """A second test of the start and of some arms with a new sampling seed (``<out_dir>/replication/<name>``, made
+    with ``agentgym eval --seed 1``; see the README): the change on its own, and pooled with the first test (K=8)."""
+    folder = out / "replication"
+    if not (folder / "start" / "summary.json").is_file():
+        return {}
+    start = test_result(folder / "start")
+    result: dict = {"start": {k: v for k, v in start.items() if k != "per_item"}}
+    for arm, first in first_arms.items():
+        if not (folder / arm / "summary.json").is_file():
+            continue
+        again = test_result(folder / arm)
+        result[arm] = {
+            "test": {k: v for k, v in again.items() if k != "per_item"},
+            "change_vs_start": compare_success(start["per_item"], again["per_item"]),
+            "pooled_change_vs_start": compare_success(pooled(first_start, start["per_item"]),
+                                                      pooled(first, again["per_item"])),
+        }
+    return result
+
+
+def pooled(first: dict, second: dict) -> dict:
+    """Both tests' samples of each item (K + K per item)."""
+    return {item: [*first[item], *second.get(item, [])] for item in first}
+
+
 def print_table(summary: dict) -> None:
     start = summary["start"]
     print("\n| arm | train budget | test success (95% CI) | change vs start (95% CI) | p | test turns | train min |")
@@ -267,8 +294,18 @@ def print_table(summary: dict) -> None:
               f"[{change['low'] * 100:+.1f}, {change['high'] * 100:+.1f}] | {change['p_value']:.3f} | "
               f"{entry['test']['turns']:.2f} | {entry['train_minutes']} |")
     for name, change in summary["arm_vs_arm"].items():
-        print(f"{name}: {change['difference'] * 100:+.1f} points [{change['low'] * 100:+.1f}, "
-              f"{change['high'] * 100:+.1f}], p = {change['p_value']:.3f}")
+        print(f"{name}: {change_text(change)}")
+    again = summary.get("replication") or {}
+    for arm, entry in again.items():
+        if arm != "start":
+            print(f"replication, {arm} vs start: {pct(entry['test'])} vs {pct(again['start'])}, "
+                  f"{change_text(entry['change_vs_start'])}; pooled with the first test: "
+                  f"{change_text(entry['pooled_change_vs_start'])}")
+
+
+def change_text(change: dict) -> str:
+    return (f"{change['difference'] * 100:+.1f} points [{change['low'] * 100:+.1f}, {change['high'] * 100:+.1f}], "
+            f"p = {change['p_value']:.3f}")
 
 
 def pct(result: dict) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -125,7 +126,17 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path: Path) -> None:
         assert (tmp_path / "exp" / arm / "checkpoint-2" / "optimizer.pt").is_file()
         assert (tmp_path / "exp" / arm / "model.safetensors").is_file()
 
+    # a replication of the start's and one arm's test (here: copies of the first, so the pooled change is the same)
+    for name in ("start", "large"):
+        shutil.copytree(tmp_path / "exp" / "eval" / name, tmp_path / "exp" / "replication" / name)
     again = subprocess.run(command, check=False, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "$ " not in again.stdout  # no training process started: every arm was finished
-    assert json.loads((tmp_path / "turn_budget.json").read_text())["arms"].keys() == summary["arms"].keys()
+    report = json.loads((tmp_path / "turn_budget.json").read_text())
+    assert report["arms"].keys() == summary["arms"].keys()
+    replication = report["replication"]
+    assert set(replication) == {"start", "large"} and replication["large"]["test"] == summary["arms"]["large"]["test"]
+    pooled = replication["large"]["pooled_change_vs_start"]
+    assert pooled["items"] == 3 and pooled["difference"] == pytest.approx(
+        summary["arms"]["large"]["change_vs_start"]["difference"])
+    assert "replication, large vs start" in again.stdout
