@@ -82,7 +82,8 @@ RULES = [
     Rule(r"^accelerate launch examples/sft\.py", skip="long run; covered by tests/test_sft.py"),
     Rule(r"^accelerate launch examples/grpo\.py --model_name_or_path runs/sft-oracle", skip=LONG_RUN),
     Rule(r"^python examples/agentevol\.py", skip="long run; covered by tests/test_sft.py (agentevol, shortened)"),
-    Rule(r"^python examples/sft\.py", skip="long run; covered by tests/test_sft.py"),
+    Rule(r"^agentgym eval --model runs/turn-budget/",
+         skip="tests the learning experiment's models (an hour to make); covered by tests/test_eval.py"),
     Rule(r"^python examples/turn_budget\.py",
          skip="the learning experiment (hours); covered by tests/test_turn_budget.py"),
     # shortened: a model's evaluation on one item, one turn; fewer expert episodes
