@@ -161,7 +161,8 @@ class AgentGRPOConfig(GRPOConfig):
         metadata={
             "help": "Split each training batch into micro-batches of at most this many padded tokens, each trimmed of "
             "padding and back-propagated on its own (gradients sum to the same loss), so activations are bounded by "
-            "this budget; 0 = off. Default: 2048 on CPU, off on GPU."
+            "this budget; 0 = off. Default: 2048 on CPU, off on GPU. One process only: with several, TRL's loss gathers "
+            "per-row metrics on every call, so each process trains its batch whole."
         },
     )
     release_memory: bool = field(
@@ -177,7 +178,8 @@ class AgentGRPOConfig(GRPOConfig):
         metadata={
             "help": "Leave rows whose advantage is zero (groups where every episode scored the same) out of the "
             "forward and backward pass. With beta=0 their gradient is exactly zero, so the update is unchanged and "
-            "only the wasted compute goes; the skipped share is logged as train/skipped_rows_frac."
+            "only the wasted compute goes; the skipped share is logged as train/skipped_rows_frac. One process only "
+            "(as micro_batch_tokens)."
         },
     )
     log_trajectories: bool = field(
@@ -465,6 +467,8 @@ class AgentGRPOTrainer(GRPOTrainer):
                 ("top_entropy_quantile < 1", self.top_entropy_quantile < 1.0),
                 ("an MoE aux loss", self.aux_loss_enabled),
                 ("DeepSpeed", self.is_deepspeed_enabled),
+                # TRL gathers per-row metrics on every call: each process must pass the same number of rows
+                ("several processes", self.accelerator.num_processes > 1),
                 (f"loss_type {self.loss_type!r}", self.loss_type not in MICRO_BATCHED_LOSSES),
             )
             if present

@@ -55,7 +55,7 @@ def test_two_process_cpu_run_completes(tmp_path: Path) -> None:
         "--max_turn_tokens",
         "12",
         "--max_context_tokens",
-        "1024",
+        "2048",  # the AgentGym opening of a TextCraft item is up to ~1,060 tiny-tokenizer tokens
         "--truncated_turn",
         "step",
         "--output_dir",
