@@ -58,7 +58,7 @@ class ScriptedGenerator:
         return [TurnOutput(ids, [0.0] * len(ids), True)]
 
 
-def replay_in_rollout(row: dict, encoder: ChatEncoder):
+def replay_in_rollout(row: dict, encoder: ChatEncoder, merged_first_turn: bool = False):
     """The rollout's trajectory for the row's episode when the policy answers with the row's responses."""
     responses = [m["content"] for m in row["messages"][row["prompt_messages"] :] if m["role"] == "assistant"]
     result = run_rollout(
@@ -69,6 +69,7 @@ def replay_in_rollout(row: dict, encoder: ChatEncoder):
         max_turns=64,
         max_turn_tokens=512,
         max_context_tokens=200_000,
+        merged_first_turn=merged_first_turn,
     )
     return result.trajectories[0]
 
@@ -164,11 +165,7 @@ def test_collected_openings_match_the_rollouts(merged: bool) -> None:
     tokenizer = tiny_tokenizer("chatml")
     encoder = ChatEncoder(tokenizer, [tokenizer.eos_token_id])
     (row,) = rows
-    responses = [m["content"] for m in row["messages"][row["prompt_messages"] :] if m["role"] == "assistant"]
-    result = run_rollout([{"env_id": TEXTCRAFT, "item_id": row["item_id"], "seed": row["seed"]}],
-                         ScriptedGenerator(responses, encoder), encoder, EnvPool(), max_turns=64, max_turn_tokens=512,
-                         max_context_tokens=200_000, merged_first_turn=merged)
-    (trajectory,) = result.trajectories
+    trajectory = replay_in_rollout(row, encoder, merged_first_turn=merged)
     assert row["prompt_messages"] == trajectory.opening == (1 if merged else 3)
     ids, mask = conversation_ids(encoder, row["messages"], row["prompt_messages"])
     assert ids == trajectory.prompt_ids + trajectory.completion_ids and mask[len(trajectory.prompt_ids):] == \
