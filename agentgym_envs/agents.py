@@ -1,128 +1,125 @@
-"""Agents that need no model: the env's oracle, a random agent and a human at the terminal.
+"""Agents: who answers the episodes the loop (``core.loop``) plays, and the registry that finds them.
 
-An agent is any callable ``(env, observation, info) -> response``; the model agents of
-``agentgym_trl`` follow the same shape.
+Built in (no model): the env's ``oracle``, a seeded ``random`` agent and a ``human`` at the
+terminal; ``agentgym_envs.evaluation.endpoint`` adds an OpenAI-compatible endpoint. Packages add
+their own agents under the ``agentgym.agents`` entry point group: ``agentgym_trl`` registers
+``model`` (a local Hugging Face model), so ``agentgym eval --model`` works when the trainer extra
+is installed and says how to get it when not. The env package never imports the trainer package.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
+from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
-Agent = Callable[[gym.Env, str, dict[str, Any]], str]
+from agentgym_envs.core.episode import ACKNOWLEDGEMENT, first_messages, first_user_message
+from agentgym_envs.core.loop import Agent, BaseAgent, Episode, Reply, close_quietly, run_episode
+
+__all__ = [
+    "ACKNOWLEDGEMENT",
+    "Agent",
+    "AgentNotFound",
+    "AgentSetupError",
+    "BaseAgent",
+    "HumanAgent",
+    "OracleAgent",
+    "RandomAgent",
+    "Reply",
+    "close_quietly",
+    "first_messages",
+    "first_user_message",
+    "make_agent",
+    "run_episode",
+]
 
 logger = logging.getLogger(__name__)
 
-INSTRUCTION_SEPARATOR = "\n\n"
-#: The acknowledgement used when an env's reset info names none (AgentGym's usual one).
-ACKNOWLEDGEMENT = "OK. I'll follow your instructions and try my best to solve the task."
+#: the entry point group other packages register agent factories under
+ENTRY_POINT_GROUP = "agentgym.agents"
+#: what to install for an agent another package provides
+INSTALL_HINTS = {"model": "pip install 'agentgym-rl[train]'"}
 
 
-def first_messages(info: dict[str, Any], observation: str, agentgym_order: bool = True) -> list[dict[str, str]]:
-    """The conversation before the model's first response.
-
-    In AgentGym's order (the default) the task instruction is a user turn, the assistant
-    acknowledges it (``info["acknowledgement"]``, e.g. "Ok." for SearchQA and WebArena), then the
-    first observation is a user turn: a model trained with AgentGym sees the same turns here, and
-    the other way round. ``agentgym_order=False`` gives the merged layout (instruction and first
-    observation in one user turn; ``merged_first_turn`` in ``agentgym_trl``'s rollout, collection
-    and SFT); see docs/fidelity.md. An env without an instruction starts with the observation alone.
-    """
-    instruction = info.get("instruction")
-    if not instruction:
-        return [{"role": "user", "content": observation}]
-    if not agentgym_order:
-        return [{"role": "user", "content": first_user_message(instruction, observation)}]
-    return [
-        {"role": "user", "content": instruction},
-        {"role": "assistant", "content": info.get("acknowledgement") or ACKNOWLEDGEMENT},
-        {"role": "user", "content": observation},
-    ]
+class AgentSetupError(RuntimeError):
+    """An agent that cannot be made (not installed, a model that cannot be loaded): one clear line for the user."""
 
 
-def first_user_message(instruction: str | None, observation: str) -> str:
-    """The instruction and the first observation merged into one user turn (the merged layout)."""
-    return f"{instruction}{INSTRUCTION_SEPARATOR}{observation}" if instruction else observation
+class AgentNotFound(AgentSetupError):
+    """No agent of that name is built in or installed."""
 
 
-def close_quietly(env: gym.Env) -> None:
-    """Close an env that is being dropped, e.g. after its engine crashed (closing it may raise too)."""
-    try:
-        env.close()
-    except Exception:  # noqa: BLE001 (the env is dropped either way; the error is logged, not raised)
-        logger.exception("closing %s raised", env)
+class OracleAgent(BaseAgent):
+    """The env's expert (``oracle_action``): a ceiling for the metrics and a check that the pipeline works."""
+
+    name = "oracle"
+
+    def act_one(self, episode: Episode) -> str:
+        return episode.env.unwrapped.oracle_action()
 
 
-def oracle_agent(env: gym.Env, observation: str, info: dict[str, Any]) -> str:
-    """The env's expert (``oracle_action``): plans from what the env shows."""
-    return env.unwrapped.oracle_action()
+class RandomAgent(BaseAgent):
+    """The env's plausible random actions, seeded per (seed, item, sample) so any episode replays alike."""
+
+    name = "random"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+        self._rngs: dict[int, np.random.Generator] = {}
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.name, "seed": self.seed}
+
+    def begin(self, episodes: Sequence[Episode]) -> None:
+        for episode in episodes:
+            trajectory = episode.trajectory
+            self._rngs[id(trajectory)] = np.random.default_rng([self.seed, trajectory.item_id, trajectory.sample])
+
+    def act_one(self, episode: Episode) -> str:
+        return episode.env.unwrapped.random_action(self._rngs[id(episode.trajectory)])
 
 
-def make_random_agent(seed: int = 0) -> Agent:
-    """A seeded agent that plays the env's plausible random actions."""
-    rng = np.random.default_rng(seed)
-
-    def random_agent(env: gym.Env, observation: str, info: dict[str, Any]) -> str:
-        return env.unwrapped.random_action(rng)
-
-    return random_agent
-
-
-def human_agent(env: gym.Env, observation: str, info: dict[str, Any]) -> str:
+class HumanAgent(BaseAgent):
     """Reads one response from the terminal (an empty line is sent as is)."""
-    return input("\naction> ")
+
+    name = "human"
+
+    def act_one(self, episode: Episode) -> str:
+        return input("\naction> ")
 
 
-def make_agent(name: str, seed: int = 0) -> Agent:
-    agents: dict[str, Callable[[], Agent]] = {
-        "oracle": lambda: oracle_agent,
-        "random": lambda: make_random_agent(seed),
-        "human": lambda: human_agent,
-    }
-    if name not in agents:
-        raise ValueError(f"unknown agent {name!r}; choose one of {sorted(agents)}")
-    return agents[name]()
+BUILT_IN: dict[str, Callable[..., Agent]] = {
+    "oracle": lambda **_: OracleAgent(),
+    "random": lambda seed=0, **_: RandomAgent(seed),
+    "human": lambda **_: HumanAgent(),
+}
 
 
-def run_episode(env: gym.Env, agent: Agent, options: dict[str, Any] | None = None, seed: int | None = None,
-                on_step: Callable[[str, str, float, dict[str, Any]], None] | None = None,
-                agentgym_order: bool = True) -> dict[str, Any]:
-    """Play one episode; returns its item, return, success, score, turns and the conversation.
+def _installed() -> dict[str, Any]:
+    return {point.name: point for point in entry_points(group=ENTRY_POINT_GROUP)}
 
-    ``messages`` is the episode as a chat model sees it: ``first_messages`` (by default
-    instruction, acknowledgement, first observation; ``agentgym_order`` as there), then each action as an assistant turn and each
-    observation as a user turn, up to the last action; the env's answer to that one is
-    ``final_observation``. ``prompt_messages`` is how many leading messages are the opening (the
-    prompt of the first action, never trained on).
+
+def agent_names() -> list[str]:
+    return sorted({*BUILT_IN, *_installed()})
+
+
+def make_agent(name: str, **kwargs: Any) -> Agent:
+    """An agent by name: built in, or from an installed package's ``agentgym.agents`` entry point.
+
+    ``kwargs`` go to its factory (e.g. ``seed`` for ``random``; ``model``, ``temperature``, ... for ``model``).
     """
-    observation, info = env.reset(seed=seed, options=options)
-    split = str(info.get("split", ""))
-    messages = first_messages(info, observation, agentgym_order)
-    opening = len(messages)
-    total = 0.0
-    while True:
-        action = agent(env, observation, info)
-        messages.append({"role": "assistant", "content": action})
-        observation, reward, terminated, truncated, info = env.step(action)
-        total += float(reward)
-        if on_step is not None:
-            on_step(action, observation, reward, info)
-        if terminated or truncated:
-            break
-        messages.append({"role": "user", "content": observation})
-    return {
-        "item_id": info.get("item_id"),
-        "subtask": info.get("subtask"),
-        "split": split,
-        "return": total,
-        "success": bool(info.get("success", False)),
-        "score": info.get("score"),
-        "turns": int(info.get("turn", (len(messages) - opening + 1) // 2)),
-        "truncated": bool(truncated),
-        "messages": messages,
-        "prompt_messages": opening,
-        "final_observation": observation,
-    }
+    if name in BUILT_IN:
+        return BUILT_IN[name](**kwargs)
+    point = _installed().get(name)
+    if point is None:
+        hint = f"; install it with: {INSTALL_HINTS[name]}" if name in INSTALL_HINTS else ""
+        raise AgentNotFound(f"no agent {name!r} is installed (choose one of {agent_names()}){hint}")
+    try:
+        factory = point.load()
+    except ImportError as error:
+        hint = INSTALL_HINTS.get(name, "pip install the package that provides it")
+        raise AgentNotFound(f"the {name!r} agent cannot be imported ({error}); install it with: {hint}") from None
+    return factory(**kwargs)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Sequence
+from typing import Sequence
 
 import gymnasium as gym
 
 import agentgym_envs
-from agentgym_envs.agents import make_agent, run_episode
+from agentgym_envs.agents import make_agent
+from agentgym_envs.core.episode import MAX_TURNS
+from agentgym_envs.core.loop import Agent, BaseAgent, Episode, Reply, run_episode
 from agentgym_envs.core.kwargs import add_env_kwargs_argument, check_env_kwargs
 
 
@@ -35,35 +37,48 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+class Narrated(BaseAgent):
+    """Wraps the playing agent so the terminal shows the task before its first move."""
+
+    def __init__(self, agent: Agent):
+        self.agent = agent
+        self.name = agent.name
+
+    def begin(self, episodes: Sequence[Episode]) -> None:
+        self.agent.begin(episodes)
+        info = episodes[0].info
+        print(f"# {info['task']}  item {info['item_id']} ({info['split']})\n")
+        print(info["instruction"], "\n")
+        print(episodes[0].observation)
+
+    def act(self, episodes: Sequence[Episode]) -> list[Reply]:
+        return self.agent.act(episodes)
+
+
 def cmd_play(args: argparse.Namespace) -> int:
     check_env_kwargs(args.env_id, args.env_kwargs)
     env = gym.make(args.env_id, render_mode="ansi", **args.env_kwargs)
     agent = make_agent(args.agent, seed=args.seed)
-    options: dict[str, Any] = {"item_id": args.item_id} if args.item_id is not None else {"split": args.split}
-    observation, info = env.reset(seed=args.seed, options=options)
-    print(f"# {info['task']}  item {info['item_id']} ({info['split']})\n")
-    print(info["instruction"], "\n")
-    print(observation)
-    total = 0.0
+    item_id = args.item_id
+    if item_id is None:  # the split's item this seed picks
+        item_id = int(env.reset(seed=args.seed, options={"split": args.split})[1]["item_id"])
+
+    def show(episode: Episode, observation: str, reward: float, ended: bool) -> None:
+        if args.agent != "human":
+            print(f"\n> {episode.trajectory.actions[-1]}")
+        print(f"\n{observation}")
+        if not episode.info.get("valid_action", True):
+            print("(invalid action: nothing happened)")
+
     try:
-        while True:
-            action = agent(env, observation, info)
-            observation, reward, terminated, truncated, info = env.step(action)
-            total += reward
-            if args.agent != "human":
-                print(f"\n> {action}")
-            print(f"\n{observation}")
-            if not info["valid_action"]:
-                print("(invalid action: nothing happened)")
-            if terminated or truncated:
-                break
+        trajectory = run_episode(env, Narrated(agent), item_id, seed=args.seed, on_step=show)
     except (EOFError, KeyboardInterrupt):
-        print("\nstopped.")
+        print("\nstopped.")  # Ctrl-C, or Ctrl-D at the action prompt
         return 130
     finally:
         env.close()
-    outcome = "success" if info["success"] else ("out of turns" if truncated else "failed")
-    print(f"\n# {outcome}: return {total:.2f}, score {info['score']}, {info['turn']} turns")
+    outcome = "success" if trajectory.success else ("out of turns" if trajectory.stop_reason == MAX_TURNS else "failed")
+    print(f"\n# {outcome}: return {trajectory.reward:.2f}, score {trajectory.score}, {trajectory.turns} turns")
     return 0
 
 
@@ -75,14 +90,16 @@ def cmd_solve(args: argparse.Namespace) -> int:
     env = gym.make(args.env_id, **args.env_kwargs)
     agent = make_agent(args.agent, seed=args.seed)
     items = agentgym_envs.get_task(args.env_id).first_items(args.split, args.limit)
-    results = [run_episode(env, agent, options={"item_id": item}) for item in tqdm(items, desc=f"{args.agent} on {args.env_id}")]
-    env.close()
+    try:
+        results = [run_episode(env, agent, int(item)) for item in tqdm(items, desc=f"{args.agent} on {args.env_id}")]
+    finally:
+        env.close()
     by_subtask: dict[str, list[bool]] = {}
     for result in results:
-        by_subtask.setdefault(result["subtask"], []).append(result["success"])
+        by_subtask.setdefault(str(result.subtask), []).append(result.success)
     for subtask, successes in sorted(by_subtask.items()):
         print(f"{subtask:>12}: {sum(successes)}/{len(successes)} = {100 * sum(successes) / len(successes):.1f}%")
-    solved = sum(r["success"] for r in results)
+    solved = sum(r.success for r in results)
     print(f"{'overall':>12}: {solved}/{len(results)} = {100 * solved / max(1, len(results)):.1f}% success")
     return 0
 

@@ -1,20 +1,15 @@
 """Expert trajectories for behaviour cloning: play episodes with an agent and keep them as chat conversations.
 
-Each kept episode becomes one row::
-
-    {"messages": [{"role": "user", "content": <instruction>},
-                  {"role": "assistant", "content": <acknowledgement, e.g. "OK. ...">},
-                  {"role": "user", "content": <first observation>},
-                  {"role": "assistant", "content": <the agent's response, e.g. "Thought:\\n...\\n\\nAction:\\n...">},
-                  {"role": "user", "content": <observation>}, ..., {"role": "assistant", ...}],
-     "prompt_messages": 3, "env_id": ..., "item_id": ..., "seed": ..., "split": ..., "agent": ...,
-     "reward": ..., "success": ..., "turns": ..., "final_observation": ...}
-
-The conversation is exactly what ``agentgym_trl.rollout.run_rollout`` shows and records for the same
-episode: the same opening (AgentGym's instruction / acknowledgement / first observation turns, or with
-``merged_first_turn`` one user turn holding both; ``prompt_messages`` counts them: they are the prompt, never
-trained on), the agent's responses verbatim, every observation as a user turn except the one after the last step (the rollout never feeds that one to
-the model; it is kept in ``final_observation``). Episodes reset with ``seed=item_id`` on the first
+Each kept episode is one record of the episode schema (``Trajectory.to_record``, see
+``agentgym_envs/core/episode.py``): ``messages`` (the opening, AgentGym's instruction /
+acknowledgement / first observation turns or with ``merged_first_turn`` one user turn holding both;
+then the agent's responses verbatim as assistant turns and every later observation as a user turn,
+up to the last response), ``prompt_messages`` (how many leading messages are the opening: the
+prompt, never trained on), ``final_observation`` (the env's answer to the last response, which the
+rollout never feeds to the model), ``env_id``, ``item_id``, ``seed``, ``split``, ``agent``,
+``return``, ``turns``, ``info`` and the per-step ``rewards`` / ``valid`` / ``scores``. The episode
+is played by the same loop as the trainer's rollout, so the conversation is exactly what the
+rollout shows the model for the same episode. Episodes reset with ``seed=item_id`` on the first
 pass over the items, as the rollout does, so a row can be replayed.
 
 Only train items are played unless the caller explicitly allows another split: the test split is
@@ -42,15 +37,20 @@ import gymnasium as gym
 import numpy as np
 
 import agentgym_envs
-from agentgym_envs.agents import Agent, close_quietly, make_agent, run_episode
+from agentgym_envs.agents import make_agent
 from agentgym_envs.core import MissingExtraError
+from agentgym_envs.core.episode import ENV_ERROR
+from agentgym_envs.core.loop import close_quietly, run_episode
 from agentgym_envs.core.safety import valid_utf8
 
 logger = logging.getLogger(__name__)
 
 TRAIN_SPLIT = "train"
+#: The episode schema the journal's rows follow (a journal of an older schema is not resumed).
+RECORD_VERSION = 2
 #: The journal of played episodes inside an ``agentgym collect`` output folder.
 JOURNAL_FILE = "episodes.jsonl"
+#: The dataset's columns: the record's fields that SFT and a reader need (``success`` is the record's info's).
 COLUMNS = (
     "messages",
     "prompt_messages",
@@ -59,7 +59,7 @@ COLUMNS = (
     "seed",
     "split",
     "agent",
-    "reward",
+    "return",
     "success",
     "turns",
     "final_observation",
@@ -159,23 +159,6 @@ class Journal:
             handle.flush()
 
 
-def play_conversation(env: gym.Env, agent: Agent, item_id: int, seed: int,
-                      merged_first_turn: bool = False) -> dict[str, Any]:
-    """Play one episode and return it as a row (conversation + outcome), opened as the rollout opens it."""
-    episode = run_episode(env, agent, options={"item_id": item_id}, seed=seed, agentgym_order=not merged_first_turn)
-    return {
-        "messages": episode["messages"],
-        "prompt_messages": episode["prompt_messages"],
-        "item_id": int(item_id),
-        "seed": int(seed),
-        "split": episode["split"],
-        "reward": episode["return"],
-        "success": episode["success"],
-        "turns": episode["turns"],
-        "final_observation": episode["final_observation"],
-    }
-
-
 def collect(
     env_ids: str | Sequence[str],
     episodes: int,
@@ -211,64 +194,75 @@ def collect(
     log = None
     if journal is not None:
         settings = {"split": split, "agent": agent, "seed": seed, "keep": [keep.min_reward, keep.keep_failures],
-                    "merged_first_turn": merged_first_turn}
+                    "merged_first_turn": merged_first_turn, "record": RECORD_VERSION}
         if env_kwargs:
             settings["env_kwargs"] = env_kwargs
         log = Journal(journal, settings)
     rows: list[dict[str, Any]] = []
     counts: dict[str, dict[str, float]] = {}
-    bar = tqdm(total=episodes * len(env_ids), desc=f"{agent} episodes", disable=not progress)
-    try:
+    with tqdm(total=episodes * len(env_ids), desc=f"{agent} episodes", disable=not progress) as bar:
         for env_id, plan in plans.items():
-            env = gym.make(env_id, **(env_kwargs or {}))
-            player = make_agent(agent, seed=seed)
-            started = time.perf_counter()
-            played = kept = solved = crashed = resumed = 0
+            session = _EnvCollection(env_id, split, make_agent(agent, seed=seed), keep, log, env_kwargs or {},
+                                     merged_first_turn)
             try:
                 for index, (item_id, reset_seed) in enumerate(plan):
-                    saved = log.entries.get((env_id, index)) if log is not None else None
-                    if saved is not None and saved["row"]["item_id"] == item_id:
-                        resumed += 1
-                        played += 1
-                        solved += int(saved["row"]["success"])
-                        if saved["kept"]:
-                            kept += 1
-                            rows.append(saved["row"])
-                        bar.update(1)
-                        continue
-                    try:
-                        row = play_conversation(env, player, item_id, reset_seed, merged_first_turn)
-                    except Exception as error:  # an engine crash costs this episode, not what was collected
-                        logger.warning("%s item %s raised %r; the episode is skipped", env_id, item_id, error)
-                        crashed += 1
-                        bar.update(1)
-                        close_quietly(env)
-                        env = gym.make(env_id, **(env_kwargs or {}))
-                        continue
-                    played += 1
-                    solved += int(row["success"])
-                    row = {"env_id": env_id, "agent": agent, **row}
-                    keeps = keep.keeps(row["reward"], row["success"])
-                    if log is not None:
-                        log.add(env_id, index, keeps, row)
-                    if keeps:
-                        kept += 1
-                        rows.append(row)
+                    rows += session.play(index, item_id, reset_seed)
                     bar.update(1)
-                    bar.set_postfix(env=env_id.split("/")[-1], kept=len(rows))
+                    bar.set_postfix(env=env_id.split("/")[-1], kept=len(rows), refresh=False)
             finally:
-                close_quietly(env)
-            counts[env_id] = {
-                "played": played,
-                "kept": kept,
-                "success": solved,
-                "crashed": crashed,
-                "resumed": resumed,
-                "seconds": round(time.perf_counter() - started, 3),
-            }
-    finally:
-        bar.close()
+                session.close()
+            counts[env_id] = session.counts()
     return rows, counts
+
+
+class _EnvCollection:
+    """One env id's part of a collection: its env, agent and counts; an episode at a time."""
+
+    def __init__(self, env_id: str, split: str, agent: Any, keep: KeepRule, log: Journal | None,
+                 env_kwargs: dict[str, Any], merged_first_turn: bool):
+        self.env_id, self.agent, self.keep, self.log = env_id, agent, keep, log
+        self.env_kwargs, self.merged_first_turn = env_kwargs, merged_first_turn
+        self.items = len(agentgym_envs.get_task(env_id).split(split))
+        self.env = gym.make(env_id, **env_kwargs)
+        self.started = time.perf_counter()
+        self.played = self.kept = self.solved = self.crashed = self.resumed = 0
+
+    def play(self, index: int, item_id: int, reset_seed: int) -> list[dict[str, Any]]:
+        """The kept rows of the plan's ``index``-th episode (taken from the journal when it is there)."""
+        saved = self.log.entries.get((self.env_id, index)) if self.log is not None else None
+        if saved is not None and saved["row"]["item_id"] == item_id:
+            self.resumed += 1
+            return self._count(saved["row"], saved["kept"])
+        try:
+            trajectory = run_episode(self.env, self.agent, item_id, seed=reset_seed, sample=index // self.items,
+                                     agentgym_order=not self.merged_first_turn)
+            failure = trajectory.final_observation if trajectory.stop_reason == ENV_ERROR else None
+        except Exception as error:  # noqa: BLE001 (an engine that cannot even reset)
+            failure = error
+        if failure is not None:  # an engine crash costs this episode, not what was collected
+            logger.warning("%s item %s crashed (%s); the episode is skipped", self.env_id, item_id, failure)
+            self.crashed += 1
+            close_quietly(self.env)
+            self.env = gym.make(self.env_id, **self.env_kwargs)
+            return []
+        row = trajectory.to_record()
+        keeps = self.keep.keeps(trajectory.reward, trajectory.success)
+        if self.log is not None:
+            self.log.add(self.env_id, index, keeps, row)
+        return self._count(row, keeps)
+
+    def _count(self, row: dict[str, Any], kept: bool) -> list[dict[str, Any]]:
+        self.played += 1
+        self.solved += int(row["info"]["success"])
+        self.kept += int(kept)
+        return [row] if kept else []
+
+    def counts(self) -> dict[str, float]:
+        return {"played": self.played, "kept": self.kept, "success": self.solved, "crashed": self.crashed,
+                "resumed": self.resumed, "seconds": round(time.perf_counter() - self.started, 3)}
+
+    def close(self) -> None:
+        close_quietly(self.env)
 
 
 def _datasets_module():
@@ -285,7 +279,14 @@ def _datasets_module():
 def rows_to_dataset(rows: Sequence[dict[str, Any]]):
     """A ``datasets.Dataset`` with the columns of ``COLUMNS`` (in that order)."""
     datasets = _datasets_module()
-    return datasets.Dataset.from_dict({column: [row[column] for row in rows] for column in COLUMNS})
+    flat = [dataset_row(row) for row in rows]
+    return datasets.Dataset.from_dict({column: [row[column] for row in flat] for column in COLUMNS})
+
+
+def dataset_row(record: dict[str, Any]) -> dict[str, Any]:
+    """A record's ``COLUMNS`` (its info's ``success`` as a column of its own)."""
+    flat = {**record, "success": bool(record["info"]["success"])}
+    return {column: flat[column] for column in COLUMNS}
 
 
 def save_trajectories(rows: Sequence[dict[str, Any]], out: str | os.PathLike) -> Path:

@@ -1,17 +1,23 @@
 """Multi-turn GRPO for AgentGym envs on TRL + Accelerate, with the ScalingInter-RL turn-budget curriculum.
 
 ``AgentGRPOTrainer(model, args=AgentGRPOConfig(env_ids=[...], turn_rounds=[10, 20, 30], turn_round_steps=100))``
-trains on the envs' train items; ``run_rollout`` plays batched multi-turn episodes on its own (evaluation,
-benchmarks); ``TurnSchedule`` / ``TurnBudgetCallback`` are the curriculum.
+trains on the envs' train items; ``ModelAgent`` plays the envs through the one episode loop of
+``agentgym_envs.core.loop`` (``run_rollout`` is the trainer's batch of it); ``TurnSchedule`` /
+``TurnBudgetCallback`` are the curriculum.
 """
 
+from agentgym_envs.core.episode import Trajectory
+from agentgym_envs.core.loop import EnvPool
+from agentgym_trl.agent import ModelAgent
 from agentgym_trl.chat import ChatEncoder, ChatTemplateError
+from agentgym_trl.config import AgentGRPOConfig
 from agentgym_trl.curriculum import ScheduleError, TurnBudgetCallback, TurnSchedule
 from agentgym_trl.data import build_env_dataset, check_env_ids, env_rows
 from agentgym_trl.eval import evaluate_model
 from agentgym_trl.generation import HFGenerator, TurnOutput, VLLMGenerator
-from agentgym_trl.rollout import EnvPool, RolloutResult, Trajectory, run_rollout, validate_rollout_output
-from agentgym_trl.trainer import AgentGRPOConfig, AgentGRPOTrainer, env_reward
+from agentgym_trl.metrics import MetricsFileCallback
+from agentgym_trl.rollout import RolloutResult, run_rollout, validate_rollout_output
+from agentgym_trl.trainer import AgentGRPOTrainer, env_reward
 
 __all__ = [
     "AgentGRPOConfig",
@@ -20,6 +26,8 @@ __all__ = [
     "ChatTemplateError",
     "EnvPool",
     "HFGenerator",
+    "MetricsFileCallback",
+    "ModelAgent",
     "RolloutResult",
     "ScheduleError",
     "Trajectory",

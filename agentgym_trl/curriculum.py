@@ -11,25 +11,23 @@ long ones. A schedule here is a list of ``(first_step, max_turns)`` stages, buil
 ``TurnBudgetCallback`` applies it: the budget is recomputed from ``state.global_step`` at the start
 of training and of every step, so resuming from a checkpoint lands in the right stage. It also
 watches the logged rollout metrics and warns loudly when many episodes are cut by a token limit
-(silent truncation is the commonest way multi-turn GRPO learns nothing), and appends every log to
-a JSON-lines file.
+(silent truncation is the commonest way multi-turn GRPO learns nothing).
 """
 
 from __future__ import annotations
 
 import bisect
-import json
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
+from agentgym_trl.metrics import TRUNCATED_METRIC
+
 logger = logging.getLogger(__name__)
 
-TRUNCATED_METRIC = "agent/truncated_frac"
 
 
 class ScheduleError(ValueError):
@@ -111,17 +109,11 @@ class TurnSchedule:
 
 
 class TurnBudgetCallback(TrainerCallback):
-    """Sets the rollout's turn budget from the global step; warns on heavy truncation; writes JSON lines."""
+    """Sets the rollout's turn budget from the global step; warns on heavy truncation."""
 
-    def __init__(
-        self,
-        schedule: TurnSchedule,
-        truncation_warning_threshold: float = 0.2,
-        metrics_path: str | None = None,
-    ):
+    def __init__(self, schedule: TurnSchedule, truncation_warning_threshold: float = 0.2):
         self.schedule = schedule
         self.truncation_warning_threshold = truncation_warning_threshold
-        self.metrics_path = metrics_path
         self.budget = schedule.at(0)
         self.stage = 0
         self.truncation_warnings = 0
@@ -172,21 +164,7 @@ class TurnBudgetCallback(TrainerCallback):
                 _pct(logs.get("agent/truncated_context_frac")),
                 "!" * 100,
             )
-        if self.metrics_path and state.is_world_process_zero and logs:
-            os.makedirs(os.path.dirname(os.path.abspath(self.metrics_path)), exist_ok=True)
-            record = {"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}
-            with open(self.metrics_path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record) + "\n")
 
 
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.0f}%"
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (int, float, str, bool)) or value is None:
-        return value
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return str(value)

@@ -184,30 +184,14 @@ def save_sft_checkpoint(trainer: Any, output_dir: str | os.PathLike) -> None:
     trainer.save_model(str(output_dir))
 
 
-def rollout_rows(result: RolloutResult, seeds: Sequence[int], keep: KeepRule, agent: str) -> list[dict[str, Any]]:
-    """The kept trajectories of a rollout as conversation rows (the schema of ``agentgym collect``).
+def rollout_rows(result: RolloutResult, keep: KeepRule, agent: str) -> list[dict[str, Any]]:
+    """The kept trajectories of a rollout as records (the schema of ``agentgym collect``).
 
-    Their ``messages`` are the rollout's own record (decoded model turns, observations), so they
+    Their ``messages`` are the rollout's own (decoded model turns, observations), so they
     tokenise back to the sampled stream as long as the tokenizer round-trips its own output.
     """
-    rows = []
-    for trajectory, seed in zip(result.trajectories, seeds, strict=True):
-        if trajectory.turns == 0 or not keep.keeps(trajectory.reward, trajectory.success):
-            continue
-        rows.append({
-            "messages": [dict(m) for m in trajectory.messages],
-            "prompt_messages": trajectory.opening,
-            "env_id": trajectory.env_id,
-            "item_id": trajectory.item_id,
-            "seed": int(seed),
-            "split": "train",
-            "agent": agent,
-            "reward": float(trajectory.reward),
-            "success": bool(trajectory.success),
-            "turns": trajectory.turns,
-            "final_observation": "",  # the rollout does not keep the observation after the last turn
-        })
-    return rows
+    return [t.to_record(agent=agent) for t in result.trajectories
+            if t.turns and keep.keeps(t.reward, t.success)]
 
 
 def explore(
@@ -243,8 +227,7 @@ def explore(
                 result = run_rollout(batch, generator, encoder, pool, max_turns=max_turns,
                                      max_turn_tokens=max_turn_tokens, max_context_tokens=max_context_tokens,
                                      merged_first_turn=merged_first_turn)
-                seeds = [item_seed for _, item_seed in chunk]
-                rows.extend(rollout_rows(result, seeds, keep or KeepRule(), agent))
+                rows.extend(rollout_rows(result, keep or KeepRule(), agent))
             counts[env_id] = {"played": len(plan), "kept": len(rows) - kept_before}
     finally:
         pool.close()

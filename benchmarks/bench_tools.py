@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import agentgym_envs  # noqa: E402
-from agentgym_envs.agents import make_random_agent, run_episode  # noqa: E402
+from agentgym_envs.agents import RandomAgent, run_episode  # noqa: E402
 from agentgym_envs.tools import bird_data  # noqa: E402
 from agentgym_envs.tools.dbutil import ReadOnlySQL, clone  # noqa: E402
 from agentgym_envs.tools.tasks import ENVS  # noqa: E402
@@ -65,8 +65,8 @@ def measure_tool_env(name: str, train_items: int) -> dict:
                 success = bool(info["success"])
                 break
         successes["test" if item in spec.split("test") else "train"].append(success)
-    random_agent = make_random_agent(seed=0)
-    random_success = [run_episode(env, random_agent, options={"item_id": i})["success"] for i in spec.split("test")]
+    random_agent = RandomAgent(seed=0)
+    random_success = [run_episode(env, random_agent, int(i)).success for i in spec.split("test")]
     env.close()
     step_stats, engine_stats = stats_ms(steps), stats_ms(engine)
     return {
@@ -119,8 +119,8 @@ def measure_bird(train_items: int) -> dict:
         _, _, _, _, info = env.step(base.oracle_action())
         steps.append(time.perf_counter() - started)
         successes["test" if item in spec.split("test") else "train"].append(bool(info["success"]))
-    random_agent = make_random_agent(seed=0)
-    random_success = [run_episode(env, random_agent, options={"item_id": i})["success"] for i in spec.split("test")]
+    random_agent = RandomAgent(seed=0)
+    random_success = [run_episode(env, random_agent, int(i)).success for i in spec.split("test")]
     env.close()
     for db in raw.values():
         db.close()

@@ -75,7 +75,7 @@ def bench_rollout(repeats: int) -> dict:
         tokenizer.pad_token_id,
         encoder.stop_ids,
     )
-    pool = EnvPool(max_episode_steps=64)
+    pool = EnvPool()
     rows = [{"env_id": ENV_ID, "item_id": item} for item in train_items(4) for _ in range(4)]  # 4 tasks x group of 4
     settings = dict(max_turns=8, max_turn_tokens=32, max_context_tokens=4096, truncated_turn="step")
     run_rollout(rows, generator, encoder, pool, **settings)  # warm-up: env creation, recipe tables

@@ -65,6 +65,7 @@ DEFAULTS = dict(
     logging_steps=1,
     save_strategy="no",
     report_to="none",
+    metrics_file="agent_metrics.jsonl",  # a JSON-lines copy of every log: stages.png and `agentgym plot` read it
     seed=0,
     # the stages around GRPO
     clone_episodes=64,
@@ -179,7 +180,7 @@ def print_summary(trainer: AgentGRPOTrainer) -> None:
         print(
             f"\nlast episode ({episode.env_id} item {episode.item_id}, stop: {episode.stop_reason}):", file=sys.stderr
         )
-        for message in episode.messages[episode.opening :]:
+        for message in episode.messages[episode.prompt_messages :]:
             text = message["content"].strip().replace("\n", " | ")
             print(f"  {message['role']:>9}: {text[:240]}", file=sys.stderr)
     out = trainer.args.output_dir

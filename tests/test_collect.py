@@ -12,6 +12,7 @@ from agentgym_envs.agents import first_messages
 from agentgym_envs.cli import main as cli_main
 from agentgym_envs.collect import (
     COLUMNS,
+    dataset_row,
     HeldOutSplitError,
     KeepRule,
     collect,
@@ -34,7 +35,7 @@ def test_oracle_episodes_become_rollout_shaped_conversations(env_id: str) -> Non
     env = gym.make(env_id)
     for row in rows:
         assert row["item_id"] in train_items and row["split"] == "train" and row["seed"] == row["item_id"]
-        assert row["success"] and 0.5 < row["reward"] <= 1.0  # BabyAI's reward shrinks with the steps taken
+        assert row["info"]["success"] and 0.5 < row["return"] <= 1.0  # BabyAI's reward shrinks with the steps taken
         messages = row["messages"]
         # the opening is built exactly as the rollout builds it, from the same reset: AgentGym's three turns
         observation, info = env.reset(seed=row["seed"], options={"item_id": row["item_id"]})
@@ -68,14 +69,14 @@ def test_keep_rules_select_by_success_or_reward() -> None:
     # BabyAI's reward shrinks with the steps taken, so a random agent leaves failures and a spread of successes
     every, counts = collect(BABYAI, 16, agent="random", keep=KeepRule(keep_failures=True), progress=False)
     assert len(every) == counts[BABYAI]["played"] == 16
-    solved_rewards = sorted(row["reward"] for row in every if row["success"])
-    assert any(not row["success"] for row in every) and len(set(solved_rewards)) > 2
+    solved_rewards = sorted(row["return"] for row in every if row["info"]["success"])
+    assert any(not row["info"]["success"] for row in every) and len(set(solved_rewards)) > 2
     solved, counts = collect(BABYAI, 16, agent="random", progress=False)  # default: solved episodes only
-    assert [r["item_id"] for r in solved] == [r["item_id"] for r in every if r["success"]]
+    assert [r["item_id"] for r in solved] == [r["item_id"] for r in every if r["info"]["success"]]
     assert counts[BABYAI]["kept"] == counts[BABYAI]["success"] == len(solved) < 16
     threshold = solved_rewards[len(solved_rewards) // 2]
     above, _ = collect(BABYAI, 16, agent="random", keep=KeepRule(min_reward=threshold), progress=False)
-    assert [r["item_id"] for r in above] == [r["item_id"] for r in every if r["reward"] >= threshold]
+    assert [r["item_id"] for r in above] == [r["item_id"] for r in every if r["return"] >= threshold]
     assert 0 < len(above) < len(solved)
     assert KeepRule(min_reward=0.5).keeps(0.5, False) and not KeepRule(min_reward=0.5).keeps(0.49, True)
 
@@ -99,7 +100,7 @@ def test_cli_writes_a_dataset_that_loads_back(tmp_path: Path, capsys) -> None:
     assert dataset.column_names == list(COLUMNS) and len(dataset) == 6
     assert sorted(set(dataset["env_id"])) == [BABYAI, TEXTCRAFT]
     expected, _ = collect([TEXTCRAFT, BABYAI], 3, progress=False)
-    assert [dataset[i] for i in range(6)] == [{c: row[c] for c in COLUMNS} for row in expected]
+    assert [dataset[i] for i in range(6)] == [dataset_row(row) for row in expected]
 
 
 def test_an_empty_collection_is_not_saved(tmp_path: Path) -> None:
@@ -126,15 +127,15 @@ def test_collection_needs_neither_torch_nor_datasets_until_saving() -> None:
 def test_an_engine_crash_skips_one_episode_and_keeps_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
     import agentgym_envs.collect as collect_module
 
-    real_play = collect_module.play_conversation
+    real_play = collect_module.run_episode
     crashed_item = episode_plan(TEXTCRAFT, "train", 4, 0)[1][0]
 
-    def play_or_crash(env, agent, item_id, seed, *options):
+    def play_or_crash(env, agent, item_id, **options):
         if item_id == crashed_item:
             raise RuntimeError("the engine died")
-        return real_play(env, agent, item_id, seed, *options)
+        return real_play(env, agent, item_id, **options)
 
-    monkeypatch.setattr(collect_module, "play_conversation", play_or_crash)
+    monkeypatch.setattr(collect_module, "run_episode", play_or_crash)
     rows, counts = collect(TEXTCRAFT, 4, progress=False)
     assert counts[TEXTCRAFT]["crashed"] == 1 and counts[TEXTCRAFT]["played"] == 3
     assert len(rows) == 3 and crashed_item not in [row["item_id"] for row in rows]
@@ -144,7 +145,7 @@ def test_a_killed_collection_resumes_and_a_rerun_never_overwrites(tmp_path: Path
     import agentgym_envs.collect as collect_module
 
     out = tmp_path / "oracle"
-    real_play, calls = collect_module.play_conversation, []
+    real_play, calls = collect_module.run_episode, []
 
     def killed_at_the_fourth(*args, **kwargs):
         calls.append(args[2])
@@ -152,19 +153,19 @@ def test_a_killed_collection_resumes_and_a_rerun_never_overwrites(tmp_path: Path
             raise KeyboardInterrupt  # what a kill mid-run looks like to the loop
         return real_play(*args, **kwargs)
 
-    monkeypatch.setattr(collect_module, "play_conversation", killed_at_the_fourth)
+    monkeypatch.setattr(collect_module, "run_episode", killed_at_the_fourth)
     with pytest.raises(KeyboardInterrupt):
         cli_main(["collect", "--env", TEXTCRAFT, "--n", "5", "--out", str(out)])
-    monkeypatch.setattr(collect_module, "play_conversation", real_play)
+    monkeypatch.setattr(collect_module, "run_episode", real_play)
     assert len((out / "episodes.jsonl").read_text().splitlines()) == 1 + 3  # settings + 3 episodes
 
     played = []
-    monkeypatch.setattr(collect_module, "play_conversation", lambda *a, **k: played.append(a[2]) or real_play(*a, **k))
+    monkeypatch.setattr(collect_module, "run_episode", lambda *a, **k: played.append(a[2]) or real_play(*a, **k))
     assert cli_main(["collect", "--env", TEXTCRAFT, "--n", "5", "--out", str(out)]) == 0
     assert len(played) == 2 and "3 from the journal" in capsys.readouterr().out
     expected, _ = collect(TEXTCRAFT, 5, progress=False)
     dataset = load_trajectories(out)
-    assert [dataset[i] for i in range(5)] == [{c: row[c] for c in COLUMNS} for row in expected]
+    assert [dataset[i] for i in range(5)] == [dataset_row(row) for row in expected]
 
     played.clear()  # a larger --n plays only the new episodes (append)
     assert cli_main(["collect", "--env", TEXTCRAFT, "--n", "6", "--out", str(out)]) == 0

@@ -9,6 +9,7 @@ import pytest
 from transformers import TrainerControl, TrainerState, TrainingArguments
 
 from agentgym_trl.curriculum import TRUNCATED_METRIC, ScheduleError, TurnBudgetCallback, TurnSchedule
+from agentgym_trl.metrics import MetricsFileCallback
 
 
 def test_paper_rounds_switch_every_100_steps() -> None:
@@ -66,13 +67,15 @@ def test_callback_recomputes_the_stage_from_the_global_step(tmp_path) -> None:
 def test_callback_warns_loudly_on_truncation_and_writes_json_lines(tmp_path, caplog) -> None:
     args = TrainingArguments(output_dir=str(tmp_path), report_to=[])
     path = tmp_path / "metrics.jsonl"
-    callback = TurnBudgetCallback(TurnSchedule.fixed(5), truncation_warning_threshold=0.2, metrics_path=str(path))
+    callback = TurnBudgetCallback(TurnSchedule.fixed(5), truncation_warning_threshold=0.2)
+    sink = MetricsFileCallback(path)  # the JSON-lines copy of the logs, a callback of its own (when asked)
     with caplog.at_level(logging.WARNING, logger="agentgym_trl.curriculum"):
-        callback.on_log(args, _state(1), TrainerControl(), logs={TRUNCATED_METRIC: 0.1, "loss": 0.5})
-        assert not caplog.records
-        callback.on_log(
-            args, _state(2), TrainerControl(), logs={TRUNCATED_METRIC: 0.6, "agent/truncated_turn_tokens_frac": 0.6}
-        )
+        for state, logs in ((_state(1), {TRUNCATED_METRIC: 0.1, "loss": 0.5}),
+                            (_state(2), {TRUNCATED_METRIC: 0.6, "agent/truncated_turn_tokens_frac": 0.6})):
+            callback.on_log(args, state, TrainerControl(), logs=logs)
+            sink.on_log(args, state, TrainerControl(), logs=logs)
+            if state.global_step == 1:
+                assert not caplog.records
     assert callback.truncation_warnings == 1
     assert "60% of the episodes at step 2 hit a token limit" in caplog.text and "max_turn_tokens" in caplog.text
     lines = [json.loads(line) for line in path.read_text().splitlines()]

@@ -23,9 +23,9 @@ from agentgym_envs.evaluation import (  # noqa: E402
     avg_at_k,
     evaluate,
     pass_at_k,
-    scripted_runner,
     summarize,
 )
+from agentgym_envs.agents import OracleAgent, make_agent  # noqa: E402
 from agentgym_envs.evaluation.metrics import format_table, summarize_run  # noqa: E402
 from agentgym_envs.evaluation.plots import plot_run  # noqa: E402
 
@@ -166,7 +166,8 @@ def test_oracle_eval_on_the_command_line_with_several_turn_budgets(tmp_path, cap
     roles = [m["role"] for m in solved["messages"]]
     # AgentGym's opening: instruction, acknowledgement, first observation; then the turns
     assert roles[:3] == ["user", "assistant", "user"] and solved["messages"][1]["content"].startswith("OK.")
-    assert roles[3::2] == ["assistant"] * solved["turns"] and roles[4::2] == ["user"] * solved["turns"]
+    assert roles[3::2] == ["assistant"] * solved["turns"] and roles[4::2] == ["user"] * (solved["turns"] - 1)
+    assert solved["final_observation"].startswith("Crafted")  # the env's verdict on the last action
     assert "Crafting commands" in solved["messages"][2]["content"]
     sidecar = json.loads((out / "plots" / "plots.json").read_text())
     line = sidecar["figures"]["turn_scaling.png"]["Success vs turn budget"]["TextCraft-Depth1"]
@@ -177,9 +178,9 @@ def test_oracle_eval_on_the_command_line_with_several_turn_budgets(tmp_path, cap
 def test_random_agent_samples_k_times_and_is_reproducible(tmp_path) -> None:
     reports = []
     for name in ("first", "second"):
-        runner = scripted_runner("random", seed=3)
-        reports.append(evaluate(runner, [DEPTH1], tmp_path / name, n_samples=3, max_turns=[8], limit=4, progress=False))
-        runner.close()
+        agent = make_agent("random", seed=3)
+        reports.append(evaluate(agent, [DEPTH1], tmp_path / name, n_samples=3, max_turns=[8], limit=4, progress=False))
+        agent.close()
     overall = reports[0].results[0]["subtasks"]["overall"]
     assert overall["k"] == 3 and overall["episodes"] == 12
     assert overall["avg_at_k"] == pytest.approx(overall["success"])  # every item has all K samples
@@ -189,50 +190,41 @@ def test_random_agent_samples_k_times_and_is_reproducible(tmp_path) -> None:
     assert len({tuple(r["actions"]) for r in first if r["item_id"] == first[0]["item_id"]}) > 1  # samples differ
 
 
-class CountingRunner:
+class CountingAgent(OracleAgent):
     """The oracle, counting the episodes it plays and interrupting itself after ``stop_after`` of them."""
 
     def __init__(self, stop_after: int | None = None):
-        self.inner = scripted_runner("oracle")
-        self.batch_size = 1
         self.played: list[tuple] = []
         self.stop_after = stop_after
 
-    def describe(self) -> dict:
-        return self.inner.describe()
-
-    def run(self, jobs):
+    def begin(self, episodes) -> None:
         if self.stop_after is not None and len(self.played) >= self.stop_after:
             raise KeyboardInterrupt
-        self.played += [job.key for job in jobs]
-        return self.inner.run(jobs)
-
-    def close(self) -> None:
-        self.inner.close()
+        self.played += [episode.start.key for episode in episodes]
 
 
 def test_an_interrupted_run_keeps_its_episodes_and_resumes_where_it_stopped(tmp_path) -> None:
     out = tmp_path / "run"
-    interrupted = CountingRunner(stop_after=2)
+    interrupted = CountingAgent(stop_after=2)
     with pytest.raises(KeyboardInterrupt):
         evaluate(interrupted, [DEPTH1], out, n_samples=2, limit=3, max_turns=[10], progress=False)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["episodes"] == 2 and summary["expected_episodes"] == 6 and not summary["complete"]
     with open(out / "trajectories.jsonl", "a", encoding="utf-8") as handle:
         handle.write('{"env_id": "cut off by a cra')  # a write interrupted mid-line is ignored
-    resumed = CountingRunner()
+    resumed = CountingAgent()
     report = evaluate(resumed, [DEPTH1], out, n_samples=2, limit=3, max_turns=[10], progress=False)
     assert len(resumed.played) == 4 and not set(resumed.played) & set(interrupted.played)
     assert report.complete and report.results[0]["subtasks"]["overall"]["episodes"] == 6
-    again = CountingRunner()
+    again = CountingAgent()
     evaluate(again, [DEPTH1], out, n_samples=2, limit=3, max_turns=[10], progress=False)
     assert again.played == []  # nothing left to do
 
 
 def test_a_run_folder_of_another_agent_is_not_mixed_in(tmp_path) -> None:
-    evaluate(scripted_runner("oracle"), [DEPTH1], tmp_path, limit=1, progress=False)
+    evaluate(make_agent("oracle"), [DEPTH1], tmp_path, limit=1, progress=False)
     with pytest.raises(EvalError, match="another agent"):
-        evaluate(scripted_runner("random"), [DEPTH1], tmp_path, limit=1, progress=False)
+        evaluate(make_agent("random"), [DEPTH1], tmp_path, limit=1, progress=False)
 
 
 # ---- a local HF model through run_rollout --------------------------------------------------------
@@ -245,17 +237,17 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return save_tiny(tmp_path_factory.mktemp("tiny") / "model")
 
 
-def test_tiny_hf_model_is_evaluated_in_batches_through_run_rollout(tmp_path, tiny_model_dir, monkeypatch) -> None:
-    import agentgym_trl.eval as model_eval
+def test_tiny_hf_model_is_evaluated_in_batches_through_the_model_agent(tmp_path, tiny_model_dir, monkeypatch) -> None:
+    from agentgym_trl.agent import ModelAgent
 
     calls = []
-    original = model_eval.run_rollout
+    original = ModelAgent.begin
 
-    def spy(rows, *args, **kwargs):
-        calls.append(len(rows))
-        return original(rows, *args, **kwargs)
+    def spy(self, episodes):
+        calls.append(len(episodes))
+        return original(self, episodes)
 
-    monkeypatch.setattr(model_eval, "run_rollout", spy)
+    monkeypatch.setattr(ModelAgent, "begin", spy)
     out = tmp_path / "model"
     code = main(["eval", "--model", str(tiny_model_dir), "--env", DEPTH1, "--limit", "2", "--n-samples", "2",
                  "--max-turns", "2", "--max-turn-tokens", "12", "--max-context-tokens", "2048", "--batch-size", "4",
@@ -269,9 +261,10 @@ def test_tiny_hf_model_is_evaluated_in_batches_through_run_rollout(tmp_path, tin
         assert RECORD_FIELDS <= set(r) and r["agent"] == "model" and r["subtask"] == "Depth1"
         assert r["turns"] == 2 and r["tokens"] > 0 and len(r["rewards"]) == len(r["actions"]) == 2
         assert r["info"]["stop_reason"] == "max_turns" and r["timing"]["batch_size"] == 4
-        # AgentGym's opening (instruction, acknowledgement, first observation), then two turns and the verdict
-        assert [m["role"] for m in r["messages"]] == ["user", "assistant", "user"] + ["assistant", "user"] * 2
-        assert [r["messages"][3]["content"], r["messages"][5]["content"]] == r["actions"]
+        # AgentGym's opening (instruction, acknowledgement, first observation), two turns, and the env's verdict
+        assert [m["role"] for m in r["messages"]] == ["user", "assistant", "user", "assistant", "user", "assistant"]
+        assert r["prompt_messages"] == 3 and [r["messages"][3]["content"], r["messages"][5]["content"]] == r["actions"]
+        assert r["final_observation"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["agent"]["kind"] == "model" and summary["agent"]["temperature"] == 1.0  # K > 1 samples
     assert summary["results"][0]["subtasks"]["overall"]["tokens"] > 0
@@ -290,7 +283,7 @@ def test_training_with_log_trajectories_writes_episodes_and_plots(tmp_path, caps
                            max_turn_tokens=8, max_context_tokens=1024, per_device_train_batch_size=4,
                            num_generations=4, max_items_per_env=4, max_steps=2, beta=0.0, save_strategy="no",
                            report_to="none", seed=0, use_cpu=True, dataloader_num_workers=0, truncated_turn="step",
-                           log_trajectories=True)
+                           log_trajectories=True, metrics_file="agent_metrics.jsonl")
     AgentGRPOTrainer(tiny_model(tokenizer), args=args, processing_class=tokenizer).train()
     run = tmp_path / "train"
     records = read_jsonl(run / "trajectories.jsonl")
@@ -298,6 +291,9 @@ def test_training_with_log_trajectories_writes_episodes_and_plots(tmp_path, caps
     metrics = {row["step"]: row for row in read_jsonl(run / "agent_metrics.jsonl") if "agent/max_turns" in row}
     assert all(metrics[r["step"]]["agent/max_turns"] == r["max_turns"] for r in records)
     assert [r["max_turns"] for r in records] == [1] * 4 + [2] * 4  # the curriculum's budget per step
+    # the budget is the env's limit, so an episode it ends says so (step 2's budget of 2 turns: all used)
+    assert metrics[2]["agent/budget_exhausted_frac"] == pytest.approx(
+        sum(r["info"]["stop_reason"] == "max_turns" for r in records[4:]) / 4)
     assert all(r["subtask"] == "Depth1" and r["mode"] == "train" for r in records)
     assert all(r["messages"][0]["role"] == "user" and r["tokens"] > 0 for r in records)
     assert sorted(r["sample"] for r in records[:4]) == [0, 1, 2, 3]  # one GRPO group of 4 rollouts of an item
@@ -532,10 +528,10 @@ def test_ctrl_c_on_the_command_line_keeps_the_episodes_and_a_rerun_finishes(tmp_
 
     out = tmp_path / "o"
     argv = ["eval", "--agent", "oracle", "--env", DEPTH1, "--limit", "3", "--out", str(out), "--no-progress"]
-    monkeypatch.setattr(commands, "scripted_runner", lambda name, seed=0, env_kwargs=None: CountingRunner(stop_after=1))
+    monkeypatch.setattr(commands, "make_agent", lambda name, seed=0: CountingAgent(stop_after=1))
     assert main(argv) == 130
     assert "interrupted; 1 of 3 episodes saved" in error_line(capsys)
-    monkeypatch.setattr(commands, "scripted_runner", lambda name, seed=0, env_kwargs=None: CountingRunner())
+    monkeypatch.setattr(commands, "make_agent", lambda name, seed=0: CountingAgent())
     assert main(argv) == 0
     assert len(read_jsonl(out / "trajectories.jsonl")) == 3
 

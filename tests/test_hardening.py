@@ -190,19 +190,16 @@ def test_eval_saves_every_episode_even_when_a_reply_holds_a_lone_surrogate(tmp_p
     """An endpoint can send ``"\\ud800"`` in its JSON; the episode is saved (as valid UTF-8) with the others."""
     from agentgym_envs.evaluation import evaluate
     from agentgym_envs.evaluation.records import read_records
-    from agentgym_envs.evaluation.runner import Reply, StepwiseRunner
+    from agentgym_envs.agents import BaseAgent, Reply
 
-    class SurrogatePolicy:
+    class SurrogateAgent(BaseAgent):
         name = "surrogate"
 
-        def begin(self, job) -> None:
-            pass
+        def act(self, episodes) -> list[Reply]:
+            return [Reply("Thought: \ud800\nAction: get 1 \udfff logs", tokens=3) for _ in episodes]
 
-        def respond(self, env, observation, info, messages) -> Reply:
-            return Reply("Thought: \ud800\nAction: get 1 \udfff logs", 3)
-
-    report = evaluate(StepwiseRunner(SurrogatePolicy(), {"kind": "surrogate"}), ["AgentGym/TextCraft-Depth1-v0"],
-                      tmp_path, limit=3, max_turns=[2], progress=False)
+    report = evaluate(SurrogateAgent(), ["AgentGym/TextCraft-Depth1-v0"], tmp_path, limit=3, max_turns=[2],
+                      progress=False)
     raw = (tmp_path / "trajectories.jsonl").read_bytes()
     raw.decode("utf-8")  # strict: the file is valid UTF-8
     records = list(read_records(tmp_path / "trajectories.jsonl"))

@@ -28,7 +28,7 @@ from agentgym_trl import (  # noqa: E402
     run_rollout,
     validate_rollout_output,
 )
-from agentgym_trl.rollout import CONTEXT, ENV_ERROR, MAX_TURNS, TERMINATED, TURN_TOKENS  # noqa: E402
+from agentgym_envs.core.episode import CONTEXT, ENV_ERROR, MAX_TURNS, TERMINATED, TURN_TOKENS  # noqa: E402
 
 TEXTCRAFT = "AgentGym/TextCraft-Depth1-v0"
 
@@ -82,7 +82,7 @@ def test_token_stream_follows_the_models_own_chat_template(template: str) -> Non
     validate_rollout_output(result.to_trl(), 9)
     multi_turn = 0
     for t in result.trajectories:
-        assert t.opening == 3 and t.messages[:2] == [
+        assert t.prompt_messages == 3 and t.messages[:2] == [
             {"role": "user", "content": agent_envs.INSTRUCTION}, {"role": "assistant", "content": ACKNOWLEDGEMENT}]
         assert f"Item {t.item_id}:" in t.messages[2]["content"]
         expected_prompt = tokenizer.encode(
@@ -90,7 +90,7 @@ def test_token_stream_follows_the_models_own_chat_template(template: str) -> Non
             add_special_tokens=False,
         )
         assert t.prompt_ids == expected_prompt
-        assert t.responses == [m["content"] for m in t.messages[3::2]]
+        assert t.actions == [m["content"] for m in t.messages[3::2]]
         observations = [m["content"] for m in t.messages[4::2]]
         model_turns = 0
         for value, start, end in segments(t.env_mask):
@@ -129,9 +129,9 @@ def test_episodes_open_as_agentgym_does(merged: bool) -> None:
             opening = [{"role": "user", "content": info["instruction"]},
                        {"role": "assistant", "content": info.get("acknowledgement") or ACKNOWLEDGEMENT},
                        {"role": "user", "content": observation}]
-        assert t.opening == len(opening) and t.messages[: t.opening] == opening
+        assert t.prompt_messages == len(opening) and t.messages[: t.prompt_messages] == opening
         assert t.prompt_ids == encoder.start(opening)[0]  # the acknowledgement is prompt: no loss, no sampling
-        assert len(t.responses) == t.turns
+        assert len(t.actions) == t.turns
     env.close()
 
 
@@ -347,20 +347,28 @@ def test_crashing_env_ends_only_its_episode() -> None:
 def test_textcraft_rollout_reuses_envs_from_the_pool() -> None:
     _, _, encoder, generator = make_parts()
     items = agentgym_envs.get_task(TEXTCRAFT).split("train")[:4]
-    pool = EnvPool(max_episode_steps=40)
+    pool = EnvPool()
     result = run_rollout(
         rows(TEXTCRAFT, items), generator, encoder, pool, max_turns=3, max_turn_tokens=16, max_context_tokens=2048
     )
     for t in result.trajectories:
-        instruction, acknowledgement, observation = t.messages[: t.opening]
+        instruction, acknowledgement, observation = t.messages[: t.prompt_messages]
         assert "crafting commands" in instruction["content"] and acknowledgement["role"] == "assistant"
         assert "Crafting commands:" in observation["content"] and "Goal: craft" in observation["content"]
         assert 1 <= t.turns <= 3 and 0 <= t.valid_actions <= t.turns
-    made = len(pool._free[TEXTCRAFT])
+    made = list(pool._free[(TEXTCRAFT, 3)])
     run_rollout(
+        rows(TEXTCRAFT, items), generator, encoder, pool, max_turns=3, max_turn_tokens=8, max_context_tokens=2048
+    )
+    assert len(made) == 4 and sorted(map(id, pool._free[(TEXTCRAFT, 3)])) == sorted(map(id, made))  # the same envs
+    # the budget is each env's TimeLimit: another budget plays on envs of its own, the episode ends on it
+    result = run_rollout(
         rows(TEXTCRAFT, items), generator, encoder, pool, max_turns=1, max_turn_tokens=8, max_context_tokens=2048
     )
-    assert len(pool._free[TEXTCRAFT]) == made == 4
+    assert len(pool._free[(TEXTCRAFT, 1)]) == 4 and all(env.spec.max_episode_steps == 1 for env in pool._free[(TEXTCRAFT, 1)])
+    assert all(t.turns == 1 and t.stop_reason in (MAX_TURNS, TERMINATED, "turn_tokens") for t in result.trajectories)
+    pool.drop_other_budgets({1})
+    assert (TEXTCRAFT, 3) not in pool._free
     pool.close()
 
 

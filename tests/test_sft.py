@@ -87,7 +87,7 @@ def test_conversations_tokenise_to_the_rollouts_token_stream(template: str, orac
     for row in oracle_rows:
         trajectory = replay_in_rollout(row, encoder)
         assert trajectory.success and trajectory.messages == row["messages"]
-        assert trajectory.opening == row["prompt_messages"] == 3  # AgentGym's instruction / acknowledgement / task
+        assert trajectory.prompt_messages == row["prompt_messages"] == 3  # AgentGym's instruction / acknowledgement / task
         ids, mask = conversation_ids(encoder, row["messages"], row["prompt_messages"])
         assert ids == trajectory.prompt_ids + trajectory.completion_ids
         assert mask == [0] * len(trajectory.prompt_ids) + trajectory.env_mask
@@ -166,7 +166,7 @@ def test_collected_openings_match_the_rollouts(merged: bool) -> None:
     encoder = ChatEncoder(tokenizer, [tokenizer.eos_token_id])
     (row,) = rows
     trajectory = replay_in_rollout(row, encoder, merged_first_turn=merged)
-    assert row["prompt_messages"] == trajectory.opening == (1 if merged else 3)
+    assert row["prompt_messages"] == trajectory.prompt_messages == (1 if merged else 3)
     ids, mask = conversation_ids(encoder, row["messages"], row["prompt_messages"])
     assert ids == trajectory.prompt_ids + trajectory.completion_ids and mask[len(trajectory.prompt_ids):] == \
         trajectory.env_mask
@@ -257,7 +257,7 @@ def test_exploration_keeps_policy_episodes_as_trainable_conversations() -> None:
     torch.manual_seed(0)
     rows, counts = explore(generator, encoder, [TEXTCRAFT], 3, max_turns=2, max_turn_tokens=8, batch_size=2)
     assert counts == {TEXTCRAFT: {"played": 3, "kept": len(rows)}}
-    assert all(row["success"] for row in rows)  # a random tiny model solves nothing: the default rule keeps none
+    assert all(row["info"]["success"] for row in rows)  # a random tiny model solves nothing: the default rule keeps none
     torch.manual_seed(0)
     every, counts = explore(generator, encoder, [TEXTCRAFT], 3, keep=KeepRule(keep_failures=True), max_turns=2,
                             max_turn_tokens=8, batch_size=2)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import agentgym_envs
-from agentgym_envs.agents import make_random_agent, oracle_agent, run_episode
+from agentgym_envs.agents import OracleAgent, RandomAgent, run_episode
 from agentgym_envs.tools.answers import Gold, normalize_text, read_number
 from agentgym_envs.tools.bird import load_bird, parse_sql_response
 from agentgym_envs.tools.dbutil import ReadOnlySQL, QueryError, fingerprint
@@ -170,20 +170,20 @@ def test_answer_grading_reads_numbers_texts_lists_and_booleans() -> None:
 def test_oracle_solves_every_test_item_within_the_turn_cap(env_id: str) -> None:
     env = gym.make(env_id)
     items = agentgym_envs.get_task(env_id).split("test")
-    results = [run_episode(env, oracle_agent, options={"item_id": item}) for item in items]
+    results = [run_episode(env, OracleAgent(), int(item)) for item in items]
     env.close()
-    success = np.mean([r["success"] for r in results])
+    success = np.mean([r.success for r in results])
     assert success >= 0.95, f"{env_id}: oracle success {success:.2f}"
-    assert all(r["return"] == pytest.approx(float(r["success"])) for r in results)
+    assert all(r.reward == pytest.approx(float(r.success)) for r in results)
 
 
 @pytest.mark.parametrize("env_id", TOOL_IDS)
 def test_random_agent_rarely_succeeds(env_id: str) -> None:
     env = gym.make(env_id)
-    agent = make_random_agent(seed=1)
-    results = [run_episode(env, agent, options={"split": "test", "index": i}) for i in range(20)]
+    agent = RandomAgent(seed=1)
+    results = [run_episode(env, agent, int(item)) for item in agentgym_envs.get_task(env_id).split("test")[:20]]
     env.close()
-    assert np.mean([r["success"] for r in results]) <= 0.2
+    assert np.mean([r.success for r in results]) <= 0.2
 
 
 def test_question_tasks_end_with_a_graded_finish() -> None:
@@ -517,8 +517,8 @@ def test_bird_loader_plays_a_local_dev_set_read_only(tmp_path: Path) -> None:
     assert info["split"] == "test" and info["item_id"] in (0, 1) and "CREATE TABLE toys" in obs
     obs, *_ = env.unwrapped.step("Action: DELETE FROM toys")
     assert "read-only" in obs
-    results = [run_episode(env, oracle_agent, options={"item_id": i}) for i in (0, 1)]
-    assert all(r["success"] for r in results)
+    results = [run_episode(env, OracleAgent(), i) for i in (0, 1)]
+    assert all(r.success for r in results)
     env.reset(options={"item_id": 1})
     obs, reward, *_ = env.step("Action: SELECT COUNT(*) FROM toys")
     assert reward == 0.0 and "3" in obs

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import agentgym_envs  # noqa: F401
-from agentgym_envs.evaluation import evaluate, scripted_runner
+from agentgym_envs.agents import make_agent
+from agentgym_envs.evaluation import evaluate
 from agentgym_envs.evaluation.viewer import write_viewer
 from agentgym_envs.web import chromium_missing_reason
 
@@ -27,9 +28,9 @@ def run_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("viewer")
     lines = []
     for name, env_id, samples, turns in (("depth1", DEPTH1, 2, 2), ("depth2", DEPTH2, 1, 4)):
-        runner = scripted_runner("oracle")
-        evaluate(runner, [env_id], root / name, n_samples=samples, max_turns=[turns], limit=4, progress=False)
-        runner.close()
+        agent = make_agent("oracle")
+        evaluate(agent, [env_id], root / name, n_samples=samples, max_turns=[turns], limit=4, progress=False)
+        agent.close()
         lines += (root / name / "trajectories.jsonl").read_text(encoding="utf-8").splitlines()
     records = [json.loads(line) for line in lines]
     records[0]["messages"][3]["content"] = HOSTILE  # model output that looks like markup (after the opening)

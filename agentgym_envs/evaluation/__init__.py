@@ -1,25 +1,15 @@
-"""Evaluation without the trainer: metrics (Avg@K, Pass@K), trajectory logs, scripted and endpoint agents,
-the HTML trajectory viewer and the plots. Needs no torch; the local-model agent is ``agentgym_trl.eval``.
+"""Evaluation without the trainer: metrics (Avg@K, Pass@K), trajectory logs, the endpoint agent, the HTML
+trajectory viewer and the plots. Needs no torch; a local model is the ``model`` agent ``agentgym_trl`` installs.
 """
 
 from agentgym_envs.evaluation.metrics import avg_at_k, format_scaling, format_table, pass_at_k, summarize, summarize_run
 from agentgym_envs.evaluation.records import TRAJECTORIES_FILE, TrajectoryLog, load_run
-from agentgym_envs.evaluation.runner import (
-    EpisodeJob,
-    EvalError,
-    EvalReport,
-    StepwiseRunner,
-    evaluate,
-    plan_jobs,
-    scripted_runner,
-)
+from agentgym_envs.evaluation.runner import EvalError, EvalReport, evaluate, plan_jobs
 
 __all__ = [
     "TRAJECTORIES_FILE",
-    "EpisodeJob",
     "EvalError",
     "EvalReport",
-    "StepwiseRunner",
     "TrajectoryLog",
     "avg_at_k",
     "evaluate",
@@ -28,7 +18,6 @@ __all__ = [
     "load_run",
     "pass_at_k",
     "plan_jobs",
-    "scripted_runner",
     "summarize",
     "summarize_run",
 ]

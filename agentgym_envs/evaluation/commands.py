@@ -16,10 +16,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from agentgym_envs.agents import AgentSetupError, make_agent
 from agentgym_envs.core.kwargs import add_env_kwargs_argument, check_env_kwargs
+from agentgym_envs.core.loop import Agent
 from agentgym_envs.evaluation.metrics import format_scaling, format_table
 from agentgym_envs.evaluation.plots import PlotError, plot_run
-from agentgym_envs.evaluation.runner import SUMMARY_FILE, EpisodeRunner, EvalError, evaluate, scripted_runner
+from agentgym_envs.evaluation.runner import SUMMARY_FILE, EvalError, evaluate
 from agentgym_envs.evaluation.viewer import write_viewer
 
 INTERRUPTED = 130
@@ -46,30 +48,25 @@ def temperature_of(args: argparse.Namespace) -> float:
     return 0.0 if args.n_samples == 1 else 1.0
 
 
-def make_runner(args: argparse.Namespace) -> EpisodeRunner:
+def make_eval_agent(args: argparse.Namespace) -> Agent:
+    """The agent the flags name: an endpoint, a local model (the trainer extra's ``model`` agent) or a scripted one."""
     temperature = temperature_of(args)
     if args.endpoint:
         if not args.model:
             raise EvalError("--endpoint needs --model NAME (the model name the server serves)")
-        from agentgym_envs.evaluation.endpoint import endpoint_runner
+        from agentgym_envs.evaluation.endpoint import endpoint_agent
 
-        return endpoint_runner(args.endpoint, args.model, temperature=temperature, max_tokens=args.max_turn_tokens,
-                               api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), timeout=args.timeout,
-                               retries=args.retries, concurrency=args.concurrency, env_kwargs=args.env_kwargs)
+        return endpoint_agent(args.endpoint, args.model, temperature=temperature, max_tokens=args.max_turn_tokens,
+                              api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), timeout=args.timeout,
+                              retries=args.retries, concurrency=args.concurrency)
     if args.model:
         # before transformers is imported (huggingface_hub reads it once): nothing reaches the hub unless
         # the user asked with HF_HUB_OFFLINE=0
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        try:
-            from agentgym_trl.eval import ModelRunner
-        except ImportError as error:
-            raise EvalError(f"evaluating a local model needs the trainer extra (pip install 'agentgym-rl[train]'): "
-                            f"{error}") from None
-        return ModelRunner(args.model, temperature=temperature, batch_size=args.batch_size,
-                           max_turn_tokens=args.max_turn_tokens, max_context_tokens=args.max_context_tokens,
-                           seed=args.seed, bf16=args.bf16, env_kwargs=args.env_kwargs,
-                           progress=False if args.no_progress else None, merged_first_turn=args.merged_first_turn)
-    return scripted_runner(args.agent, seed=args.seed, env_kwargs=args.env_kwargs)
+        return make_agent("model", model=args.model, temperature=temperature, batch_size=args.batch_size,
+                          max_turn_tokens=args.max_turn_tokens, max_context_tokens=args.max_context_tokens,
+                          seed=args.seed, bf16=args.bf16, progress=False if args.no_progress else None)
+    return make_agent(args.agent, seed=args.seed)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -101,24 +98,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out_dir(args)
     for env_id in args.env:
         check_env_kwargs(env_id, args.env_kwargs)
-    runner = None
+    agent = None
     previous_handler = _stop_on_sigterm()
     try:
-        runner = make_runner(args)
-        report = evaluate(runner, args.env, out, split=args.split, n_samples=args.n_samples,
-                          max_turns=args.max_turns or [None], limit=args.limit, progress=not args.no_progress)
+        agent = make_eval_agent(args)
+        report = evaluate(agent, args.env, out, split=args.split, n_samples=args.n_samples,
+                          max_turns=args.max_turns or [None], limit=args.limit, progress=not args.no_progress,
+                          env_kwargs=args.env_kwargs, merged_first_turn=args.merged_first_turn)
     except KeyboardInterrupt:
         summary = print_summary(out)
         saved = f"{summary['episodes']} of {summary['expected_episodes']} episodes" if summary else "finished episodes"
         return fail(f"interrupted; {saved} saved in {out}; rerun the same command to resume", INTERRUPTED)
-    except EvalError as error:
+    except (EvalError, AgentSetupError) as error:
         summary = print_summary(out) if (out / SUMMARY_FILE).is_file() else None
         saved = summary["episodes"] if summary else 0
         kept = f" ({saved} episodes saved in {out}; rerun to resume)" if saved else ""
         return fail(f"{error}{kept}")
     finally:
-        if runner is not None:
-            runner.close()
+        if agent is not None:
+            agent.close()
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
     print_summary(out)

@@ -12,14 +12,22 @@ saved).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from agentgym_envs.core.episode import CONTEXT
 from agentgym_envs.core.extras import MissingExtraError
+from agentgym_envs.core.loop import BaseAgent, Episode, Reply
 from agentgym_envs.core.openai_chat import EXTRA, base_url_of, chat_client, openai_module
-from agentgym_envs.evaluation.runner import ContextLengthError, EpisodeJob, EvalError, Reply, StepwiseRunner
+from agentgym_envs.evaluation.runner import EvalError
 
 #: how vLLM, SGLang, llama.cpp and OpenAI word a 400 for a prompt longer than the model's context
 CONTEXT_WORDS = re.compile(r"context|maximum.{0,20}length|too long|too many tokens", re.IGNORECASE)
+
+
+class ContextLengthError(EvalError):
+    """The server refused the conversation as longer than the model's context: the episode ends (``context``)."""
 
 
 def _openai() -> Any:
@@ -80,7 +88,7 @@ class ChatEndpoint:
             answer = _one_line(completion)
             raise EvalError(f"endpoint {self.url} answered without choices[0].message.content: {answer}") from None
         tokens = getattr(completion.usage, "completion_tokens", None) if completion.usage else None
-        return Reply(text, int(tokens) if tokens is not None else None)
+        return Reply(text, tokens=int(tokens) if tokens is not None else None)
 
     def close(self) -> None:
         self.client.close()
@@ -95,30 +103,43 @@ def _redirect_note(response: Any) -> str:
             "host: use the final URL)")
 
 
-class EndpointPolicy:
-    """Sends the whole conversation every turn, as a chat model expects."""
+class EndpointAgent(BaseAgent):
+    """Sends each episode's whole conversation every turn, as a chat model expects; ``concurrency`` requests
+    at a time (a batch of that many episodes plays together, each with its own envs)."""
 
     name = "endpoint"
 
-    def __init__(self, endpoint: ChatEndpoint):
+    def __init__(self, endpoint: ChatEndpoint, concurrency: int = 1):
+        if concurrency < 1:
+            raise EvalError(f"--concurrency must be at least 1, got {concurrency}")
         self.endpoint = endpoint
+        self.batch_size = concurrency
+        self._requests = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="agentgym-endpoint")
 
-    def begin(self, job: EpisodeJob) -> None:
-        pass
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "endpoint", "url": self.endpoint.url, "model": self.endpoint.model,
+                "temperature": self.endpoint.temperature, "max_tokens": self.endpoint.max_tokens}
 
-    def respond(self, env, observation, info, messages) -> Reply:
-        return self.endpoint.complete(messages)
+    def act(self, episodes: Sequence[Episode]) -> list[Reply]:
+        return list(self._requests.map(self._reply, episodes))
+
+    def _reply(self, episode: Episode) -> Reply:
+        try:
+            return self.endpoint.complete(episode.trajectory.messages)
+        except ContextLengthError:  # as the local-model path ends an episode that outgrows the context
+            return Reply(None, stop=CONTEXT)
+        except EvalError as error:  # this episode is abandoned; the batch's others play on and are saved
+            return Reply(None, error=error)
 
     def close(self) -> None:
+        self._requests.shutdown(wait=True, cancel_futures=True)
         self.endpoint.close()
 
 
-def endpoint_runner(base_url: str, model: str, *, temperature: float = 1.0, max_tokens: int = 256,
-                    api_key: str | None = None, timeout: float = 120.0, retries: int = 4, concurrency: int = 1,
-                    env_kwargs: dict[str, Any] | None = None) -> StepwiseRunner:
-    """Episodes against the endpoint, ``concurrency`` at a time (each with its own envs)."""
+def endpoint_agent(base_url: str, model: str, *, temperature: float = 1.0, max_tokens: int = 256,
+                   api_key: str | None = None, timeout: float = 120.0, retries: int = 4,
+                   concurrency: int = 1) -> EndpointAgent:
+    """An agent answering through the endpoint, ``concurrency`` episodes at a time."""
     endpoint = ChatEndpoint(base_url, model, temperature=temperature, max_tokens=max_tokens, api_key=api_key,
                             timeout=timeout, retries=retries)
-    description = {"kind": "endpoint", "url": endpoint.url, "model": model, "temperature": temperature,
-                   "max_tokens": max_tokens}
-    return StepwiseRunner(EndpointPolicy(endpoint), description, env_kwargs, concurrency=concurrency)
+    return EndpointAgent(endpoint, concurrency)

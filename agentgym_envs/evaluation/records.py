@@ -4,13 +4,8 @@ Appending line by line is what makes an interrupted evaluation resumable: whatev
 is kept, and a rerun skips the episodes whose key (env id, item id, sample, turn budget) is
 already there. A line cut off by a crash is ignored on load.
 
-Record fields: ``env_id``, ``subtask``, ``item_id``, ``sample``, ``max_turns``, ``agent``,
-``messages`` (the conversation: AgentGym's opening of instruction, acknowledgement and first
-observation, or one user turn holding instruction and observation in the merged layout; then
-assistant / observation turns), ``actions``, ``rewards`` and ``valid`` (per step), ``return``,
-``turns``, ``tokens`` (model tokens, when known), ``info`` (``success``, ``score``,
-``stop_reason``), ``timing`` (seconds) and ``time`` (when it ended). Training logs add ``step`` and
-``mode``.
+A record is ``Trajectory.to_record()``: the one episode schema, documented in
+``agentgym_envs/core/episode.py``.
 """
 
 from __future__ import annotations

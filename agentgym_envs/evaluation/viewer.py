@@ -23,8 +23,8 @@ from agentgym_envs.evaluation.records import load_run
 VIEW_FILE = "trajectories.html"
 
 # Fields the page needs; the rest of a record (timing, ...) is dropped to keep the page small.
-VIEW_FIELDS = ("env_id", "subtask", "item_id", "sample", "max_turns", "agent", "messages", "rewards", "valid",
-               "return", "turns", "tokens", "info", "step", "mode")
+VIEW_FIELDS = ("env_id", "subtask", "item_id", "sample", "max_turns", "agent", "messages", "prompt_messages",
+               "final_observation", "rewards", "valid", "return", "turns", "tokens", "info", "step", "mode")
 
 STYLE = """
 :root {
@@ -147,7 +147,9 @@ function conversation(ep) {
   let turn = 0;
   const messages = ep.messages || [];
   // AgentGym's opening is instruction, acknowledgement, first observation; the merged one a single turn
-  const opening = messages.length > 2 && messages[1].role === 'assistant' && ACKS.includes(messages[1].content) ? 3 : 1;
+  // (records name it in prompt_messages; older logs are recognised by the acknowledgement)
+  const opening = ep.prompt_messages
+    || (messages.length > 2 && messages[1].role === 'assistant' && ACKS.includes(messages[1].content) ? 3 : 1);
   messages.forEach((m, i) => {
     if (i < opening) {
       const task = el('div', 'msg task');
@@ -166,6 +168,12 @@ function conversation(ep) {
     msg.appendChild(document.createTextNode(m.content === '' ? '(empty response)' : m.content));
     box.appendChild(msg);
   });
+  if (ep.final_observation !== null && ep.final_observation !== undefined) {  // the env's answer to the last action
+    const last = el('div', 'msg user');
+    last.appendChild(el('span', 'role', 'observation (final)'));
+    last.appendChild(document.createTextNode(ep.final_observation));
+    box.appendChild(last);
+  }
   return box;
 }
 

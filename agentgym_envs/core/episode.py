@@ -1,0 +1,233 @@
+"""The one record of an episode: ``Trajectory``, and its JSONL form.
+
+Everything that plays episodes (the trainer's rollout, ``agentgym eval``, ``agentgym collect``,
+``agentgym play``) fills a ``Trajectory`` through the one episode loop (``core.loop``), and
+everything that reads episodes (the metrics, the viewer, the plots, SFT data, AgentEvol) reads
+it or its record. The record (``Trajectory.to_record``) is one JSON object per episode:
+
+=====================  ===================================================================================
+``env_id``             the registered id; ``subtask`` its sub-task, ``split`` the item's split
+``item_id``            the item; ``seed`` the reset seed; ``sample`` the index among an item's K samples
+``max_turns``          the turn budget (the env's ``TimeLimit``) the episode was played under
+``agent``              who played (``oracle``, ``random``, ``model``, ``endpoint``, ``policy``, ...)
+``messages``           the conversation the agent saw and wrote: the opening (AgentGym's instruction,
+                       acknowledgement and first observation, or one merged user turn), then each
+                       action as an assistant turn and each later observation as a user turn, up to
+                       the last action
+``prompt_messages``    how many leading messages are the opening (the prompt, never trained on)
+``final_observation``  the env's answer to the last action (not shown to the agent), or null
+``actions``            every response, one per turn (a response cut by a token limit included)
+``rewards``, ``valid``, ``scores``
+                       per env step: reward, ``info["valid_action"]``, ``info["score"]``
+``return``             the sum of ``rewards`` (the outcome score in [0, 1])
+``turns``              ``len(actions)``
+``tokens``             model tokens, when the agent counts them
+``info``               ``success``, ``score`` (the env's native final score) and ``stop_reason``
+``timing``             seconds (e.g. ``episode_s``, ``agent_s``, ``env_s``)
+``time``               when it ended; training logs add ``step`` and ``mode``
+=====================  ===================================================================================
+
+Token ids, masks and logprobs (when a model played) live on the ``Trajectory`` for the trainer and
+are not written to the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+# Why an episode ended: the one set of stop reasons, used by every loop and every metric.
+TERMINATED = "terminated"  # the env said the episode is over (success or failure)
+MAX_TURNS = "max_turns"  # the turn budget (the env's TimeLimit) ran out
+ENV_TRUNCATED = "env_truncated"  # the env truncated on its own (e.g. an engine's step cap) before the budget
+TURN_TOKENS = "turn_tokens"  # a model turn hit its token limit (and the agent ends cut turns)
+CONTEXT = "context"  # the conversation no longer fits the model's context
+ENV_ERROR = "env_error"  # the env raised (engine crash); the episode keeps what it earned
+TOKEN_LIMITS = (TURN_TOKENS, CONTEXT)
+STOP_REASONS = (TERMINATED, MAX_TURNS, ENV_TRUNCATED, TURN_TOKENS, CONTEXT, ENV_ERROR)
+
+INSTRUCTION_SEPARATOR = "\n\n"
+#: The acknowledgement used when an env's reset info names none (AgentGym's usual one).
+ACKNOWLEDGEMENT = "OK. I'll follow your instructions and try my best to solve the task."
+
+Message = dict[str, str]
+
+
+def first_messages(info: Mapping[str, Any], observation: str, agentgym_order: bool = True) -> list[Message]:
+    """The conversation before the agent's first response.
+
+    In AgentGym's order (the default) the task instruction is a user turn, the assistant
+    acknowledges it (``info["acknowledgement"]``, e.g. "Ok." for SearchQA and WebArena), then the
+    first observation is a user turn: a model trained with AgentGym sees the same turns here, and
+    the other way round. ``agentgym_order=False`` gives the merged layout (instruction and first
+    observation in one user turn, the trainer's ``merged_first_turn``); see docs/fidelity.md. An env
+    without an instruction starts with the observation alone.
+    """
+    instruction = info.get("instruction")
+    if not instruction:
+        return [{"role": "user", "content": observation}]
+    if not agentgym_order:
+        return [{"role": "user", "content": first_user_message(instruction, observation)}]
+    return [
+        {"role": "user", "content": instruction},
+        {"role": "assistant", "content": info.get("acknowledgement") or ACKNOWLEDGEMENT},
+        {"role": "user", "content": observation},
+    ]
+
+
+def first_user_message(instruction: str | None, observation: str) -> str:
+    """The instruction and the first observation merged into one user turn (the merged layout)."""
+    return f"{instruction}{INSTRUCTION_SEPARATOR}{observation}" if instruction else observation
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Trajectory:
+    """One episode: the conversation, what each step earned, why it ended, and the model's tokens."""
+
+    env_id: str
+    item_id: int
+    seed: int | None = None
+    sample: int = 0
+    max_turns: int = 0
+    split: str = ""
+    subtask: str | None = None
+    agent: str = ""
+    messages: list[Message] = field(default_factory=list)
+    prompt_messages: int = 0
+    actions: list[str] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    valid: list[bool] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    final_observation: str | None = None
+    success: bool = False
+    stop_reason: str | None = None
+    tokens: int | None = None
+    timing: dict[str, float] = field(default_factory=dict)
+    # What a model agent adds (the trainer's input; not part of the record).
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    cut_turns: int = 0
+    template_fallbacks: int = 0
+
+    # ---- what the loop records -----------------------------------------------------------------
+    def open(self, info: Mapping[str, Any], observation: str, agentgym_order: bool = True) -> None:
+        """Start the conversation from the env's reset."""
+        self.item_id = int(info.get("item_id", self.item_id))
+        self.split = str(info.get("split", self.split))
+        self.subtask = info.get("subtask", self.subtask)
+        self.messages = first_messages(info, observation, agentgym_order)
+        self.prompt_messages = len(self.messages)
+
+    def act(self, text: str) -> None:
+        self.actions.append(text)
+        self.messages.append({"role": "assistant", "content": text})
+
+    def observe(self, observation: str, reward: float, info: Mapping[str, Any], last: bool) -> None:
+        """Record the env's answer to the last action; ``last``: no further turn will see it."""
+        self.rewards.append(float(reward))
+        self.valid.append(bool(info.get("valid_action", True)))
+        self.scores.append(float(info.get("score", 0.0) or 0.0))
+        self.success = bool(info.get("success", self.success))
+        if last:
+            self.final_observation = observation
+        else:
+            self.messages.append({"role": "user", "content": observation})
+
+    def end(self, reason: str) -> None:
+        if reason not in STOP_REASONS:
+            raise ValueError(f"unknown stop reason {reason!r}; one of {STOP_REASONS}")
+        self.stop_reason = reason
+
+    # ---- what readers ask ----------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.stop_reason is not None
+
+    @property
+    def turns(self) -> int:
+        return len(self.actions)
+
+    @property
+    def reward(self) -> float:
+        """The return: the sum of the env's rewards (the outcome score in [0, 1])."""
+        return float(sum(self.rewards))
+
+    @property
+    def score(self) -> float:
+        """The env's native score after the last step."""
+        return self.scores[-1] if self.scores else 0.0
+
+    @property
+    def valid_actions(self) -> int:
+        return sum(self.valid)
+
+    @property
+    def valid_action_rate(self) -> float:
+        return self.valid_actions / self.turns if self.turns else 0.0
+
+    @property
+    def token_truncated(self) -> bool:
+        """A token limit cut one of its turns or ended it (the episode may have played on after a cut turn)."""
+        return self.cut_turns > 0 or self.stop_reason in TOKEN_LIMITS
+
+    @property
+    def model_tokens(self) -> int:
+        return sum(self.env_mask) if self.env_mask else int(self.tokens or 0)
+
+    def add_tokens(self, ids: Sequence[int], mask: int, logprobs: Sequence[float] | None = None) -> None:
+        """Append completion tokens: ``mask`` 1 for tokens the model sampled, 0 for observation / template tokens."""
+        self.completion_ids.extend(ids)
+        self.env_mask.extend([mask] * len(ids))
+        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+
+    # ---- the record ----------------------------------------------------------------------------
+    def to_record(self, **extra: Any) -> dict[str, Any]:
+        """The episode as one JSON object (the schema in this module's docstring); ``extra`` adds fields."""
+        return {
+            "env_id": self.env_id,
+            "subtask": self.subtask,
+            "item_id": self.item_id,
+            "seed": self.seed,
+            "split": self.split,
+            "sample": self.sample,
+            "max_turns": self.max_turns,
+            "agent": self.agent,
+            "messages": [dict(m) for m in self.messages],
+            "prompt_messages": self.prompt_messages,
+            "final_observation": self.final_observation,
+            "actions": list(self.actions),
+            "rewards": list(self.rewards),
+            "valid": list(self.valid),
+            "scores": list(self.scores),
+            "return": self.reward,
+            "turns": self.turns,
+            "tokens": self.tokens if self.tokens is not None else (sum(self.env_mask) if self.env_mask else None),
+            "info": {"success": self.success, "score": self.score, "stop_reason": self.stop_reason},
+            "timing": {name: round(value, 4) for name, value in self.timing.items()},
+            "time": now_iso(),
+            **extra,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Trajectory:
+        """A trajectory back from its record (without token ids)."""
+        info = record.get("info") or {}
+        return cls(
+            env_id=str(record["env_id"]), item_id=int(record["item_id"]), seed=record.get("seed"),
+            sample=int(record.get("sample", 0)), max_turns=int(record.get("max_turns", 0)),
+            split=str(record.get("split", "")), subtask=record.get("subtask"), agent=str(record.get("agent", "")),
+            messages=[dict(m) for m in record.get("messages", [])],
+            prompt_messages=int(record.get("prompt_messages", 0)),
+            actions=list(record.get("actions", [])), rewards=[float(r) for r in record.get("rewards", [])],
+            valid=[bool(v) for v in record.get("valid", [])], scores=[float(s) for s in record.get("scores", [])],
+            final_observation=record.get("final_observation"), success=bool(info.get("success", False)),
+            stop_reason=info.get("stop_reason"), tokens=record.get("tokens"), timing=dict(record.get("timing", {})),
+        )

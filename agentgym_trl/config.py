@@ -1,0 +1,245 @@
+"""``AgentGRPOConfig``: TRL's ``GRPOConfig`` plus the envs, the turn schedule and the multi-turn token limits.
+
+Every field carries ``help`` metadata, so ``TrlParser`` / ``HfArgumentParser`` turn it into a
+documented command-line flag (``accelerate launch examples/grpo.py --help``), and every option is
+checked when the config is built: a wrong name or combination fails before any model loads.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import torch
+from trl import GRPOConfig
+
+from agentgym_trl.curriculum import ScheduleError, TurnSchedule
+from agentgym_trl.data import check_env_ids
+from agentgym_trl.models import bf16_is_fast
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ENV_ID = "AgentGym/TextCraft-Depth1-v0"
+DEFAULT_FIXED_TURNS = 10
+DEFAULT_CPU_MICRO_BATCH_TOKENS = 2048
+
+
+@dataclass
+class AgentGRPOConfig(GRPOConfig):
+    """``GRPOConfig`` plus the envs, the turn schedule and the token limits of multi-turn rollouts.
+
+    Defaults that differ from ``GRPOConfig``: ``logging_steps=1`` (the curriculum metrics are per
+    step); ``bf16`` only when a GPU supports it; ``gradient_checkpointing`` only on GPU; ``beta=0.001``
+    (the paper's KL coefficient); ``max_completion_length`` = ``max_context_tokens`` (a multi-turn
+    completion holds every turn and observation). ``mask_truncated_completions`` is replaced by
+    ``mask_truncated_turns`` (TRL's flag looks only at the last token of the whole episode).
+    """
+
+    env_ids: list[str] = field(
+        default_factory=lambda: [DEFAULT_ENV_ID],
+        metadata={"help": "Registered Gymnasium env ids to train on (several = a mixture of their train items)."},
+    )
+    train_split: str = field(default="train", metadata={"help": "Which split of the envs' items to train on."})
+    max_items_per_env: int | None = field(
+        default=None, metadata={"help": "Use at most this many items per env id (a fixed random subset)."}
+    )
+    max_turns: int | None = field(
+        default=None,
+        metadata={"help": "A fixed turn budget. Default when no schedule is given: the envs' evaluation cap."},
+    )
+    max_turns_schedule: str | None = field(
+        default=None,
+        metadata={"help": "Turn budget stages 'step:max_turns,...', e.g. '0:10,100:20,200:30' (ScalingInter-RL)."},
+    )
+    turn_rounds: list[int] | None = field(
+        default=None,
+        metadata={"help": "Turn budgets of successive rounds, e.g. 10 20 30; each lasts --turn_round_steps steps."},
+    )
+    turn_round_steps: int | None = field(
+        default=None, metadata={"help": "Optimizer steps per round of --turn_rounds (the paper uses 100)."}
+    )
+    eval_max_turns: int | None = field(
+        default=None, metadata={"help": "Turn budget for evaluation; default: each env's evaluation cap."}
+    )
+    max_turn_tokens: int = field(default=256, metadata={"help": "Token limit of one model turn."})
+    max_context_tokens: int = field(
+        default=4096, metadata={"help": "Token limit of a whole episode: prompt, model turns and observations."}
+    )
+    env_workers: int = field(default=8, metadata={"help": "Threads stepping envs concurrently within a turn."})
+    truncated_turn: str = field(
+        default="end",
+        metadata={
+            "help": "After a turn cut by --max_turn_tokens: 'end' ends the episode, 'step' sends the cut text to the "
+            "env and plays on."
+        },
+    )
+    merged_first_turn: bool = field(
+        default=False,
+        metadata={
+            "help": "Open each episode with one user turn holding the instruction and the first observation, instead "
+            "of AgentGym's instruction / acknowledgement / first observation turns (expert data must match)."
+        },
+    )
+    mask_truncated_turns: bool = field(
+        default=False,
+        metadata={"help": "Exclude turns cut by a token limit from the loss (the rest of the episode still counts)."},
+    )
+    truncation_warning_threshold: float = field(
+        default=0.2,
+        metadata={"help": "Warn loudly when more than this fraction of episodes is cut by a token limit."},
+    )
+    metrics_file: str | None = field(
+        default=None,
+        metadata={
+            "help": "Also append every log to this JSON-lines file (relative to output_dir), e.g. agent_metrics.jsonl "
+            "for `agentgym plot`; metrics always go through report_to."
+        },
+    )
+    cpu_threads: int | None = field(
+        default=None,
+        metadata={
+            "help": "Torch threads per process on CPU; default: the cores divided among the processes (accelerate "
+            "launch exports OMP_NUM_THREADS=1, which would leave all but one core idle)."
+        },
+    )
+    compact_lm_head: bool = field(
+        default=True,
+        metadata={
+            "help": "Score only completion positions through the LM head on CPU as TRL does on Triton devices (on "
+            "CPU it would otherwise project every prompt and padding position onto the vocabulary)."
+        },
+    )
+    micro_batch_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Split each training batch into micro-batches of at most this many padded tokens, each trimmed of "
+            "padding and back-propagated on its own (gradients sum to the same loss), so activations are bounded by "
+            "this budget; 0 = off. Default: 2048 on CPU, off on GPU. One process only: with several, TRL's loss gathers "
+            "per-row metrics on every call, so each process trains its batch whole."
+        },
+    )
+    release_memory: bool = field(
+        default=True,
+        metadata={"help": "Return freed memory to the OS after each rollout and optimizer step (CPU)."},
+    )
+    share_prompt_prefill: bool = field(
+        default=True,
+        metadata={"help": "Encode a group's shared first prompt once, not once per episode (HF generation)."},
+    )
+    skip_zero_advantage: bool = field(
+        default=False,
+        metadata={
+            "help": "Leave rows whose advantage is zero (groups where every episode scored the same) out of the "
+            "forward and backward pass. With beta=0 their gradient is exactly zero, so the update is unchanged and "
+            "only the wasted compute goes; the skipped share is logged as train/skipped_rows_frac. One process only "
+            "(as micro_batch_tokens)."
+        },
+    )
+    log_trajectories: bool = field(
+        default=False,
+        metadata={
+            "help": "Append every rollout's episodes (conversation, reward, success, turns) to "
+            "output_dir/trajectories.jsonl (trajectories.rank<N>.jsonl on other processes); `agentgym view` reads them."
+        },
+    )
+
+    # GRPOConfig fields whose defaults change (see the class docstring).
+    logging_steps: float = field(default=1, metadata={"help": "Log every X optimizer steps."})
+    gradient_checkpointing: bool | None = field(
+        default=None,
+        metadata={"help": "Deprecated alias of activation_checkpointing; default for both: on with a GPU, off on CPU."},
+    )
+    beta: float = field(default=0.001, metadata={"help": "KL coefficient against the frozen initial policy."})
+    max_completion_length: int | None = field(
+        default=None, metadata={"help": "Longest completion (all turns); default: max_context_tokens."}
+    )
+
+    def __post_init__(self) -> None:
+        if not _has_accelerator():
+            # Without it, TrainingArguments builds a non-CPU PartialState and a 2-process CPU launch
+            # (torchrun / accelerate with use_cpu) silently trains two independent single-process runs.
+            self.use_cpu = True
+        gpu = torch.cuda.is_available() and not self.use_cpu
+        if self.ddp_find_unused_parameters is None:  # every parameter of a causal LM (and of LoRA) takes part
+            self.ddp_find_unused_parameters = False
+        if self.bf16 is None:  # bf16 autocast where the hardware runs it natively (AVX512-BF16 / AMX CPUs too)
+            self.bf16 = bool(not self.fp16 and (torch.cuda.is_bf16_supported() if gpu else bf16_is_fast()))
+        if self.micro_batch_tokens is None:
+            self.micro_batch_tokens = 0 if gpu else DEFAULT_CPU_MICRO_BATCH_TOKENS
+        if self.activation_checkpointing is None:  # transformers 5 name; gradient_checkpointing is its alias
+            checkpointing = self.gradient_checkpointing
+            self.activation_checkpointing = gpu if checkpointing is None else bool(checkpointing)
+            self.gradient_checkpointing = None
+        if isinstance(self.env_ids, str):
+            self.env_ids = [part for part in self.env_ids.replace(",", " ").split() if part]
+        check_env_ids(self.env_ids)
+        self.turn_schedule()  # raises on a bad schedule
+        if self.max_turn_tokens < 1:
+            raise ValueError(f"max_turn_tokens must be at least 1, got {self.max_turn_tokens}")
+        if self.max_turn_tokens >= self.max_context_tokens:
+            raise ValueError(
+                f"max_turn_tokens ({self.max_turn_tokens}) must be smaller than max_context_tokens "
+                f"({self.max_context_tokens}): one turn has to fit in the context together with the prompt"
+            )
+        if self.truncated_turn not in ("end", "step"):
+            raise ValueError(f"truncated_turn must be 'end' or 'step', got {self.truncated_turn!r}")
+        if self.micro_batch_tokens < 0:
+            raise ValueError(f"micro_batch_tokens must be 0 (off) or positive, got {self.micro_batch_tokens}")
+        if self.cpu_threads is not None and self.cpu_threads < 1:
+            raise ValueError(f"cpu_threads must be at least 1, got {self.cpu_threads}")
+        if self.skip_zero_advantage and self.beta != 0.0:
+            raise ValueError(
+                "skip_zero_advantage needs beta=0: a row with zero advantage still has a KL gradient when beta > 0"
+            )
+        if self.env_workers < 1:
+            raise ValueError(f"env_workers must be at least 1, got {self.env_workers}")
+        if self.mask_truncated_completions:
+            logger.warning(
+                "mask_truncated_completions looks only at the last token of a whole multi-turn episode; it is "
+                "replaced by mask_truncated_turns=True (only the cut turn leaves the loss)"
+            )
+            self.mask_truncated_completions = False
+            self.mask_truncated_turns = True
+        if self.max_completion_length is None:
+            self.max_completion_length = self.max_context_tokens
+        super().__post_init__()
+
+    def turn_schedule(self) -> TurnSchedule:
+        """The schedule from whichever of max_turns_schedule / turn_rounds / max_turns is set (only one may be)."""
+        given = [
+            name
+            for name, value in (
+                ("max_turns_schedule", self.max_turns_schedule),
+                ("turn_rounds", self.turn_rounds),
+                ("max_turns", self.max_turns),
+            )
+            if value is not None
+        ]
+        if len(given) > 1:
+            raise ScheduleError(f"give only one of max_turns_schedule, turn_rounds and max_turns; got {given}")
+        if self.turn_round_steps is not None and self.turn_rounds is None:
+            raise ScheduleError("turn_round_steps needs turn_rounds")
+        if self.max_turns_schedule is not None:
+            return TurnSchedule.parse(self.max_turns_schedule)
+        if self.turn_rounds is not None:
+            return TurnSchedule.from_rounds(self.turn_rounds, self.turn_round_steps)
+        if self.max_turns is not None:
+            return TurnSchedule.fixed(self.max_turns)
+        return TurnSchedule.fixed(min(env_turn_cap(env_id) for env_id in self.env_ids))
+
+
+def _has_accelerator() -> bool:
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and hasattr(accelerator, "is_available"):
+        return bool(accelerator.is_available())
+    return torch.cuda.is_available()
+
+
+def env_turn_cap(env_id: str) -> int:
+    """The registered evaluation turn cap of an env id (its ``TimeLimit``), or a default."""
+    import gymnasium as gym
+
+    steps = gym.spec(env_id).max_episode_steps
+    return int(steps) if steps else DEFAULT_FIXED_TURNS
+
+

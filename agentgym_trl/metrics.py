@@ -1,0 +1,108 @@
+"""Training metrics as pure functions over trajectories, and the optional JSON-lines sink.
+
+``episode_stats`` makes the small picklable summary of a trajectory that is gathered across
+processes; ``rollout_metrics`` turns the gathered summaries into the ``agent/...`` metrics the
+trainer logs every step (through TRL's logging, so they reach every ``report_to`` backend).
+``MetricsFileCallback`` additionally appends every log to a JSON-lines file when asked
+(``AgentGRPOConfig.metrics_file``; ``agentgym plot`` and the examples' reports read it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from agentgym_envs.core.episode import CONTEXT, ENV_ERROR, MAX_TURNS, TURN_TOKENS, Trajectory
+
+TRUNCATED_METRIC = "agent/truncated_frac"
+
+
+def episode_stats(trajectory: Trajectory, budget: int) -> dict[str, Any]:
+    """What the metrics need of one episode (small and picklable, for ``gather_object``)."""
+    return {
+        "env_id": trajectory.env_id,
+        "reward": trajectory.reward,
+        "success": float(trajectory.success),
+        "turns": trajectory.turns,
+        "valid_actions": trajectory.valid_actions,
+        "cut_turns": trajectory.cut_turns,
+        "token_truncated": trajectory.token_truncated,
+        "stop_reason": trajectory.stop_reason,
+        "model_tokens": trajectory.model_tokens,
+        "completion_tokens": len(trajectory.completion_ids),
+        "budget": int(budget),
+    }
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def rollout_metrics(stats: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The ``agent/...`` metrics of one rollout from its episodes' ``episode_stats`` (all processes')."""
+    count = len(stats)
+    if not count:
+        return {}
+    reasons = [s["stop_reason"] for s in stats]
+    turns = sum(s["turns"] for s in stats)
+    metrics = {
+        "agent/max_turns": float(max(s["budget"] for s in stats)),
+        "agent/turns_mean": turns / count,
+        "agent/success": _mean([s["success"] for s in stats]),
+        "agent/reward": _mean([s["reward"] for s in stats]),
+        "agent/valid_action_rate": sum(s["valid_actions"] for s in stats) / turns if turns else 0.0,
+        TRUNCATED_METRIC: _mean([float(s["token_truncated"]) for s in stats]),
+        "agent/cut_turn_frac": sum(s["cut_turns"] for s in stats) / turns if turns else 0.0,
+        "agent/truncated_turn_tokens_frac": reasons.count(TURN_TOKENS) / count,
+        "agent/truncated_context_frac": reasons.count(CONTEXT) / count,
+        "agent/budget_exhausted_frac": reasons.count(MAX_TURNS) / count,
+        "agent/env_error_frac": reasons.count(ENV_ERROR) / count,
+        "agent/model_tokens_mean": _mean([s["model_tokens"] for s in stats]),
+    }
+    by_env: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in stats:
+        by_env[s["env_id"]].append(s)
+    for env_id, group in sorted(by_env.items()):
+        metrics[f"agent/{env_id}/success"] = _mean([s["success"] for s in group])
+        metrics[f"agent/{env_id}/reward"] = _mean([s["reward"] for s in group])
+        metrics[f"agent/{env_id}/turns_mean"] = _mean([s["turns"] for s in group])
+    return metrics
+
+
+def timing_metrics(total_s: float, generation_s: float, env_s: float, template_fallbacks: int) -> dict[str, float]:
+    """Where a rollout's time went (this process's)."""
+    metrics = {"agent/rollout_s": total_s, "agent/generation_s": generation_s, "agent/env_s": env_s,
+               "agent/template_fallbacks": float(template_fallbacks)}
+    if total_s > 0:
+        metrics["agent/outside_model_frac"] = max(total_s - generation_s, 0.0) / total_s
+    return metrics
+
+
+class MetricsFileCallback(TrainerCallback):
+    """Appends every log (with its step) to a JSON-lines file on the main process."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+               logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if not logs or not state.is_world_process_zero:
+            return
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        record = {"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
