@@ -424,7 +424,7 @@ def test_todo_state_tasks_finish_as_soon_as_the_data_is_right() -> None:
 
 @pytest.fixture
 def bird() -> gym.Env:
-    env = gym.make("AgentGym/BIRD-v0", sql_timeout=0.5).unwrapped
+    env = gym.make("AgentGym/BIRD-v0", sql_timeout=0.5, detailed_instruction=True).unwrapped
     env.reset(options={"split": "test", "index": 0})
     yield env
     env.close()
@@ -515,13 +515,44 @@ def test_parse_sql_response_forms() -> None:
     assert "more than one" in parse_sql_response("Action: SELECT 1\nAction: SELECT 2").error
 
 
-def test_bird_schema_and_evidence_are_shown() -> None:
-    env = gym.make("AgentGym/BIRD-v0")
+def test_bird_schema_and_evidence_are_shown_with_our_instruction() -> None:
+    env = gym.make("AgentGym/BIRD-v0", detailed_instruction=True)
     obs, info = env.reset(options={"split": "test", "index": 1})
     assert (
         info["db_id"] == "university" and "CREATE TABLE enrollments" in obs and "REFERENCES sections(section_id)" in obs
     )
     assert "Question: " in obs and "Evidence: " in obs and "ONE SQLite SELECT" in info["instruction"]
+    env.close()
+
+
+def test_bird_speaks_sqlgym_by_default() -> None:
+    env = gym.make("AgentGym/BIRD-v0")
+    obs, info = env.reset(options={"split": "test", "index": 1})
+    assert info["instruction"].startswith("Given you a description of a SQlite database system, I will ask you a "
+                                          "question, then you should help me operate the SQLite database with SQL")
+    assert info["instruction"].endswith("Your SQL should be in one line. Every time you can only execute one SQL statement.")
+    assert info["acknowledgement"] == "Ok."
+    question = env.unwrapped.current.question
+    assert obs.startswith("university contains tables such as ") and obs.endswith(f".\n\n{question}")
+    assert " is the primary key. " in obs and "Evidence" not in obs and "CREATE TABLE" not in obs
+    assert "The section_id of enrollments is the foreign key of section_id of sections." in obs
+    sql = env.unwrapped.current.sql
+    obs, reward, terminated, _, info = env.step(f"Thought: The gold query.\n\nAction: ```sql\n{sql}\n```")
+    assert terminated and reward == 1.0 and info["success"] and obs.startswith("[(") and len(obs) <= 103
+    env.reset(options={"split": "test", "index": 1})
+    obs, reward, terminated, _, info = env.step("Action: ```sql\nSELECT * FROM no_such_table\n```")
+    assert obs == "no such table: no_such_table" and terminated and reward == 0.0 and not info["valid_action"]
+    env.close()
+
+
+def test_sqlgym_describes_a_real_database_in_words(tmp_path: Path) -> None:
+    _fake_bird(tmp_path)
+    env = gym.make("AgentGym/BIRD-v0", bird_dir=str(tmp_path))
+    obs, _ = env.reset(options={"item_id": 0})
+    assert obs == ("toy_shop contains tables such as toys. Table toys has columns such as id, name, price. id is the "
+                   "primary key.\n\nWhich toy is the cheapest?")
+    obs, reward, terminated, _, _ = env.step("Action: ```sql\nSELECT name FROM toys ORDER BY price LIMIT 1\n```")
+    assert obs == "[('yo-yo',)]" and reward == 1.0 and terminated
     env.close()
 
 
@@ -565,7 +596,7 @@ def test_bird_loader_plays_a_local_dev_set_read_only(tmp_path: Path) -> None:
     digest = hashlib.sha256(db_file.read_bytes()).hexdigest()
     examples = load_bird(tmp_path)
     assert [e.question_id for e in examples] == [0, 1] and examples[0].db_path == db_file
-    env = gym.make("AgentGym/BIRD-v0", bird_dir=str(tmp_path))
+    env = gym.make("AgentGym/BIRD-v0", bird_dir=str(tmp_path), detailed_instruction=True)
     obs, info = env.reset()
     assert info["split"] == "test" and info["item_id"] in (0, 1) and "CREATE TABLE toys" in obs
     obs, *_ = env.unwrapped.step("Action: DELETE FROM toys")
