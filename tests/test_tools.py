@@ -540,8 +540,9 @@ def test_bird_speaks_sqlgym_by_default() -> None:
     obs, reward, terminated, _, info = env.step(f"Thought: The gold query.\n\nAction: ```sql\n{sql}\n```")
     assert terminated and reward == 1.0 and info["success"] and obs.startswith("[(") and len(obs) <= 103
     env.reset(options={"split": "test", "index": 1})
-    obs, reward, terminated, _, info = env.step("Action: ```sql\nSELECT * FROM no_such_table\n```")
-    assert obs == "no such table: no_such_table" and terminated and reward == 0.0 and not info["valid_action"]
+    obs, reward, terminated, truncated, info = env.step("Action: ```sql\nSELECT * FROM no_such_table\n```")
+    assert obs == "no such table: no_such_table" and reward == 0.0 and not info["valid_action"]
+    assert truncated and not terminated  # SqlGym's single attempt: here the turn cap of 1 ends it
     env.close()
 
 

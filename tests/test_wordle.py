@@ -56,16 +56,22 @@ def test_feedback_is_lmrl_gyms_letters(guess: str, answer: str, feedback: str) -
 
 
 def test_agentgym_game_guesses_invalid_words_and_the_six_attempts(env) -> None:
+    from agentgym_envs.wordle.env import agentgym_feedback
+
     env.reset(options={"split": "test", "index": 2})
     answer = env.unwrapped.answer
     guess = "crane" if answer != "crane" else "house"
     obs, reward, terminated, _, info = env.step(f"Thought:\nA common opener.\n\nAction:\n{' '.join(guess)}")
-    from agentgym_envs.wordle.env import agentgym_feedback
     assert obs == agentgym_feedback(guess, answer) and info["valid_action"] and reward == 0.0 and not terminated
     for response in ("guess crane", "CRANE", "cat", "qzxvw", "Action: c r a n e s"):
         obs, reward, terminated, _, info = env.step(response)
-        assert obs == "invalid word" and not info["valid_action"] and reward == 0.0
-    assert terminated and not info["success"] and info["guesses_left"] == 0  # six attempts, invalid ones included
+        assert obs == "invalid word" and not info["valid_action"] and reward == 0.0 and not terminated
+    assert info["guesses_left"] == 5  # an invalid word uses no attempt here (LMRL-Gym: it does; docs/fidelity.md)
+    env = env.unwrapped
+    wrong = [w for w in ["house", "water", "apple", "light", "music", "world"] if w not in (answer, guess)][:5]
+    for word in wrong:
+        obs, reward, terminated, _, info = env.step(" ".join(word))
+    assert obs == agentgym_feedback(wrong[-1], answer) and terminated and not info["success"] and reward == 0.0
 
 
 def test_agentgym_game_is_won_by_the_hidden_word(env) -> None:

@@ -18,7 +18,8 @@ By default the episode reads as AgentGym's SqlGym server (the ``sqlgym`` package
 SqlGym's instruction and "Ok.", the database described in words followed by the question (no
 evidence) as the first observation, the SQL taken from the response as AgentGym's client takes it
 (the last ```sql block), and the result as Python prints the rows (cut at 100 characters) or
-SQLite's error, either of which ends the episode. ``detailed_instruction=True`` gives our
+SQLite's error. A result ends the episode; an error is marked invalid and, as SqlGym's single
+attempt, ends it only through the turn cap of 1 (truncated, where SqlGym terminates). ``detailed_instruction=True`` gives our
 instruction, the CREATE statements with the evidence, and our verdict.
 """
 
@@ -329,8 +330,8 @@ class BirdEnv(TextEnv):
         try:
             result = self.runner(self.current.db_id).run(action)
         except QueryError as error:
-            if not self.detailed_instruction:  # SqlGym: the error text, and the single attempt is over
-                return Outcome(str(error).removeprefix("SQL error: "), done=True, valid=False)
+            if not self.detailed_instruction:  # SqlGym's text; the turn cap of 1 still makes this the only attempt
+                return Outcome(str(error).removeprefix("SQL error: "), valid=False)
             return Outcome(f"Error: {error}", valid=False)
         rows = normalize_rows(result.rows)
         success = not result.truncated and rows == self._gold

@@ -5,8 +5,9 @@ Wordle behind AgentGym's ``agentenv-lmrlgym`` server): the one-line instruction 
 wordle player.", the acknowledgement, AgentGym's rules with the complete vocabulary as the first
 observation, guesses written as letters (``c r a n e``; the spaces are optional), feedback as five
 letters (``b y g g b``: absent, elsewhere in the word, in place; LMRL-Gym marks every copy of a
-letter that the word holds elsewhere ``y``), "invalid word" for anything not in the vocabulary,
-which still uses one of the six attempts. Reward 1 for finding the word. The vocabulary is our
+letter that the word holds elsewhere ``y``), "invalid word" for anything not in the vocabulary
+(LMRL-Gym counts it as one of the six attempts; here it costs a turn of the cap of 8 but no
+attempt, as no bad action ends an episode). Reward 1 for finding the word. The vocabulary is our
 answer list where AgentGym's server plays the 39 words of LMRL-Gym's ``tweet_words.txt``.
 
 ``extra_feedback=True`` gives our game: our instruction, feedback in words with Wordle's rule for
@@ -183,13 +184,14 @@ class WordleEnv(TextEnv):
 
     def _act_as_agentgym(self, action: str) -> Outcome:
         """LMRL-Gym's step: the guess without spaces must be five letters a-z from the vocabulary,
-        else "invalid word"; valid or not, every action uses one of the six attempts."""
+        else "invalid word". An invalid word uses no attempt here (LMRL-Gym counts it; a bad action
+        never ends an episode of ours): the turn cap bounds those."""
         word = action.replace(" ", "")
+        if len(word) != WORD_LENGTH or not all("a" <= c <= "z" for c in word) or word not in _vocabulary():
+            return Outcome(INVALID_WORD, valid=False, info={"guesses_left": MAX_GUESSES - self.attempts})
         self.attempts += 1
         left = MAX_GUESSES - self.attempts
         out_of_attempts = left == 0
-        if len(word) != WORD_LENGTH or not all("a" <= c <= "z" for c in word) or word not in _vocabulary():
-            return Outcome(INVALID_WORD, done=out_of_attempts, valid=False, info={"guesses_left": left})
         self.history.append((word, score_guess(word, self.answer)))  # Wordle's marks: what the solver reads
         if word == self.answer:
             return Outcome(agentgym_feedback(word, self.answer), progress=1.0, score=1.0, done=True, success=True,
