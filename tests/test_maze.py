@@ -1,4 +1,4 @@
-"""MAZE: generated mazes, wall feedback, action parsing, the search oracle, the splits."""
+"""MAZE: generated mazes, AgentGym's wording (our explanations opt-in), action parsing, the oracle, the splits."""
 
 from __future__ import annotations
 
@@ -18,6 +18,65 @@ def env():
     env = gym.make(ENV_ID)
     yield env
     env.close()
+
+
+@pytest.fixture
+def ours():
+    """Our instruction and explanations (``extra_feedback=True``)."""
+    env = gym.make(ENV_ID, extra_feedback=True)
+    yield env
+    env.close()
+
+
+def agentgym_description(maze, position) -> str:
+    """What AgentGym's LMRL-Gym server says at ``position``: walls listed right, left, above, below."""
+    where = {"right": "to your right", "left": "to your left", "up": "above you", "down": "below you"}
+    walls = [phrase for move, phrase in where.items() if maze.step(position, move) is None]
+    wall_text = ("There are no walls near you." if not walls else
+                 f"There is a wall {walls[0]}." if len(walls) == 1 else f"There are walls {', '.join(walls)}.")
+    return (f"The goal is at position {maze.goal[0]}, {maze.goal[1]}. "
+            f"Your current position is at position {position[0]}, {position[1]}. {wall_text}")
+
+
+def test_the_conversation_opens_as_agentgyms_maze_client(env) -> None:
+    obs, info = env.reset(options={"split": "test", "index": 3})
+    assert info["instruction"] == "You are an expert maze solver."
+    assert info["acknowledgement"] == "OK. I'll follow your instructions and try my best to solve the task."
+    assert obs.startswith("Your objective is to reach the goal in as few steps as possible. At each step you will be "
+                          "given information about where the goal is, your current position,\nand the walls that "
+                          "surround you. \n\nWhen you move right you increase your y position by 1, when you move "
+                          "down you increase your x position by 1. \n")
+    assert ('Your possible actions are "move up", "move down", "move left", "move right". Formally, your return '
+            "should be in this format:\nThought:\n<Your Thought>\n\nAction:\n<Your Action>\n\n") in obs
+    assert "environment: Success\n```" in obs
+    rules_end = "make the optimal action given the current environment state:\n"
+    maze = env.unwrapped.maze
+    assert obs.endswith(rules_end + agentgym_description(maze, maze.start))
+
+
+def test_every_answer_is_the_servers_description_and_success_at_the_goal(env) -> None:
+    env.reset(options={"split": "test", "index": 0})
+    base = env.unwrapped
+    blocked = next(m for m in MOVES if base.maze.step(base.position, m) is None)
+    start = base.position
+    for response in (f"Thought:\nA wall.\n\nAction:\nmove {blocked}", "jump", "Move Up", "go north", "Action: move up."):
+        obs, reward, terminated, _, info = env.step(response)
+        assert obs == agentgym_description(base.maze, start) and not info["valid_action"]
+        assert base.position == start and reward == 0.0 and not terminated
+    while True:
+        obs, reward, terminated, _, info = env.step(base.oracle_action())
+        if terminated:
+            break
+        assert obs == agentgym_description(base.maze, base.position) and info["valid_action"]
+    assert obs == "Success\n" and reward == 1.0 and info["success"] and info["score"] == 1.0
+
+
+def test_the_action_is_what_agentgyms_client_sends() -> None:
+    from agentgym_envs.maze.env import agentgym_client_action
+
+    assert agentgym_client_action("Thought:\nGo.\n\nAction:\nmove left") == "move left"
+    assert agentgym_client_action("Thought: Go.\nAction: move left\nAction: move up") == "move left"
+    assert agentgym_client_action("  move down \n") == "move down"
 
 
 @pytest.mark.parametrize("size_index", range(len(SIZES)))
@@ -41,7 +100,8 @@ def test_maze_is_a_pure_function_of_the_item_id() -> None:
     assert make_maze(ITEMS_PER_SIZE + 6) != first
 
 
-def test_observation_reports_position_goal_and_the_true_walls(env) -> None:
+def test_our_observation_reports_position_goal_and_the_true_walls(ours) -> None:
+    env = ours
     obs, info = env.reset(options={"split": "test", "index": 3})
     maze = env.unwrapped.maze
     row, col = maze.start
@@ -55,7 +115,8 @@ def test_observation_reports_position_goal_and_the_true_walls(env) -> None:
     assert info["available_actions"] == ["move up", "move down", "move left", "move right"]
 
 
-def test_walking_into_a_wall_is_rejected_and_leaves_the_agent_in_place(env) -> None:
+def test_walking_into_a_wall_is_rejected_and_leaves_the_agent_in_place(ours) -> None:
+    env = ours
     env.reset(options={"split": "test", "index": 0})
     base = env.unwrapped
     blocked = next(m for m in MOVES if base.maze.step(base.position, m) is None)
@@ -68,22 +129,24 @@ def test_walking_into_a_wall_is_rejected_and_leaves_the_agent_in_place(env) -> N
 
 
 @pytest.mark.parametrize("response", ["Move Up.", "up", "go north", "Action: move up", "MOVE  UP"])
-def test_action_spellings(env, response: str) -> None:
+def test_our_action_spellings(ours, response: str) -> None:
+    env = ours
     env.reset(options={"split": "test", "index": 0})
     obs, _, _, _, info = env.step(response)
     assert "not a valid action" not in obs
 
 
 @pytest.mark.parametrize("response", ["move diagonally", "jump", "move up and left", "go to red ball 1", "inventory"])
-def test_invalid_actions_get_feedback(env, response: str) -> None:
+def test_our_invalid_action_feedback(ours, response: str) -> None:
+    env = ours
     env.reset(options={"split": "test", "index": 0})
     obs, reward, terminated, _, info = env.step(response)
     assert not info["valid_action"] and "Valid actions: move up, move down, move left, move right" in obs
     assert reward == 0.0 and not terminated
 
 
-def run(policy: str, split: str = "test", seed: int = 0) -> tuple[list[bool], list[int]]:
-    env = gym.make(ENV_ID)
+def run(policy: str, split: str = "test", seed: int = 0, **kwargs) -> tuple[list[bool], list[int]]:
+    env = gym.make(ENV_ID, **kwargs)
     rng = np.random.default_rng(seed)
     successes, turns = [], []
     for index in range(len(agentgym_envs.get_task(ENV_ID).split(split))):
@@ -104,8 +167,9 @@ def run(policy: str, split: str = "test", seed: int = 0) -> tuple[list[bool], li
     return successes, turns
 
 
-def test_oracle_solves_every_test_maze_by_a_shortest_path() -> None:
-    successes, extra_turns = run("oracle")
+@pytest.mark.parametrize("extra_feedback", [False, True])
+def test_oracle_solves_every_test_maze_by_a_shortest_path(extra_feedback: bool) -> None:
+    successes, extra_turns = run("oracle", extra_feedback=extra_feedback)
     assert all(successes) and set(extra_turns) == {0}
 
 
@@ -123,7 +187,8 @@ def test_splits_sizes_and_no_test_episode_in_train() -> None:
     assert build_splits.build() == agentgym_envs.core.load_splits("maze")
 
 
-def test_reaching_the_goal_ends_the_episode_with_reward_one(env) -> None:
+def test_reaching_the_goal_ends_the_episode_with_reward_one(ours) -> None:
+    env = ours
     obs, info = env.reset(options={"split": "test", "index": 1})
     assert info["subtask"] == "Small"
     while True:

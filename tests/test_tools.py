@@ -81,7 +81,7 @@ def test_parse_errors_explain_the_format() -> None:
 
 
 def test_tool_argument_errors_come_back_as_observations() -> None:
-    env = gym.make("AgentGym/Movie-v0").unwrapped
+    env = gym.make("AgentGym/Movie-v0", detailed_instruction=True).unwrapped
     env.reset(options={"split": "test", "index": 0})
     cases = {
         'Action: search_movi with Action Input: {"movie_name": "x"}': "unknown tool 'search_movi'. Did you mean search_movie?",
@@ -186,8 +186,61 @@ def test_random_agent_rarely_succeeds(env_id: str) -> None:
     assert np.mean([r.success for r in results]) <= 0.2
 
 
-def test_question_tasks_end_with_a_graded_finish() -> None:
+AGENTGYM_TOOL_IDS = [f"AgentGym/{name}-v0" for name in ENVS if name != "BIRD"]
+
+
+@pytest.mark.parametrize("env_id", AGENTGYM_TOOL_IDS)
+def test_tool_conversations_open_as_agentgyms_tool_clients(env_id: str) -> None:
+    env = gym.make(env_id)
+    obs, info = env.reset(options={"split": "test", "index": 0})
+    instruction = info["instruction"]
+    assert instruction.startswith("You are an autonomous intelligent agent. You can use actions to help people solve "
+                                  "problems.\nWe detail name, description, input(parameters) and output(returns) of "
+                                  "each action as follows:\nName: ")
+    assert ("\n\nName: check_valid_actions()\nDescription: Get supported actions for current tool.\nReturns:\n"
+            "- actions (Type: array): Supported actions for current tool.\n\nName: finish(answer)\n") in instruction
+    assert 'If you are finished, you will call "finish" action.' in instruction
+    assert instruction.endswith("You need to give your thought together with your action!\n\nYour response must be "
+                                "in the format of:\nThought: [your thought]\n\nAction: [your action] with Action "
+                                "Input: [your action input]\n")
+    assert info["acknowledgement"] == "Ok."
+    question = env.unwrapped.current.question
+    assert obs == f"Now new trial starts.\nYou should perform actions to accomplish the goal: {question}\nGive me one action."
+    env.close()
+
+
+def test_weather_instruction_lists_tools_as_agentgym_does() -> None:
     env = gym.make("AgentGym/Weather-v0")
+    _, info = env.reset(options={"split": "test", "index": 0})
+    assert "\n\nName: get_historical_temp(latitude, longitude, start_date, end_date)\nDescription: " in info["instruction"]
+    assert "\nParameters:\n- latitude (Type: number): " in info["instruction"]
+    assert ('\n\nIf you want to get the latitude and longitude information of a city, you must call '
+            '"get_latitude_longitude"! Do not generate it by yourself which maybe wrong.') in info["instruction"]
+    env.close()
+
+
+def test_tool_replies_are_wrapped_as_agentgyms_servers_do() -> None:
+    env = gym.make("AgentGym/Weather-v0")
+    env.reset(options={"split": "test", "index": 6})
+    obs, _, terminated, _, info = env.step("I will look up the date first.")
+    assert obs == ('Format error, please response in the format of  "Action: [your action] with Action Input: '
+                   "[your action input]") and not info["valid_action"] and not terminated
+    obs, _, _, _, info = env.step("Thought: Which tools?\n\nAction: check_valid_actions with Action Input: {}")
+    assert obs.startswith("Observation: You can use following valid actions: ['get_user_current_date', ")
+    assert obs.endswith(", 'check_valid_actions', 'finish']\nGive me one action.") and info["valid_action"]
+    today = env.unwrapped.service.today.isoformat()
+    obs, _, _, _, _ = env.step("Thought: The date.\n\nAction: get_user_current_date with Action Input: {}")
+    assert obs == f"Observation: {today}\nGive me one action."
+    obs, _, _, _, info = env.step('Thought: Where?\n\nAction: get_latitude_longitude with Action Input: {"city": "x"}')
+    assert obs.startswith("Observation: Error: ") and obs.endswith("\nGive me one action.") and not info["valid_action"]
+    gold = env.unwrapped.current.gold.value
+    obs, reward, terminated, _, info = env.step(f'Thought: Done.\n\nAction: finish with Action Input: {{"answer": {gold}}}')
+    assert obs == f"Observation: {gold}\nGive me one action." and terminated and reward == 1.0 and info["success"]
+    env.close()
+
+
+def test_question_tasks_end_with_a_graded_finish() -> None:
+    env = gym.make("AgentGym/Weather-v0", detailed_instruction=True)
     env.reset(options={"split": "test", "index": 6})  # the distance template
     obs, reward, terminated, _, info = env.step('Action: finish with Action Input: {"answer": "far"}')
     assert terminated and reward == 0.0 and not info["success"] and "not correct (expected" in obs
@@ -202,7 +255,7 @@ def test_question_tasks_end_with_a_graded_finish() -> None:
 
 
 def test_weather_separates_history_from_forecast() -> None:
-    env = gym.make("AgentGym/Weather-v0").unwrapped
+    env = gym.make("AgentGym/Weather-v0", detailed_instruction=True).unwrapped
     env.reset(options={"split": "test", "index": 0})
     today = act(env, "get_user_current_date")[0]
     lyon = json.loads(act(env, "get_latitude_longitude", name="lyon")[0])["results"][0]
@@ -225,7 +278,7 @@ def test_weather_separates_history_from_forecast() -> None:
 
 
 def test_movie_search_and_credits_are_consistent() -> None:
-    env = gym.make("AgentGym/Movie-v0").unwrapped
+    env = gym.make("AgentGym/Movie-v0", detailed_instruction=True).unwrapped
     env.reset(options={"split": "test", "index": 0})
     hit = json.loads(act(env, "search_movie", movie_name="of")[0])["results"][0]
     cast = json.loads(act(env, "get_movie_cast", movie_id=hit["id"])[0])
@@ -238,7 +291,7 @@ def test_movie_search_and_credits_are_consistent() -> None:
 
 
 def test_academia_graphs_must_be_loaded_and_names_are_suggested() -> None:
-    env = gym.make("AgentGym/Academia-v0").unwrapped
+    env = gym.make("AgentGym/Academia-v0", detailed_instruction=True).unwrapped
     env.reset(options={"split": "test", "index": 2})
     title = env.current.plan[1].call.arguments["node"]
     obs, info = act(env, "paper_node_check", node=title)
@@ -302,7 +355,7 @@ def test_sheet_tools_edit_the_store(sheet: SheetService) -> None:
 
 
 def test_sheet_edits_are_graded_on_the_whole_workbook() -> None:
-    env = gym.make("AgentGym/Sheet-v0")
+    env = gym.make("AgentGym/Sheet-v0", detailed_instruction=True)
     env.reset(options={"split": "test", "index": 0})  # a sort task on the first sheet
     base = env.unwrapped
     sheets = base.service.sheet_names()
@@ -324,7 +377,7 @@ def test_sheet_edits_are_graded_on_the_whole_workbook() -> None:
 
 
 def test_todo_changes_are_graded_on_state_and_the_oracle_replans() -> None:
-    env = gym.make("AgentGym/TODOList-v0")
+    env = gym.make("AgentGym/TODOList-v0", detailed_instruction=True)
     env.reset(options={"split": "test", "index": 3})  # mark a named task as done
     base = env.unwrapped
     plan_write = next(s.call for s in base.current.plan if s.call.tool == "complete_task")
@@ -356,7 +409,7 @@ def test_todo_changes_are_graded_on_state_and_the_oracle_replans() -> None:
 
 
 def test_todo_state_tasks_finish_as_soon_as_the_data_is_right() -> None:
-    env = gym.make("AgentGym/TODOList-v0")
+    env = gym.make("AgentGym/TODOList-v0", detailed_instruction=True)
     obs, info = env.reset(options={"split": "test", "index": 6})  # add a project to favourites
     assert obs.startswith("Task: ") and "favourites" in obs
     base = env.unwrapped
@@ -371,7 +424,7 @@ def test_todo_state_tasks_finish_as_soon_as_the_data_is_right() -> None:
 
 @pytest.fixture
 def bird() -> gym.Env:
-    env = gym.make("AgentGym/BIRD-v0", sql_timeout=0.5).unwrapped
+    env = gym.make("AgentGym/BIRD-v0", sql_timeout=0.5, detailed_instruction=True).unwrapped
     env.reset(options={"split": "test", "index": 0})
     yield env
     env.close()
@@ -462,13 +515,45 @@ def test_parse_sql_response_forms() -> None:
     assert "more than one" in parse_sql_response("Action: SELECT 1\nAction: SELECT 2").error
 
 
-def test_bird_schema_and_evidence_are_shown() -> None:
-    env = gym.make("AgentGym/BIRD-v0")
+def test_bird_schema_and_evidence_are_shown_with_our_instruction() -> None:
+    env = gym.make("AgentGym/BIRD-v0", detailed_instruction=True)
     obs, info = env.reset(options={"split": "test", "index": 1})
     assert (
         info["db_id"] == "university" and "CREATE TABLE enrollments" in obs and "REFERENCES sections(section_id)" in obs
     )
     assert "Question: " in obs and "Evidence: " in obs and "ONE SQLite SELECT" in info["instruction"]
+    env.close()
+
+
+def test_bird_speaks_sqlgym_by_default() -> None:
+    env = gym.make("AgentGym/BIRD-v0")
+    obs, info = env.reset(options={"split": "test", "index": 1})
+    assert info["instruction"].startswith("Given you a description of a SQlite database system, I will ask you a "
+                                          "question, then you should help me operate the SQLite database with SQL")
+    assert info["instruction"].endswith("Your SQL should be in one line. Every time you can only execute one SQL statement.")
+    assert info["acknowledgement"] == "Ok."
+    question = env.unwrapped.current.question
+    assert obs.startswith("university contains tables such as ") and obs.endswith(f".\n\n{question}")
+    assert " is the primary key. " in obs and "Evidence" not in obs and "CREATE TABLE" not in obs
+    assert "The section_id of enrollments is the foreign key of section_id of sections." in obs
+    sql = env.unwrapped.current.sql
+    obs, reward, terminated, _, info = env.step(f"Thought: The gold query.\n\nAction: ```sql\n{sql}\n```")
+    assert terminated and reward == 1.0 and info["success"] and obs.startswith("[(") and len(obs) <= 103
+    env.reset(options={"split": "test", "index": 1})
+    obs, reward, terminated, truncated, info = env.step("Action: ```sql\nSELECT * FROM no_such_table\n```")
+    assert obs == "no such table: no_such_table" and reward == 0.0 and not info["valid_action"]
+    assert truncated and not terminated  # SqlGym's single attempt: here the turn cap of 1 ends it
+    env.close()
+
+
+def test_sqlgym_describes_a_real_database_in_words(tmp_path: Path) -> None:
+    _fake_bird(tmp_path)
+    env = gym.make("AgentGym/BIRD-v0", bird_dir=str(tmp_path))
+    obs, _ = env.reset(options={"item_id": 0})
+    assert obs == ("toy_shop contains tables such as toys. Table toys has columns such as id, name, price. id is the "
+                   "primary key.\n\nWhich toy is the cheapest?")
+    obs, reward, terminated, _, _ = env.step("Action: ```sql\nSELECT name FROM toys ORDER BY price LIMIT 1\n```")
+    assert obs == "[('yo-yo',)]" and reward == 1.0 and terminated
     env.close()
 
 
@@ -512,7 +597,7 @@ def test_bird_loader_plays_a_local_dev_set_read_only(tmp_path: Path) -> None:
     digest = hashlib.sha256(db_file.read_bytes()).hexdigest()
     examples = load_bird(tmp_path)
     assert [e.question_id for e in examples] == [0, 1] and examples[0].db_path == db_file
-    env = gym.make("AgentGym/BIRD-v0", bird_dir=str(tmp_path))
+    env = gym.make("AgentGym/BIRD-v0", bird_dir=str(tmp_path), detailed_instruction=True)
     obs, info = env.reset()
     assert info["split"] == "test" and info["item_id"] in (0, 1) and "CREATE TABLE toys" in obs
     obs, *_ = env.unwrapped.step("Action: DELETE FROM toys")

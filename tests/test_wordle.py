@@ -1,4 +1,4 @@
-"""Wordle: the packaged word lists, the feedback rules, bad guesses, the solver, the splits."""
+"""Wordle: the word lists, AgentGym's game (our wording opt-in), the feedback rules, bad guesses, the solver, the splits."""
 
 from __future__ import annotations
 
@@ -18,6 +18,67 @@ def env():
     env = gym.make(ENV_ID)
     yield env
     env.close()
+
+
+@pytest.fixture
+def ours():
+    """Our instruction, feedback in words and free rejected guesses (``extra_feedback=True``)."""
+    env = gym.make(ENV_ID, extra_feedback=True)
+    yield env
+    env.close()
+
+
+def test_the_conversation_opens_as_agentgyms_wordle_client(env) -> None:
+    obs, info = env.reset(options={"split": "test", "index": 0})
+    assert info["instruction"] == "You are an expert wordle player."
+    assert info["acknowledgement"] == "OK. I'll follow your instructions and try my best to solve the task."
+    assert obs.startswith("Welcome to the game of Wordle. Your objective is to guess a hidden 5 letter word. You have "
+                          "6 attempts to guess it correctly")
+    assert '"b": If the environment returns a "b", it means that the letter at that position in your guessed word ' \
+           "is not in the hidden word.\n" in obs
+    vocabulary = "\n".join(words.answers())
+    assert ("Here is the complete list of valid vocabulary words that are accepted by the game:\n```\n"
+            f"{vocabulary}\n```\n\nHere is an example.") in obs
+    assert obs.endswith("Now let's start a new game. Remember, the word you guess should be strictly in the vocabulary. "
+                        "You should return your thought and your word strictly in the formation mentioned above.")
+
+
+@pytest.mark.parametrize("guess, answer, feedback", [
+    ("crane", "crane", "g g g g g\n"),
+    ("speed", "abide", "b b y y y\n"),  # LMRL-Gym marks every e that is elsewhere in the word
+    ("eerie", "there", "y y y b g\n"),
+    ("llama", "hello", "y y b b b\n"),
+])
+def test_feedback_is_lmrl_gyms_letters(guess: str, answer: str, feedback: str) -> None:
+    from agentgym_envs.wordle.env import agentgym_feedback
+
+    assert agentgym_feedback(guess, answer) == feedback
+
+
+def test_agentgym_game_guesses_invalid_words_and_the_six_attempts(env) -> None:
+    from agentgym_envs.wordle.env import agentgym_feedback
+
+    env.reset(options={"split": "test", "index": 2})
+    answer = env.unwrapped.answer
+    guess = "crane" if answer != "crane" else "house"
+    obs, reward, terminated, _, info = env.step(f"Thought:\nA common opener.\n\nAction:\n{' '.join(guess)}")
+    assert obs == agentgym_feedback(guess, answer) and info["valid_action"] and reward == 0.0 and not terminated
+    for response in ("guess crane", "CRANE", "cat", "qzxvw", "Action: c r a n e s"):
+        obs, reward, terminated, _, info = env.step(response)
+        assert obs == "invalid word" and not info["valid_action"] and reward == 0.0 and not terminated
+    assert info["guesses_left"] == 5  # an invalid word uses no attempt here (LMRL-Gym: it does; docs/fidelity.md)
+    env = env.unwrapped
+    wrong = [w for w in ["house", "water", "apple", "light", "music", "world"] if w not in (answer, guess)][:5]
+    for word in wrong:
+        obs, reward, terminated, _, info = env.step(" ".join(word))
+    assert obs == agentgym_feedback(wrong[-1], answer) and terminated and not info["success"] and reward == 0.0
+
+
+def test_agentgym_game_is_won_by_the_hidden_word(env) -> None:
+    env.reset(options={"split": "test", "index": 5})
+    answer = env.unwrapped.answer
+    obs, reward, terminated, _, info = env.step(f"Action: {answer}")  # the spaces are optional
+    assert obs == "g g g g g\n" and reward == 1.0 and terminated and info["success"] and info["score"] == 1.0
 
 
 def test_word_lists_come_from_the_installed_dictionaries() -> None:
@@ -61,7 +122,8 @@ def test_vectorised_feedback_equals_the_rule() -> None:
         assert _patterns(guess, codes).tolist() == expected
 
 
-def test_feedback_text_per_letter_and_guess_count(env) -> None:
+def test_our_feedback_text_per_letter_and_guess_count(ours) -> None:
+    env = ours
     env.reset(options={"split": "test", "index": 0})
     answer = env.unwrapped.answer
     guess = "crane" if answer != "crane" else "house"
@@ -83,14 +145,16 @@ def test_feedback_text_per_letter_and_guess_count(env) -> None:
     ("guess crâne", "letters a-z only"),
     ("I think the answer is crane", "not a guess"),
 ])
-def test_bad_guesses_cost_no_guess(env, response: str, message: str) -> None:
+def test_our_bad_guesses_cost_no_guess(ours, response: str, message: str) -> None:
+    env = ours
     env.reset(options={"split": "test", "index": 0})
     obs, reward, terminated, _, info = env.step(response)
     assert not info["valid_action"] and message in obs and "still have 6 guesses" in obs
     assert info["guesses_left"] == 6 and reward == 0.0 and not terminated
 
 
-def test_six_wrong_guesses_lose_and_reveal_the_word(env) -> None:
+def test_our_six_wrong_guesses_lose_and_reveal_the_word(ours) -> None:
+    env = ours
     env.reset(options={"split": "test", "index": 2})
     answer = env.unwrapped.answer
     wrong = [w for w in ["crane", "house", "water", "apple", "light", "music", "world"] if w != answer][:6]
@@ -100,14 +164,16 @@ def test_six_wrong_guesses_lose_and_reveal_the_word(env) -> None:
 
 
 @pytest.mark.parametrize("response", ["guess CRANE.", "Guess: crane", "crane", "guess 'crane'", "Action: guess [crane]"])
-def test_guess_spellings(env, response: str) -> None:
+def test_our_guess_spellings(ours, response: str) -> None:
+    env = ours
     env.reset(options={"split": "test", "index": 0})
     obs, _, _, _, info = env.step(response)
     assert info["valid_action"] and "crane" in obs.splitlines()[0]
 
 
-def test_solver_finds_every_test_word_within_six_guesses() -> None:
-    env = gym.make(ENV_ID)
+@pytest.mark.parametrize("extra_feedback", [False, True])
+def test_solver_finds_every_test_word_within_six_guesses(extra_feedback: bool) -> None:
+    env = gym.make(ENV_ID, extra_feedback=extra_feedback)
     spec = agentgym_envs.get_task(ENV_ID)
     for index in range(len(spec.split("test"))):
         env.reset(options={"split": "test", "index": index})
@@ -134,8 +200,9 @@ def test_solver_on_a_sample_of_train_words() -> None:
         assert history[-1][0] == answer
 
 
-def test_random_guesser_rarely_wins() -> None:
-    env = gym.make(ENV_ID)
+@pytest.mark.parametrize("extra_feedback", [False, True])
+def test_random_guesser_rarely_wins(extra_feedback: bool) -> None:
+    env = gym.make(ENV_ID, extra_feedback=extra_feedback)
     rng = np.random.default_rng(0)
     wins = 0
     for index in range(25):

@@ -1,9 +1,19 @@
 """MAZE as a text Gymnasium env (``AgentGym/Maze-v0``).
 
-As in AgentGym's MAZE (from LMRL-Gym), the agent never sees the map: each observation gives its
-position, the goal's position and which of the four neighbouring squares are walls. Actions are
-``move up``, ``move down``, ``move left`` and ``move right``. Walking into a wall is rejected
-(``valid_action=False``) and the agent stays where it is. Reward 1 when the goal is reached.
+As in AgentGym's MAZE (LMRL-Gym's maze behind AgentGym's ``agentenv-lmrlgym`` server), the agent
+never sees the map: each observation gives the goal's position, its own position and which of the
+four neighbouring squares are walls. Actions are ``move up``, ``move down``, ``move left`` and
+``move right``. Reward 1 when the goal is reached.
+
+By default the conversation and every observation are AgentGym's: the one-line instruction "You are
+an expert maze solver.", the acknowledgement, a first observation made of AgentGym's rules and
+example followed by the server's description of the start, then the server's description after
+every action, whether the move worked, hit a wall or was not a move at all (LMRL-Gym answers all
+three the same way; ``info["valid_action"]`` still tells them apart), and "Success" at the goal.
+The mazes are ours (generated, 7x7 to 13x13) where AgentGym plays 25 start squares of one fixed
+double-T maze. ``extra_feedback=True`` gives our instruction and explanations (which way is open,
+"there is a wall above you; you did not move", why an action is not valid) and accepts spellings
+such as ``up`` or ``go north``.
 """
 
 from __future__ import annotations
@@ -12,9 +22,93 @@ import re
 
 import numpy as np
 
-from agentgym_envs.core import Outcome, Start, TextEnv, normalize_command
+from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, normalize_command
+from agentgym_envs.core.parsers import parse_react
 from agentgym_envs.maze.mazes import MOVES, SIZES, Maze, item_size, make_maze, next_move
 
+#: AgentGym's instruction turn (``MazeEnvClient.conversation_start``).
+AGENTGYM_INSTRUCTION = "You are an expert maze solver."
+
+#: AgentGym's rules and example, which its client puts before the server's first description
+#: (``MazeEnvClient._fully_first_observation``, verbatim: x is the row, y the column, as here).
+FIRST_OBSERVATION = (
+    'Your objective is to reach the goal in as few steps as possible. At each step you will be given '
+    'information about where the goal is, your current position,\n'
+    'and the walls that surround you. \n'
+    '\n'
+    'When you move right you increase your y position by 1, when you move down you increase your x '
+    'position by 1. \n'
+    '\n'
+    'Here is an example.\n'
+    '\n'
+    '```\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 5, 6. There is a '
+    'wall above you.\n'
+    'action: move left\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 5, 5. There are '
+    'walls above you, below you.\n'
+    'action: move left\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 5, 4. There are '
+    'walls above you, below you.\n'
+    'action: move up\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 5, 4. There are '
+    'walls above you, below you.\n'
+    'action: move left\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 5, 3. There are '
+    'walls to your left, below you.\n'
+    'action: move down\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 5, 3. There are '
+    'walls to your left, below you.\n'
+    'action: move left\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 5, 3. There are '
+    'walls to your left, below you.\n'
+    'action: move down\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 5, 3. There are '
+    'walls to your left, below you.\n'
+    'action: move left\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 5, 3. There are '
+    'walls to your left, below you.\n'
+    'action: move right\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 5, 4. There are '
+    'walls above you, below you.\n'
+    'action: move down\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 5, 4. There are '
+    'walls above you, below you.\n'
+    'action: move right\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 5, 5. There are '
+    'walls above you, below you.\n'
+    'action: move right\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 5, 6. There is a '
+    'wall above you.\n'
+    'action: move down\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 6, 6. There are '
+    'walls to your right, to your left.\n'
+    'action: move down\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 7, 6. There are '
+    'walls to your right, to your left.\n'
+    'action: move right\n'
+    'environment: The goal is at position 8, 6. Your current position is at position 7, 6. There are '
+    'walls to your right, to your left.\n'
+    'action: move down\n'
+    'environment: Success\n'
+    '```\n'
+    '\n'
+    'Your possible actions are "move up", "move down", "move left", "move right". Formally, your return '
+    'should be in this format:\n'
+    'Thought:\n'
+    '<Your Thought>\n'
+    '\n'
+    'Action:\n'
+    '<Your Action>\n'
+    '\n'
+    "Now let's start a new game. Return your action and your thought in the format above strictly. Now, "
+    'make the optimal action given the current environment state:'
+)
+
+#: LMRL-Gym's observation at the goal.
+SUCCESS = "Success\n"
+
+#: Our instruction (``extra_feedback=True``).
 INSTRUCTION = """You are in a maze and must reach the goal square in as few moves as possible. You cannot see the maze: after each move you are told your position, the goal's position and which of the four squares next to you are walls.
 
 Positions are given as (row, column). Row 0 is the top row and column 0 the leftmost column: moving down increases the row by 1, moving right increases the column by 1.
@@ -41,11 +135,36 @@ def _join(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+#: LMRL-Gym's order of the wall directions in a description.
+_WALL_ORDER = ("right", "left", "up", "down")
+
+
+def agentgym_client_action(response: str) -> str:
+    """The action AgentGym's LMRL-Gym client sends: the text after the first ``Action:`` (the whole
+    response if there is none), stripped; the server then needs it to be exactly an action. (The
+    client also cuts five characters off a response ending in "</s>": that action is invalid either
+    way.)"""
+    parts = response.split("Action:")
+    return (parts[1] if len(parts) > 1 else parts[0]).strip()
+
+
+def describe_walls(walls: list[str]) -> str:
+    """LMRL-Gym's wall sentence (``describe_objects("wall", ...)``)."""
+    if not walls:
+        return "There are no walls near you."
+    if len(walls) == 1:
+        return f"There is a wall {walls[0]}."
+    return f"There are walls {', '.join(walls)}."
+
+
 class MazeEnv(TextEnv):
     family = "maze"
 
-    def __init__(self, task_id: str, render_mode: str | None = None):
+    def __init__(self, task_id: str, render_mode: str | None = None, extra_feedback: bool = False):
+        """``extra_feedback=True``: our instruction and explanations instead of AgentGym's, and
+        lenient action spellings (``up``, ``go north``, any case)."""
         super().__init__(task_id, render_mode=render_mode)
+        self.extra_feedback = extra_feedback
         self.maze: Maze | None = None
         self.position: tuple[int, int] = (0, 0)
 
@@ -53,12 +172,22 @@ class MazeEnv(TextEnv):
     def _start(self, item_id: int, rng: np.random.Generator) -> Start:
         self.maze = make_maze(item_id)
         self.position = self.maze.start
+        info = {"size": self.maze.size_name, "goal": self.maze.goal, "start": self.maze.start}
+        if not self.extra_feedback:
+            return Start(AGENTGYM_INSTRUCTION, FIRST_OBSERVATION + "\n" + self._describe(), info)
         side = self.maze.side
         intro = f"The maze is a {side} by {side} grid (rows and columns 0 to {side - 1}, the outer ring is wall).\n" + self._surroundings()
-        return Start(INSTRUCTION, intro, {"size": self.maze.size_name, "goal": self.maze.goal, "start": self.maze.start})
+        return Start(INSTRUCTION, intro, info)
+
+    def _parse(self, response: str) -> ParsedAction:
+        if self.extra_feedback:
+            return parse_react(response)
+        return ParsedAction(agentgym_client_action(response))
 
     def _act(self, action: str) -> Outcome:
         assert self.maze is not None
+        if not self.extra_feedback:
+            return self._act_as_agentgym(action)
         move = self._move_of(action)
         if move is None:
             return Outcome(
@@ -75,6 +204,26 @@ class MazeEnv(TextEnv):
             return Outcome(f"You moved {move} and reached the goal at ({row}, {col}). You solved the maze!",
                            progress=1.0, score=1.0, done=True, success=True)
         return Outcome(f"You moved {move}.\n" + self._surroundings())
+
+    def _act_as_agentgym(self, action: str) -> Outcome:
+        """LMRL-Gym's step: only the four exact actions move; a wall or anything else leaves the
+        agent in place, and the answer is the same description either way."""
+        assert self.maze is not None
+        move = action[len("move "):] if action.startswith("move ") and action[len("move "):] in MOVES else None
+        target = None if move is None else self.maze.step(self.position, move)
+        if target is not None:
+            self.position = target
+            if target == self.maze.goal:
+                return Outcome(SUCCESS, progress=1.0, score=1.0, done=True, success=True)
+        return Outcome(self._describe(), valid=target is not None)
+
+    def _describe(self) -> str:
+        """The AgentGym server's description: goal, position, walls (LMRL-Gym's wording and order)."""
+        assert self.maze is not None
+        (goal_row, goal_col), (row, col) = self.maze.goal, self.position
+        walls = [_WHERE[m] for m in _WALL_ORDER if self.maze.step(self.position, m) is None]
+        return (f"The goal is at position {goal_row}, {goal_col}. Your current position is at position {row}, {col}. "
+                + describe_walls(walls))
 
     def _surroundings(self) -> str:
         assert self.maze is not None

@@ -511,6 +511,9 @@ class AcademiaEnv(SharedWorldEnv):
         "named by their exact title, authors by their exact name. Answer the user's question by calling the tools below."
     )
     example_call = "load_paper_net with Action Input: {}"
+    agentgym_hint = (  # AgentGym's, with our tools' names (its instruction says loadPaperNet, loadAuthorNet)
+        'You should call load_paper_net or load_author_net first! If you are finished, you will call "finish" action.'
+    )
 
     def _make_service(self) -> AcademiaService:
         return AcademiaService(clone(world()))

@@ -4,6 +4,14 @@ A family member supplies a ``Service`` (its tools over SQLite) and a task genera
 local item index into a ``ToolTask``: the question, how it is graded (a gold answer, or a target
 state of the store) and the expert's plan of tool calls. The base handles the call syntax,
 ``finish``, grading and the oracle.
+
+By default an episode reads as AgentGym's tool servers (``agentenv-tool``) write it: AgentGym's
+instruction layout (its opening lines, each tool as ``Name:``/``Description:``/``Parameters:``/
+``Returns:``, ``check_valid_actions`` and ``finish``, the env's hint and the response format), "Ok.",
+the goal as "Now new trial starts. ...", every answer as "Observation: ...\nGive me one action."
+and AgentGym's "Format error, ..." for a response without a call. The tools themselves are ours
+(SQLite services in place of the web APIs), so their names, arguments and results follow our
+data. ``detailed_instruction=True`` gives our instruction and plain observations instead.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import numpy as np
 from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.tasks import ENVS, ITEMS_PER_ENV
-from agentgym_envs.tools.toolkit import FINISH, Call, Service, ToolError, parse_call, parse_response
+from agentgym_envs.tools.toolkit import FINISH, Call, Service, Tool, ToolError, parse_call, parse_response
 
 
 @dataclass
@@ -67,8 +75,90 @@ Action: {example}
 The tool's result comes back as the next observation (an error message if the call was wrong: fix it and try again). {finish_rule}"""
 
 
+#: AgentGym's tool instructions open with these lines (``agentenv/envs/{weather,movie,...}.py``).
+AGENTGYM_PREAMBLE = (
+    "You are an autonomous intelligent agent. You can use actions to help people solve problems.\n"
+    "We detail name, description, input(parameters) and output(returns) of each action as follows:\n"
+)
+#: AgentGym's entry for ``check_valid_actions`` (listed before ``finish``).
+AGENTGYM_CHECK_VALID_ACTIONS = (
+    "Name: check_valid_actions()\n"
+    "Description: Get supported actions for current tool.\n"
+    "Returns:\n"
+    "- actions (Type: array): Supported actions for current tool."
+)
+#: AgentGym's ``finish`` for question envs (Weather, Movie, Academia) ...
+AGENTGYM_FINISH = (
+    "Name: finish(answer)\n"
+    "Description: Return an answer and finish the task\n"
+    "Parameters:\n"
+    "- answer (Type: ['string', 'number', 'array']): The answer to be returned"
+)
+#: ... and for envs whose tasks change data (TODOList's wording; used for Sheet too).
+AGENTGYM_FINISH_OPERATION = (
+    "Name: finish(answer)\n"
+    "Description: Call this action, when find the answer for the current task or complete essential operations.\n"
+    "Parameters:\n"
+    "- answer (Type: ['string', 'number', 'array']): If the task is a question answering task, this is the answer "
+    "to be returned. If the task is an operation task, the answer in 'done'"
+)
+#: AgentGym's response rules after the env's hint (its worked example follows them upstream).
+AGENTGYM_FORMAT = (
+    "Please refer to the format of examples below to solve the requested goal. Please provide your thought to "
+    "solve the question. You should give the thought with no more than 3 sentences. You need to give your thought "
+    "together with your action!\n"
+    "\n"
+    "Your response must be in the format of:\n"
+    "Thought: [your thought]\n"
+    "\n"
+    "Action: [your action] with Action Input: [your action input]\n"
+)
+#: The tool servers' reply to a response without ``<tool> with Action Input: <input>`` (sic).
+AGENTGYM_FORMAT_ERROR = (
+    'Format error, please response in the format of  "Action: [your action] with Action Input: [your action input]'
+)
+
+
+def agentgym_goal(question: str) -> str:
+    """The tool servers' first observation (``/observation`` after ``/reset``)."""
+    return f"Now new trial starts.\nYou should perform actions to accomplish the goal: {question}\nGive me one action."
+
+
+def agentgym_observation(text: str) -> str:
+    """How the tool servers wrap every tool result (and ``finish``'s answer)."""
+    return f"Observation: {text}\nGive me one action."
+
+
+def agentgym_tool_doc(tool: Tool) -> str:
+    """One tool in AgentGym's instruction layout: ``Name: tool(a, b)``, ``Description:``, ``Parameters:``
+    (``- a (Type: string): ...``, with ``Enum: [...]`` for fixed choices) and ``Returns:``."""
+    lines = [f"Name: {tool.name}({', '.join(p.name for p in tool.params)})", f"Description: {tool.description}"]
+    if tool.params:
+        lines.append("Parameters:")
+        for param in tool.params:
+            kind = param.type + ("" if param.required else ", optional")
+            if param.choices:
+                kind += f", Enum: [{', '.join(str(c) for c in param.choices)}]"
+            lines.append(f"- {param.name} (Type: {kind}): {param.description}")
+    lines += ["Returns:", tool.returns]
+    return "\n".join(lines)
+
+
+def agentgym_answer(answer: Any) -> str:
+    """``finish``'s observation on AgentGym's tool servers: the answer as Python prints it, a list sorted."""
+    if isinstance(answer, list):
+        try:
+            answer = sorted(answer)
+        except TypeError:  # mixed types: AgentGym's server would fail here; show the list as given
+            pass
+    return str(answer)
+
+
 class ToolEnv(TextEnv):
     """Base of Weather, Movie, Academia, Sheet and TODOList (``family = "tools"``)."""
+
+    #: AgentGym's tool conversations answer the instruction with this.
+    acknowledgement: ClassVar[str] = "Ok."
 
     family = "tools"
     subtask: ClassVar[str] = ""
@@ -78,9 +168,15 @@ class ToolEnv(TextEnv):
     example_call: ClassVar[str] = ""
     #: whether tasks of this env change data (graded on the final state) rather than ask questions
     stateful: ClassVar[bool] = False
+    #: the env's advice after the tool list in AgentGym's instruction (e.g. Weather's "you must call
+    #: get_latitude_longitude"), naming our tools
+    agentgym_hint: ClassVar[str] = 'If you are finished, you will call "finish" action.'
 
-    def __init__(self, task_id: str, render_mode: str | None = None):
+    def __init__(self, task_id: str, render_mode: str | None = None, detailed_instruction: bool = False):
+        """``detailed_instruction=True``: our instruction (what the service holds, how answers are graded)
+        and plain observations instead of AgentGym's."""
         super().__init__(task_id, render_mode=render_mode)
+        self.detailed_instruction = detailed_instruction
         self.offset = ENVS[self.subtask][0]
         self.service: Service | None = None
         self.current: ToolTask | None = None
@@ -111,10 +207,15 @@ class ToolEnv(TextEnv):
         self._cursor = 0
         self._diverged = False
         label = "Task" if self.current.changes_state else "Question"
-        return Start(self.instruction(), f"{label}: {self.current.question}", {"template": self.current.template})
+        first = f"{label}: {self.current.question}" if self.detailed_instruction else agentgym_goal(self.current.question)
+        return Start(self.instruction(), first, {"template": self.current.template})
 
     def instruction(self) -> str:
         assert self.service is not None
+        if not self.detailed_instruction:
+            finish = AGENTGYM_FINISH_OPERATION if self.stateful else AGENTGYM_FINISH
+            tools = [agentgym_tool_doc(tool) for tool in self.service.TOOLS] + [AGENTGYM_CHECK_VALID_ACTIONS, finish]
+            return AGENTGYM_PREAMBLE + "\n\n".join(tools) + f"\n\n{self.agentgym_hint}\n{AGENTGYM_FORMAT}"
         if self.stateful:
             finish_rule = (
                 "When the task asks for a change, make it with the tools; the task is graded on the data you leave behind "
@@ -138,7 +239,17 @@ class ToolEnv(TextEnv):
         return self.service.tool_schemas()
 
     def _parse(self, response: str) -> ParsedAction:
-        return parse_response(response)
+        parsed = parse_response(response)
+        if self.detailed_instruction or (parsed.ok and "Action Input:" in (parsed.action or "")):
+            return parsed
+        return ParsedAction(None, AGENTGYM_FORMAT_ERROR)  # AgentGym's servers need "... with Action Input: ..."
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """The base step; by default every answer but the format error wrapped as AgentGym's servers do."""
+        observation, reward, terminated, truncated, info = super().step(action)
+        if not self.detailed_instruction and observation != AGENTGYM_FORMAT_ERROR:
+            observation = self._last_observation = agentgym_observation(observation)
+        return observation, reward, terminated, truncated, info
 
     def _act(self, action: str) -> Outcome:
         assert self.service is not None and self.current is not None, "call reset() first"
@@ -146,6 +257,9 @@ class ToolEnv(TextEnv):
             call = parse_call(action)
         except ToolError as error:
             return Outcome(f"Error: {error}", valid=False)
+        if call.tool == "check_valid_actions":  # AgentGym's tool servers list their actions
+            names = [tool.name for tool in self.service.TOOLS] + ["check_valid_actions", "finish"]
+            return Outcome(f"You can use following valid actions: {names}", info={"tool": call.tool})
         if call.tool == "finish":
             return self._finish(call)
         result = self.service.call(call)
@@ -178,6 +292,8 @@ class ToolEnv(TextEnv):
             text = "Episode finished. " + (
                 "The data matches the task." if success else "The data does not match what the task asked for."
             )
+        if not self.detailed_instruction:
+            text = agentgym_answer(answer)
         return Outcome(text, progress=float(success), score=float(success), done=True, success=success)
 
     def _state_reached(self) -> bool:
@@ -223,8 +339,8 @@ class SharedWorldEnv(ToolEnv):
     """A tool env whose tasks only read one seeded world: the service is built on the first reset and
     reused by every later episode of this env (building it costs far more than an episode)."""
 
-    def __init__(self, task_id: str, render_mode: str | None = None):
-        super().__init__(task_id, render_mode=render_mode)
+    def __init__(self, task_id: str, render_mode: str | None = None, detailed_instruction: bool = False):
+        super().__init__(task_id, render_mode=render_mode, detailed_instruction=detailed_instruction)
         self._shared: Service | None = None
 
     def _make_service(self) -> Service:

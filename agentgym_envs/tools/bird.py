@@ -13,6 +13,14 @@ The real BIRD dev set can be used instead of the generated databases:
     env = gym.make("AgentGym/BIRD-v0", bird_dir="/data/bird/dev")   # dev.json + dev_databases/<db_id>/<db_id>.sqlite
 
 Its items are then numbered 0 .. n-1, all in the "test" split.
+
+By default the episode reads as AgentGym's SqlGym server (the ``sqlgym`` package) writes it:
+SqlGym's instruction and "Ok.", the database described in words followed by the question (no
+evidence) as the first observation, the SQL taken from the response as AgentGym's client takes it
+(the last ```sql block), and the result as Python prints the rows (cut at 100 characters) or
+SQLite's error. A result ends the episode; an error is marked invalid and, as SqlGym's single
+attempt, ends it only through the turn cap of 1 (truncated, where SqlGym terminates). ``detailed_instruction=True`` gives our
+instruction, the CREATE statements with the evidence, and our verdict.
 """
 
 from __future__ import annotations
@@ -32,6 +40,26 @@ from agentgym_envs.tools import bird_data
 from agentgym_envs.tools.dbutil import QueryError, ReadOnlySQL, clone
 from agentgym_envs.tools.tasks import ENVS, ITEMS_PER_ENV
 
+#: SqlGym's instruction in AgentGym (``agentenv/envs/sqlgym.py``), answered with "Ok.".
+SQLGYM_INSTRUCTION = (
+    "Given you a description of a SQlite database system, I will ask you a question, then you should help me operate "
+    "the SQLite database with SQL to answer the question.\n"
+    "\n"
+    "You have to explain the problem and your solution to me and write down your thoughts.\n"
+    "After thinking and explaining thoroughly, you should give a SQL statement to solve the question.\n"
+    "\n"
+    "your response should be like this:\n"
+    "Thought: Your thought here.\n"
+    "\n"
+    "Action: ```sql\n"
+    "SELECT * FROM table WHERE condition;\n"
+    "```\n"
+    "\n"
+    "You MUST put SQL in markdown format without any other comments. Your SQL should be in one line. Every time you "
+    "can only execute one SQL statement."
+)
+
+#: Our instruction (``detailed_instruction=True``).
 INSTRUCTION = """You are a database expert. Each episode gives you the schema of a SQLite database, a question about its data and some evidence (external knowledge that explains how the question maps to the columns). Answer with ONE SQLite SELECT statement whose result answers the question.
 
 Rules:
@@ -80,6 +108,39 @@ def parse_sql_response(response: str) -> ParsedAction:
     if not sql:
         return ParsedAction(None, "The query is empty. " + SQL_HINT)
     return ParsedAction(sql)
+
+
+def sqlgym_action(response: str) -> str:
+    """The SQL AgentGym's SqlGym client sends: after the last ```sql, up to the next ```, stripped."""
+    return response.split("```sql")[-1].split("```")[0].strip()
+
+
+def describe_schema(db: sqlite3.Connection, db_id: str) -> str:
+    """The database in words as SqlGym gives it (its ``serialize_schema_natural_language`` layout, lower-cased
+    names): tables, each table's columns and primary key, then the foreign keys. SqlGym reads BIRD's
+    ``tables.json``; here the names come from the database itself."""
+    tables = [r[0] for r in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+    parts = [f"{db_id} contains tables such as {', '.join(t.lower() for t in tables)}."]
+    keys = []
+    for table in tables:
+        quoted = '"' + table.replace('"', '""') + '"'
+        columns = db.execute(f"PRAGMA table_info({quoted})").fetchall()  # (cid, name, type, notnull, default, pk)
+        parts.append(f"Table {table.lower()} has columns such as {', '.join(c[1].lower() for c in columns)}.")
+        primary = [c[1].lower() for c in sorted(columns, key=lambda c: c[5]) if c[5]]
+        parts.append(f"{', '.join(primary)} is the primary key.")
+        for fk in db.execute(f"PRAGMA foreign_key_list({quoted})").fetchall():  # (id, seq, table, from, to, ...)
+            target = fk[4]
+            if target is None:  # REFERENCES t without a column: t's primary key
+                target = next((c[1] for c in db.execute(f"PRAGMA table_info(\"{fk[2]}\")") if c[5]), "")
+            keys.append(f"The {fk[3].lower()} of {table.lower()} is the foreign key of {target.lower()} of {fk[2].lower()}.")
+    return " ".join(parts + keys)
+
+
+def sqlgym_result(rows: list[tuple[Any, ...]]) -> str:
+    """SqlGym's observation of a result: the rows as Python prints them, cut at 100 characters."""
+    text = str(rows)
+    return text[:100] + "..." if len(text) > 100 else text
 
 
 def normalize_rows(rows: list[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
@@ -175,11 +236,20 @@ class BirdEnv(TextEnv):
     """Text-to-SQL: one SELECT per episode, graded by execution result against the gold query."""
 
     family = "tools"
+    acknowledgement = "Ok."  # SqlGym's conversations in AgentGym answer the instruction with this
 
     def __init__(
-        self, task_id: str, render_mode: str | None = None, bird_dir: str | None = None, sql_timeout: float = 3.0
+        self,
+        task_id: str,
+        render_mode: str | None = None,
+        bird_dir: str | None = None,
+        sql_timeout: float = 3.0,
+        detailed_instruction: bool = False,
     ):
+        """``detailed_instruction=True``: our instruction, the schema as CREATE statements with BIRD's
+        evidence, lenient SQL extraction and our verdict, instead of SqlGym's."""
         super().__init__(task_id, render_mode=render_mode)
+        self.detailed_instruction = detailed_instruction
         self.offset = ENVS["BIRD"][0]
         self.sql_timeout = sql_timeout
         self.examples: list[BirdExample] | None = None
@@ -190,6 +260,7 @@ class BirdEnv(TextEnv):
             self._subtask_of = {i: "BIRD" for i in self._splits["test"]}
             self.default_split = "test"
         self._runners: dict[str, ReadOnlySQL] = {}
+        self._descriptions: dict[str, str] = {}
         self.current: _Item | None = None
         self._gold: frozenset[tuple[Any, ...]] = frozenset()
 
@@ -226,24 +297,47 @@ class BirdEnv(TextEnv):
             self.current, self._gold = _generated_item(item_id - self.offset)
             self.runner(self.current.db_id)
             schema = _schema(self.current.db_id)
+        info = {"db_id": self.current.db_id, "template": self.current.template}
+        if not self.detailed_instruction:
+            return Start(SQLGYM_INSTRUCTION, f"{self._described(self.current.db_id)}\n\n{self.current.question}", info)
         evidence = self.current.evidence or "(none)"
         observation = (
             f"Database: {self.current.db_id}\nSchema:\n{schema}\n\nQuestion: {self.current.question}\n"
             f"Evidence: {evidence}"
         )
-        return Start(INSTRUCTION, observation, {"db_id": self.current.db_id, "template": self.current.template})
+        return Start(INSTRUCTION, observation, info)
+
+    def _described(self, db_id: str) -> str:
+        """SqlGym's description of ``db_id``, read on an unguarded connection (the runner's guard refuses PRAGMA)."""
+        if db_id not in self._descriptions:
+            if self.examples is not None:
+                db = open_read_only(next(e.db_path for e in self.examples if e.db_id == db_id))
+                try:
+                    self._descriptions[db_id] = describe_schema(db, db_id)
+                finally:
+                    db.close()
+            else:
+                self._descriptions[db_id] = describe_schema(bird_data.database(db_id), db_id)
+        return self._descriptions[db_id]
 
     def _parse(self, response: str) -> ParsedAction:
-        return parse_sql_response(response)
+        if self.detailed_instruction:
+            return parse_sql_response(response)
+        return ParsedAction(sqlgym_action(clean_text(response)))
 
     def _act(self, action: str) -> Outcome:
         assert self.current is not None, "call reset() first"
         try:
             result = self.runner(self.current.db_id).run(action)
         except QueryError as error:
+            if not self.detailed_instruction:  # SqlGym's text; the turn cap of 1 still makes this the only attempt
+                return Outcome(str(error).removeprefix("SQL error: "), valid=False)
             return Outcome(f"Error: {error}", valid=False)
         rows = normalize_rows(result.rows)
         success = not result.truncated and rows == self._gold
+        if not self.detailed_instruction:
+            return Outcome(sqlgym_result(result.rows), progress=float(success), score=float(success), done=True,
+                           success=success)
         verdict = "correct" if success else "not correct: it does not return the expected rows"
         text = f"Query result:\n{format_result(result.columns, result.rows)}\n\nYour query is {verdict}."
         return Outcome(text, progress=float(success), score=float(success), done=True, success=success)

@@ -670,6 +670,10 @@ class MovieEnv(SharedWorldEnv):
         "user's question by calling the tools below; films and people are referred to by ids you get from the search tools."
     )
     example_call = 'search_movie with Action Input: {"movie_name": "The Silent River"}'
+    agentgym_hint = (  # AgentGym's, with our search tools' names (its are get_search_person, get_search_movie)
+        'If you want to get the movie_id or person_id, Please call "search_person", "search_movie"! Do not generate '
+        'it by yourself which maybe wrong. If you are finished, you will call "finish" action. '
+    )
 
     def _make_service(self) -> MovieService:
         return MovieService(clone(world()))

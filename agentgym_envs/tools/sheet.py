@@ -933,6 +933,15 @@ class SheetEnv(ToolEnv):
         "below. Change only what the task asks for: the whole workbook is compared with the expected result."
     )
     example_call = 'open_sheet with Action Input: {"sheet_name": "Sales"}'
+    agentgym_hint = (  # AgentGym's without its 4th note ("freeze the first row before sort col": no freeze tool here)
+        "Here are some common senses you may need: \n"
+        "1.You should open sheet mentioned in goal before operating it\n"
+        "2.You should use A1 notation to display the cell position in the sheet.\n"
+        "3.The col and row are start with 1\n"
+        "\n"
+        'Please first open the sheet! Check the sheet content by get_all_values first! If you are finished, you will '
+        'call "finish" action.'
+    )
 
     def _open(self, local: int) -> SheetService:
         self._release()

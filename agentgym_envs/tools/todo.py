@@ -543,6 +543,10 @@ class TodoEnv(ToolEnv):
         "compared with the expected result."
     )
     example_call = "get_projects with Action Input: {}"
+    agentgym_hint = (
+        'If you want to get the project_id or task_id, please call "get_projects" or "get_tasks". Do not generate it '
+        'by yourself which maybe wrong. If you are finished, you will call "finish" action. '
+    )
 
     def _open(self, local: int) -> TodoService:
         self._release()

@@ -723,6 +723,10 @@ class WeatherEnv(SharedWorldEnv):
         "current date, which you can look up; look places up by name to get their coordinates."
     )
     example_call = 'get_latitude_longitude with Action Input: {"name": "Lyon"}'
+    agentgym_hint = (
+        'If you want to get the latitude and longitude information of a city, you must call "get_latitude_longitude"! '
+        'Do not generate it by yourself which maybe wrong. If you are finished, you will call "finish" action.'
+    )
 
     def _make_service(self) -> WeatherService:
         return WeatherService(clone(world()))

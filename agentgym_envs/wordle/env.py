@@ -1,23 +1,103 @@
 """Wordle as a text Gymnasium env (``AgentGym/Wordle-v0``).
 
-The hidden word of item ``i`` is ``answers()[i]``. A guess must be a five-letter word from the
-allowed list; anything else (wrong length, digits, unknown words) is rejected with feedback and
-costs no guess, though it does use one of the 8 turns. After each guess every letter is marked
-correct, present elsewhere, or absent, following Wordle's rule for repeated letters. Six guesses;
-reward 1 for finding the word.
+The hidden word of item ``i`` is ``answers()[i]``. By default the game is AgentGym's (LMRL-Gym's
+Wordle behind AgentGym's ``agentenv-lmrlgym`` server): the one-line instruction "You are an expert
+wordle player.", the acknowledgement, AgentGym's rules with the complete vocabulary as the first
+observation, guesses written as letters (``c r a n e``; the spaces are optional), feedback as five
+letters (``b y g g b``: absent, elsewhere in the word, in place; LMRL-Gym marks every copy of a
+letter that the word holds elsewhere ``y``), "invalid word" for anything not in the vocabulary
+(LMRL-Gym counts it as one of the six attempts; here it costs a turn of the cap of 8 but no
+attempt, as no bad action ends an episode). Reward 1 for finding the word. The vocabulary is our
+answer list where AgentGym's server plays the 39 words of LMRL-Gym's ``tweet_words.txt``.
+
+``extra_feedback=True`` gives our game: our instruction, feedback in words with Wordle's rule for
+repeated letters, ``guess <word>`` over a full dictionary, and rejected guesses that cost no guess.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import numpy as np
 
-from agentgym_envs.core import Outcome, Start, TextEnv, normalize_command
+from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, normalize_command
+from agentgym_envs.core.parsers import parse_react
 from agentgym_envs.wordle.game import CORRECT, describe, score_guess, solver_guess
 from agentgym_envs.wordle.tasks import MAX_GUESSES
 from agentgym_envs.wordle.words import WORD_LENGTH, allowed_guesses, answers
 
+#: AgentGym's instruction turn (``WordleEnvClient.conversation_start``).
+AGENTGYM_INSTRUCTION = "You are an expert wordle player."
+
+#: AgentGym's first observation (``WordleEnvClient.first_observation``, verbatim); its client puts
+#: the vocabulary, one word a line, in place of ``{{vocab}}``.
+FIRST_OBSERVATION = (
+    'Welcome to the game of Wordle. Your objective is to guess a hidden 5 letter word. You have 6 '
+    'attempts to guess it correctly and you should try to guess it in as few attempts as possible. When '
+    'guessing the word, you should format your word as a space separated sequence of letters, like "s h '
+    'i r e" for example. After guessing the word, you will receive feedback from the game environment '
+    'in the form of a sequence of 5 space separated letters like "b y g g b", where each letter '
+    'indicates some information about the hidden word. The environment will return one of three letters '
+    '– "b", "g", or "y" – for each letter in the word you guessed. We describe the meaning of each '
+    'letter below:\n'
+    '\n'
+    '"b": If the environment returns a "b", it means that the letter at that position in your guessed '
+    'word is not in the hidden word.\n'
+    '"y": If the environment returns a "y", it means that the letter at that position in your guessed '
+    'word is in the hidden word but is not in the correct position.\n'
+    '"g": If the environment returns a "g", it means that the letter at that position in your guessed '
+    'word is in the hidden word and is in the correct position.\n'
+    '\n'
+    'As a note, if you guess an invalid word (e.g. not a 5 letter word or a word not in the '
+    'vocabulary), the environment will respond with an "invalid word" message. In general though, you '
+    'should use this information returned by the environment to update your belief about what the '
+    'hidden word might be and adjust your next guess accordingly.\n'
+    '\n'
+    'Here is the complete list of valid vocabulary words that are accepted by the game:\n'
+    '```\n'
+    '{{vocab}}\n'
+    '```\n'
+    '\n'
+    'Here is an example. If the current status of the game is given as:\n'
+    '```\n'
+    'guess 1: p a n i c\n'
+    'feedback 1: b b y b b\n'
+    'guess 2: f e l o n\n'
+    'feedback 2: g b b y g\n'
+    '```\n'
+    'Based on the feedback from the environment, you know that the first letter is "f", the last letter '
+    'is "n", and there is an "o" somewhere in the word, but it is not in the second to last position. '
+    'You also know that there is not a "p", "a", "i", "c", "e", or "l" in the word. Knowing this, you '
+    'might guess the next word to be:\n'
+    'Thought:\n'
+    'I know that the first letter is "f", the last letter is "n", and there is an "o" somewhere in the '
+    'word, but it is not in the second to last position. I also know that there is not a "p", "a", "i", '
+    '"c", "e", or "l" in the word. A good word from the vocabulary to try might therefore be "f r o w '
+    'n", since it is in the vocabulary, meets all known letter constraints, and we get to gain more '
+    'information about the position of "o". Therefore this is a good guess to try next.\n'
+    '\n'
+    'Action:\n'
+    'f r o w n\n'
+    '\n'
+    'Formally, your return should be in this format:\n'
+    'Thought:\n'
+    '<Your Thought>\n'
+    '\n'
+    'Action:\n'
+    '<The Word You Guess>\n'
+    '\n'
+    'The guessed word is in the vocabulary, meets all known letter constraints, and we get to gain more '
+    'information about the position of "o", so it is a good guess to try next.\n'
+    '\n'
+    "Now let's start a new game. Remember, the word you guess should be strictly in the vocabulary. You "
+    'should return your thought and your word strictly in the formation mentioned above.'
+)
+
+#: The LMRL-Gym server's answer to a guess outside the vocabulary.
+INVALID_WORD = "invalid word"
+
+#: Our instruction (``extra_feedback=True``).
 INSTRUCTION = f"""You are playing Wordle. A hidden English word of {WORD_LENGTH} letters has been chosen; find it in at most {MAX_GUESSES} guesses.
 
 Each guess must be a real {WORD_LENGTH}-letter English word. After a guess, every letter gets feedback:
@@ -39,22 +119,51 @@ guess <word>"""
 _GUESS = re.compile(r"^(?:guess\s*:?\s*)?[\"'\[(<]?([^\s\"'\])>]+)[\"'\])>]?$")
 
 
+def agentgym_client_action(response: str) -> str:
+    """The guess AgentGym's LMRL-Gym client sends: the text after the first ``Action:`` (the whole
+    response if there is none), stripped; its server then drops the spaces (``f r o w n`` -> frown)."""
+    parts = response.split("Action:")
+    return (parts[1] if len(parts) > 1 else parts[0]).strip()
+
+
+def agentgym_feedback(guess: str, answer: str) -> str:
+    """LMRL-Gym's feedback line: per letter ``g`` (in place), ``y`` (in the word elsewhere, every copy)
+    or ``b`` (not in the word), space-separated and ending in a newline as its server sends it."""
+    marks = ["g" if g == a else "y" if g in answer else "b" for g, a in zip(guess, answer)]
+    return " ".join(marks) + "\n"
+
+
 class WordleEnv(TextEnv):
     family = "wordle"
 
-    def __init__(self, task_id: str, render_mode: str | None = None):
+    def __init__(self, task_id: str, render_mode: str | None = None, extra_feedback: bool = False):
+        """``extra_feedback=True``: our instruction, feedback in words, ``guess <word>`` over a full
+        dictionary and rejected guesses that cost no guess, instead of AgentGym's game."""
         super().__init__(task_id, render_mode=render_mode)
         answers()  # load the word lists now: a missing extra fails at make() with the pip hint
+        self.extra_feedback = extra_feedback
         self.answer = ""
         self.history: list[tuple[str, tuple[int, ...]]] = []
+        self.attempts = 0
 
     def _start(self, item_id: int, rng: np.random.Generator) -> Start:
         self.answer = answers()[item_id]
         self.history = []
+        self.attempts = 0
+        if not self.extra_feedback:
+            first = FIRST_OBSERVATION.replace("{{vocab}}", "\n".join(answers()))
+            return Start(AGENTGYM_INSTRUCTION, first, {"guesses_left": MAX_GUESSES})
         intro = f"A new game has started: the hidden word has {WORD_LENGTH} letters and you have {MAX_GUESSES} guesses. Make your first guess."
         return Start(INSTRUCTION, intro, {"guesses_left": MAX_GUESSES})
 
+    def _parse(self, response: str) -> ParsedAction:
+        if self.extra_feedback:
+            return parse_react(response)
+        return ParsedAction(agentgym_client_action(response))
+
     def _act(self, action: str) -> Outcome:
+        if not self.extra_feedback:
+            return self._act_as_agentgym(action)
         word, problem = self._word_of(action)
         left = MAX_GUESSES - len(self.history)
         if problem is not None:
@@ -73,6 +182,22 @@ class WordleEnv(TextEnv):
         lines.append(f"You have {left} guess{'es' if left != 1 else ''} left.")
         return Outcome("\n".join(lines), info={"guesses_left": left})
 
+    def _act_as_agentgym(self, action: str) -> Outcome:
+        """LMRL-Gym's step: the guess without spaces must be five letters a-z from the vocabulary,
+        else "invalid word". An invalid word uses no attempt here (LMRL-Gym counts it; a bad action
+        never ends an episode of ours): the turn cap bounds those."""
+        word = action.replace(" ", "")
+        if len(word) != WORD_LENGTH or not all("a" <= c <= "z" for c in word) or word not in _vocabulary():
+            return Outcome(INVALID_WORD, valid=False, info={"guesses_left": MAX_GUESSES - self.attempts})
+        self.attempts += 1
+        left = MAX_GUESSES - self.attempts
+        out_of_attempts = left == 0
+        self.history.append((word, score_guess(word, self.answer)))  # Wordle's marks: what the solver reads
+        if word == self.answer:
+            return Outcome(agentgym_feedback(word, self.answer), progress=1.0, score=1.0, done=True, success=True,
+                           info={"guesses_left": left})
+        return Outcome(agentgym_feedback(word, self.answer), done=out_of_attempts, info={"guesses_left": left})
+
     @staticmethod
     def _word_of(action: str) -> tuple[str, str | None]:
         """The guessed word, or an explanation of why the action is not a valid guess."""
@@ -89,12 +214,20 @@ class WordleEnv(TextEnv):
         return word, None
 
     def oracle_action(self) -> str:
-        guess = solver_guess(self.history, MAX_GUESSES - len(self.history))
-        return f"Thought:\nThis guess narrows down the words that fit all feedback so far.\n\nAction:\nguess {guess}"
+        used = len(self.history) if self.extra_feedback else self.attempts
+        guess = solver_guess(self.history, MAX_GUESSES - used)
+        written = f"guess {guess}" if self.extra_feedback else " ".join(guess)
+        return f"Thought:\nThis guess narrows down the words that fit all feedback so far.\n\nAction:\n{written}"
 
     def random_action(self, rng: np.random.Generator) -> str:
-        words = answers()
-        return f"guess {words[int(rng.integers(len(words)))]}"
+        word = answers()[int(rng.integers(len(answers())))]
+        return f"guess {word}" if self.extra_feedback else " ".join(word)
 
     def accepts_item(self, item_id: int) -> bool:
         return 0 <= item_id < len(answers())
+
+
+@lru_cache(maxsize=1)
+def _vocabulary() -> frozenset[str]:
+    """The words AgentGym's game accepts: its vocabulary is also the list of possible hidden words."""
+    return frozenset(answers())
