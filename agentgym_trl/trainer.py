@@ -52,6 +52,7 @@ from agentgym_trl.curriculum import TurnBudgetCallback
 from agentgym_trl.data import build_env_dataset, check_env_ids, placeholder_prompt
 from agentgym_trl.generation import Generator, HFGenerator, VLLMGenerator
 from agentgym_trl.metrics import MetricsFileCallback, episode_stats, rollout_metrics, timing_metrics
+from agentgym_trl.model_card import agent_section, base_model_of, complete_model_card
 from agentgym_trl.models import is_reloadable, save_plain_copy
 from agentgym_trl.rollout import RolloutResult, run_rollout, validate_rollout_output
 
@@ -297,6 +298,20 @@ class AgentGRPOTrainer(GRPOTrainer):
                                                               fallbacks)}
         for name, value in values.items():
             self._metrics[mode][name].append(value)
+
+    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
+                          tags: str | list[str] | None = None) -> None:
+        """TRL's card (written on save and by ``push_to_hub``) naming the real base model, the envs, the turn
+        curriculum and the held-out results of the run (``stages.json``, the trainer's evaluations)."""
+        tags = [tags] if isinstance(tags, str) else list(tags or [])
+        model_name = model_name or os.path.basename(os.path.normpath(self.args.output_dir))  # as push_to_hub names it
+        super().create_model_card(model_name, dataset_name, [*tags, "agentgym", "multi-turn-rl"])
+        if not self.is_world_process_zero():
+            return
+        config = self.accelerator.unwrap_model(self.model).config
+        section = agent_section(self.args.env_ids, str(self.schedule), self.args.output_dir, self.state.log_history)
+        complete_model_card(os.path.join(self.args.output_dir, "README.md"),
+                            base_model_of(config, self.args.base_model_id), section, self.hub_model_id)
 
     def __del__(self) -> None:
         executor = getattr(self, "env_executor", None)

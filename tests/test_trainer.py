@@ -271,3 +271,27 @@ def test_bad_dataset_or_config_type_fails_at_start(tmp_path) -> None:
             args=GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False),
             processing_class=tokenizer,
         )
+
+
+def test_model_card_names_the_base_model_the_envs_the_curriculum_and_the_results(tmp_path) -> None:
+    """push_to_hub uploads the card create_model_card writes: it must name the real base model, not None."""
+    import json
+
+    from huggingface_hub import ModelCard
+
+    trainer = make_trainer(tmp_path, max_turns=None, max_turns_schedule="0:2,5:3")
+    trainer.model.config.agentgym_base_model = "HuggingFaceTB/SmolLM2-135M-Instruct"  # as the default model carries it
+    run = tmp_path / "run"
+    run.mkdir(exist_ok=True)
+    (run / "stages.json").write_text(json.dumps({"base": {"success": 0.1, "ci95": [0.0, 0.3], "episodes": 31},
+                                                 "grpo": {"success": 0.5, "ci95": [0.3, 0.7], "episodes": 31}}))
+    trainer.create_model_card()
+    card = ModelCard.load(run / "README.md")
+    assert card.data.base_model == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert "[HuggingFaceTB/SmolLM2-135M-Instruct](https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct)" in card.text
+    assert "None" not in card.text and "agentgym" in card.data.tags
+    assert f"`{COUNTDOWN}`" in card.text and "`0:2,5:3`" in card.text
+    assert "| grpo | 50.0% | [30.0, 70.0] | 31 |" in card.text
+    trainer.args.base_model_id = "me/my-base"  # the user's word wins
+    trainer.create_model_card()
+    assert ModelCard.load(run / "README.md").data.base_model == "me/my-base"

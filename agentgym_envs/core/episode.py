@@ -23,7 +23,8 @@ it or its record. The record (``Trajectory.to_record``) is one JSON object per e
 ``turns``              ``len(actions)``
 ``tokens``             model tokens, when the agent counts them
 ``info``               ``success``, ``score`` (the env's native final score) and ``stop_reason``
-``timing``             seconds (e.g. ``episode_s``, ``agent_s``, ``env_s``)
+``timing``             seconds: ``env_s`` (this episode's env steps) and, from ``evaluate``, its batch's
+                       ``batch_s``, ``batch_agent_s``, ``batch_env_s`` and ``batch_size``
 ``time``               when it ended; training logs add ``step`` and ``mode``
 =====================  ===================================================================================
 

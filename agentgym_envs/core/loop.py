@@ -340,8 +340,6 @@ def play(
         if own_executor:
             executor.shutdown(wait=True)
         stats.total_s = time.perf_counter() - started
-        for episode in episodes:
-            episode.trajectory.timing["episode_s"] = stats.total_s
     return stats
 
 
