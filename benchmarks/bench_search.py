@@ -36,6 +36,7 @@ from tqdm import tqdm  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import agentgym_envs  # noqa: E402,F401
+from agentgym_envs.agents import OracleAgent, run_episode  # noqa: E402
 from agentgym_envs.search.agents import ScriptedAgent  # noqa: E402
 from agentgym_envs.search.articles import write_encyclopedia  # noqa: E402
 from agentgym_envs.search.data import Corpus, Document  # noqa: E402
@@ -199,8 +200,8 @@ def agents(backend: str, quick: bool) -> dict[str, Any]:
     options = {"retriever": backend}
     results: dict[str, Any] = {}
     for subtask in tqdm(SUBTASKS, desc=f"agents {backend}", leave=False):
-        env = gym.make(f"AgentGym/Search-{subtask}-v0", **options).unwrapped
-        items = env.task.split("test")[: 20 if quick else None]
+        env = gym.make(f"AgentGym/Search-{subtask}-v0", **options)  # its turn limit (10) is the agents' budget
+        items = env.unwrapped.task.split("test")[: 20 if quick else None]
         row: dict[str, Any] = {"items": len(items)}
         for name, agent in (("single_search", ScriptedAgent(single_search=True)), ("iterative", ScriptedAgent())):
             runs = [agent.run(env, item) for item in items]
@@ -209,14 +210,8 @@ def agents(backend: str, quick: bool) -> dict[str, Any]:
                 "mean_searches": round(sum(r.searches for r in runs) / len(runs), 2),
                 "mean_turns": round(sum(r.turns for r in runs) / len(runs), 2),
             }
-        successes = 0
-        for item in items:
-            env.reset(seed=0, options={"item_id": item})
-            for _ in range(10):
-                *_, terminated, truncated, info = env.step(env.oracle_action())
-                if terminated:
-                    break
-            successes += info["success"]
+        oracle = OracleAgent()
+        successes = sum(run_episode(env, oracle, int(item)).success for item in items)
         row["gold_path_oracle"] = {"success": round(successes / len(items), 3)}
         results[subtask] = row
         env.close()

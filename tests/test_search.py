@@ -267,7 +267,7 @@ def test_oracle_solves_every_test_item_of_every_subtask():
 def test_multi_hop_questions_need_several_searches():
     """The scripted reader solves (nearly) everything when it searches once per hop, and (nearly)
     no multi-hop question from a single search with the question text."""
-    env = gym.make("AgentGym/Search-v0").unwrapped
+    env = gym.make("AgentGym/Search-v0")  # its turn limit (10) is the agents' budget
     try:
         rates = {}
         for subtask in ("PopQA", "Musique", "Bamboogle"):
