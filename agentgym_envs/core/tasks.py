@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Mapping
 
 NAMESPACE = "AgentGym"
 SPLITS = ("train", "test")
@@ -77,6 +77,38 @@ class TaskSpec:
     @property
     def install_hint(self) -> str:
         return f"pip install 'agentgym-rl[{self.extra}]'"
+
+
+def family_tasks(
+    name: str,
+    *,
+    family: str,
+    scenario: str,
+    entry_point: str,
+    max_turns: int,
+    extra: str,
+    description: str,
+    subtasks: Mapping[str, str] | None = None,
+    requires: tuple[str, ...] = (),
+    spec_class: type[TaskSpec] = TaskSpec,
+    **fields: Any,
+) -> list[TaskSpec]:
+    """The specs of one family: ``AgentGym/<name>-v0`` over every sub-task, then ``AgentGym/<name>-<sub>-v0``
+    per entry of ``subtasks`` (sub-task name -> description).
+
+    The fields every spec of a family shares are written once here, so a family's ``tasks.py`` only
+    says what differs; ``fields`` (e.g. ``kwargs``) go to every spec, ``spec_class`` makes them
+    (``BrowserTaskSpec`` for browser envs).
+    """
+    shared = dict(family=family, scenario=scenario, entry_point=entry_point, max_turns=max_turns, extra=extra,
+                  requires=requires, **fields)
+    return [
+        spec_class(env_id=f"{NAMESPACE}/{name}-v0", subtask=None, description=description, **shared),
+        *(
+            spec_class(env_id=f"{NAMESPACE}/{name}-{subtask}-v0", subtask=subtask, description=text, **shared)
+            for subtask, text in (subtasks or {}).items()
+        ),
+    ]
 
 
 _TASKS: dict[str, TaskSpec] = {}
