@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import SharedWorldEnv, ToolTask, finish_step, step
-from agentgym_envs.tools.dbutil import clone
+from agentgym_envs.tools.base import SharedWorldEnv, TaskDraw, ToolTask, draw_item, finish_step, step
 from agentgym_envs.tools.names import (
     ADJECTIVES,
     CITIES,
@@ -391,15 +390,8 @@ class MovieService(Service):
 # ---- task generation ---------------------------------------------------------------------------
 
 
-class _Generator:
-    def __init__(self, service: MovieService, rng: np.random.Generator):
-        self.s, self.rng = service, rng
-
-    def one(self, sql: str, *args: Any) -> Any:
-        return self.s.db.execute(sql, args).fetchone()
-
-    def all(self, sql: str, *args: Any) -> list[Any]:
-        return self.s.db.execute(sql, args).fetchall()
+class _Generator(TaskDraw):
+    s: MovieService
 
     def film(self) -> tuple[int, str]:
         movie_id = int(self.rng.integers(1, N_FILMS + 1))
@@ -637,27 +629,12 @@ def _composer_of_latest(g: _Generator) -> ToolTask | None:
     )
 
 
-TEMPLATES = (
-    _director,
-    _release_year,
-    _character_actor,
-    _actor_film_count,
-    _best_rated_film_of_actor,
-    _director_birthplace,
-    _profit,
-    _shared_film,
-    _production_company,
-    _composer_of_latest,
-)
+TEMPLATES = (_director, _release_year, _character_actor, _actor_film_count, _best_rated_film_of_actor,
+             _director_birthplace, _profit, _shared_film, _production_company, _composer_of_latest)
 
 
 def generate(service: MovieService, local: int) -> ToolTask:
-    rng = np.random.default_rng([WORLD_SEED, local])
-    template = TEMPLATES[local % len(TEMPLATES)]
-    while True:
-        task = template(_Generator(service, rng))
-        if task is not None:
-            return task
+    return draw_item(WORLD_SEED, local, TEMPLATES, lambda template, rng: template(_Generator(service, rng)))
 
 
 class MovieEnv(SharedWorldEnv):
@@ -671,9 +648,6 @@ class MovieEnv(SharedWorldEnv):
     )
     example_call = 'search_movie with Action Input: {"movie_name": "The Silent River"}'
 
-    def _make_service(self) -> MovieService:
-        return MovieService(clone(world()))
-
-    def _generate(self, local: int, service: Service) -> ToolTask:
-        assert isinstance(service, MovieService)
-        return generate(service, local)
+    service_class = MovieService
+    build_world = world
+    generate_task = generate
