@@ -14,14 +14,5 @@ _DESCRIPTIONS = {
     "SynthLoc": "go to / pick up / open / put next to, with location words, in a nine-room maze",
 }
 
-TASKS = family_tasks(
-    "BabyAI",
-    family="babyai",
-    scenario="embodied",
-    entry_point="agentgym_envs.babyai.env:BabyAIEnv",
-    max_turns=MAX_TURNS,
-    extra="babyai",
-    requires=("minigrid",),
-    description="all six BabyAI sub-tasks",
-    subtasks={subtask: _DESCRIPTIONS[subtask] for subtask in SUBTASKS},
-)
+TASKS = family_tasks("BabyAI", "babyai", "embodied", "BabyAIEnv", MAX_TURNS, requires=("minigrid",),
+                     description="all six BabyAI sub-tasks", subtasks={s: _DESCRIPTIONS[s] for s in SUBTASKS})

@@ -81,14 +81,14 @@ class TaskSpec:
 
 def family_tasks(
     name: str,
-    *,
     family: str,
     scenario: str,
-    entry_point: str,
+    env_class: str,
     max_turns: int,
-    extra: str,
+    *,
     description: str,
     subtasks: Mapping[str, str] | None = None,
+    extra: str | None = None,
     requires: tuple[str, ...] = (),
     spec_class: type[TaskSpec] = TaskSpec,
     **fields: Any,
@@ -96,12 +96,13 @@ def family_tasks(
     """The specs of one family: ``AgentGym/<name>-v0`` over every sub-task, then ``AgentGym/<name>-<sub>-v0``
     per entry of ``subtasks`` (sub-task name -> description).
 
-    The fields every spec of a family shares are written once here, so a family's ``tasks.py`` only
-    says what differs; ``fields`` (e.g. ``kwargs``) go to every spec, ``spec_class`` makes them
+    What every spec of a family shares is said once here, so a family's ``tasks.py`` only says what
+    differs: the entry point is ``agentgym_envs.<family>.env:<env_class>``, the extra defaults to the
+    family's name, ``fields`` (e.g. ``kwargs``) go to every spec and ``spec_class`` makes them
     (``BrowserTaskSpec`` for browser envs).
     """
-    shared = dict(family=family, scenario=scenario, entry_point=entry_point, max_turns=max_turns, extra=extra,
-                  requires=requires, **fields)
+    shared = dict(family=family, scenario=scenario, entry_point=f"agentgym_envs.{family}.env:{env_class}",
+                  max_turns=max_turns, extra=extra or family, requires=requires, **fields)
     return [
         spec_class(env_id=f"{NAMESPACE}/{name}-v0", subtask=None, description=description, **shared),
         *(

@@ -4,12 +4,5 @@ from agentgym_envs.core.tasks import family_tasks
 
 MAX_TURNS = 15
 
-TASKS = family_tasks(
-    "Maze",
-    family="maze",
-    scenario="digital game",
-    entry_point="agentgym_envs.maze.env:MazeEnv",
-    max_turns=MAX_TURNS,
-    extra="maze",
-    description="reach the goal of a hidden grid maze (7x7 to 13x13) from the walls next to you",
-)
+TASKS = family_tasks("Maze", "maze", "digital game", "MazeEnv", MAX_TURNS,
+                     description="reach the goal of a hidden grid maze (7x7 to 13x13) from the walls next to you")

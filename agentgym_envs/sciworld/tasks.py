@@ -12,14 +12,5 @@ _SUBTASKS = {
     "Lifespan": "identify the longest- and/or shortest-lived animal",
 }
 
-TASKS = family_tasks(
-    "SciWorld",
-    family="sciworld",
-    scenario="science",
-    entry_point="agentgym_envs.sciworld.env:SciWorldEnv",
-    max_turns=MAX_TURNS,
-    extra="sciworld",
-    requires=("scienceworld",),
-    description="all five ScienceWorld sub-tasks",
-    subtasks=_SUBTASKS,
-)
+TASKS = family_tasks("SciWorld", "sciworld", "science", "SciWorldEnv", MAX_TURNS, requires=("scienceworld",),
+                     description="all five ScienceWorld sub-tasks", subtasks=_SUBTASKS)

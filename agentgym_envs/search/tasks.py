@@ -19,14 +19,6 @@ _DESCRIPTIONS = {
     "Bamboogle": "two-hop compositional questions",
 }
 
-TASKS = family_tasks(
-    "Search",
-    family="search",
-    scenario="deep search",
-    entry_point="agentgym_envs.search.env:SearchEnv",
-    max_turns=MAX_TURNS,
-    extra="search",
-    requires=("bm25s",),
-    description="questions of all seven dataset styles",
-    subtasks={name: _DESCRIPTIONS[name] for name in SUBTASKS},
-)
+TASKS = family_tasks("Search", "search", "deep search", "SearchEnv", MAX_TURNS, requires=("bm25s",),
+                     description="questions of all seven dataset styles",
+                     subtasks={s: _DESCRIPTIONS[s] for s in SUBTASKS})

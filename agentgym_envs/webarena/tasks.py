@@ -9,7 +9,6 @@ from agentgym_envs.web import BrowserTaskSpec
 
 #: AgentGym-RL's WebArena turn cap.
 MAX_TURNS = 15
-ENTRY_POINT = "agentgym_envs.webarena.env:WebArenaEnv"
 
 _SITES = (
     ("Shopping", "an online store (One Stop Market): search, product details, cart, checkout, order history"),
@@ -20,14 +19,7 @@ _SITES = (
 )
 
 TASKS = family_tasks(
-    "WebArena",
-    family="webarena",
-    scenario="web navigation",
-    entry_point=ENTRY_POINT,
-    max_turns=MAX_TURNS,
-    extra="web",
-    requires=("selenium",),
+    "WebArena", "webarena", "web navigation", "WebArenaEnv", MAX_TURNS, extra="web",
+    requires=("selenium",), spec_class=BrowserTaskSpec, subtasks={n: f"WebArena on {t}" for n, t in _SITES},
     description="WebArena tasks over all five sites, in headless Chromium with an accessibility-tree view",
-    subtasks={name: f"WebArena on {text}" for name, text in _SITES},
-    spec_class=BrowserTaskSpec,
 )

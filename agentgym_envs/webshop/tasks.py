@@ -12,24 +12,10 @@ from agentgym_envs.web import BrowserTaskSpec
 #: WebShop episodes are short (search, open, options, buy); 15 turns leave room to page and go back.
 MAX_TURNS = 15
 
-_SHOP = dict(family="webshop", scenario="web shopping", entry_point="agentgym_envs.webshop.env:WebShopEnv",
-             max_turns=MAX_TURNS)
-
 TASKS = [
-    *family_tasks(
-        "WebShop",
-        extra="webshop",
-        requires=("bm25s",),
-        description="find and buy the requested product in a 12k-product shop (text pages)",
-        **_SHOP,
-    ),
-    *family_tasks(
-        "WebShop-Browser",
-        extra="webshop,web",
-        requires=("bm25s", "selenium"),
-        description="the same shop served on 127.0.0.1 and driven through headless Chromium",
-        kwargs={"mode": "browser"},
-        spec_class=BrowserTaskSpec,
-        **_SHOP,
-    ),
+    *family_tasks("WebShop", "webshop", "web shopping", "WebShopEnv", MAX_TURNS, requires=("bm25s",),
+                  description="find and buy the requested product in a 12k-product shop (text pages)"),
+    *family_tasks("WebShop-Browser", "webshop", "web shopping", "WebShopEnv", MAX_TURNS, extra="webshop,web",
+                  requires=("bm25s", "selenium"), kwargs={"mode": "browser"}, spec_class=BrowserTaskSpec,
+                  description="the same shop served on 127.0.0.1 and driven through headless Chromium"),
 ]

@@ -5,13 +5,5 @@ from agentgym_envs.core.tasks import family_tasks
 MAX_TURNS = 8
 MAX_GUESSES = 6
 
-TASKS = family_tasks(
-    "Wordle",
-    family="wordle",
-    scenario="digital game",
-    entry_point="agentgym_envs.wordle.env:WordleEnv",
-    max_turns=MAX_TURNS,
-    extra="wordle",
-    requires=("english_words", "wordfreq"),
-    description="guess a hidden five-letter English word in six tries from per-letter feedback",
-)
+TASKS = family_tasks("Wordle", "wordle", "digital game", "WordleEnv", MAX_TURNS, requires=("english_words", "wordfreq"),
+                     description="guess a hidden five-letter English word in six tries from per-letter feedback")
