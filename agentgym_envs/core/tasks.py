@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any, Mapping
 
 NAMESPACE = "AgentGym"
@@ -140,6 +141,15 @@ def list_tasks(family: str | None = None) -> list[TaskSpec]:
 
 def family_specs(family: str) -> list[TaskSpec]:
     return list_tasks(family)
+
+
+def write_splits(module_file: str, table: dict[str, dict[str, list[int]]], compact: bool = False) -> Path:
+    """Write a family's ``splits.json`` beside its ``build_splits.py`` (``module_file``), as ``load_splits``
+    reads it; ``compact`` drops the indentation (for tables of many thousand ids)."""
+    path = Path(module_file).with_name("splits.json")
+    text = json.dumps(table, separators=(",", ":")) if compact else json.dumps(table, indent=1)
+    path.write_text(text + "\n")
+    return path
 
 
 @lru_cache(maxsize=None)
