@@ -7,10 +7,8 @@ split (200 games, like AgentGym's ALFWorld evaluation set, about 33 per task typ
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from agentgym_envs.alfworld.generator import SUBTASK_OF_TYPE, TASK_TYPES
+from agentgym_envs.core.tasks import write_splits
 
 TEST_ITEMS = 200
 TRAIN_ITEMS = 3000
@@ -28,6 +26,4 @@ def build() -> dict[str, dict[str, list[int]]]:
 
 
 if __name__ == "__main__":
-    path = Path(__file__).with_name("splits.json")
-    path.write_text(json.dumps(build(), indent=1) + "\n")
-    print(f"wrote {path}")
+    print(f"wrote {write_splits(__file__, build())}")

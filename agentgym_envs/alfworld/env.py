@@ -24,7 +24,7 @@ import importlib.util
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 import numpy as np
 
@@ -240,90 +240,17 @@ class ALFWorldEnv(TextEnv):
             return "the action is empty."
         world = World(self.engine.facts())
         known = self.engine.entity_names()
-
-        def unknown(name: str) -> str | None:
-            if name in known:
-                return None
-            numbered = sorted(n for n in known if n.rsplit(" ", 1)[0] == name)
-            if numbered:
-                return f"name the {name} with its number, e.g. '{numbered[0]}'."
-            return f"there is no '{name}' here."
-
-        held = world.held
         if match := _PUT.match(command):
-            obj, recep = match.groups()
-            problem = unknown(obj) or unknown(recep)
-            if problem:
-                return problem
-            if held != obj:
-                return f"you are not carrying the {obj}." + (f" You are carrying the {held}." if held else "")
-            if not world.at(recep):
-                return f"you are not at the {recep}; go to it first."
-            if world.closed(recep):
-                return f"the {recep} is closed; open it first."
-            if not world.fits(obj, recep):
-                return f"the {obj} does not go in/on the {recep}."
+            reason = _why_not_put(world, known, *match.groups())
         elif match := _TAKE.match(command):
-            obj, recep = match.groups()
-            problem = unknown(obj) or unknown(recep)
-            if problem:
-                return problem
-            if held:
-                return f"you are already carrying the {held}; you can carry only one object, so put it somewhere first."
-            if not world.at(recep):
-                return f"you are not at the {recep}; go to it first."
-            if world.closed(recep):
-                return f"the {recep} is closed; open it first."
-            if world.inside.get(obj) != recep:
-                return f"there is no {obj} in/on the {recep}."
-            if not world.has(obj, "pickupable"):
-                return f"the {obj} cannot be picked up."
+            reason = _why_not_take(world, known, *match.groups())
         elif match := _TOOL.match(command):
-            verb, obj, recep = match.groups()
-            problem = unknown(obj) or unknown(recep)
-            if problem:
-                return problem
-            if verb == "slice":
-                return "slicing is not part of these tasks."
-            appliance = TOOLS[verb][0]
-            if world.type_of.get(recep) != appliance:
-                return f"you can only {verb} things with a {appliance}."
-            if held != obj:
-                return f"you must be carrying the {obj} to {verb} it."
-            if not world.at(recep):
-                return f"you are not at the {recep}; go to it first."
-            return f"the {obj} cannot be {verb}ed." if verb != "heat" else f"the {obj} cannot be heated."
+            reason = _why_not_use_tool(world, known, *match.groups())
         elif match := _SINGLE.match(command):
-            verb, target = match.groups()
-            if verb == "toggle" and target not in known:
-                target = next((" ".join(target.split()[:k]) for k in range(len(target.split()), 0, -1)
-                               if " ".join(target.split()[:k]) in known), target)
-            problem = unknown(target)
-            if problem:
-                return problem
-            if verb in ("go to", "goto"):
-                if target not in world.location_of:
-                    return f"the {target} is not a place to go to; go to a receptacle (see AVAILABLE ACTIONS)."
-                return f"you are already at the {target}."
-            if verb in ("open", "close"):
-                if target not in world.location_of or not world.has(target, "openable"):
-                    return f"the {target} cannot be opened or closed."
-                if not world.at(target):
-                    return f"you are not at the {target}; go to it first."
-                return f"the {target} is already {'open' if verb == 'open' else 'closed'}."
-            if verb in ("use", "toggle", "turn on", "turn off", "switch on", "switch off"):
-                if not world.has(target, "toggleable"):
-                    return f"the {target} cannot be switched on or off."
-                return f"you are not next to the {target}; go to the {world.inside.get(target, 'place where it is')} first."
-            return f"you cannot see the {target} from here."
+            reason = _why_not_single(world, known, *match.groups())
         else:
-            verb = command.split()[0]
-            known_verbs = ("go", "take", "put", "move", "open", "close", "use", "clean", "heat", "cool", "examine",
-                           "inventory", "look", "help")
-            if verb not in known_verbs:
-                return (f"'{command[:80]}' is not a command of this game. Commands: go to, open, close, take ... from, "
-                        "put ... in/on, use, clean/heat/cool ... with, examine, inventory, look.")
-        return f"'{command[:80]}' is not possible right now."
+            reason = _unknown_verb(command)
+        return reason or f"'{command[:80]}' is not possible right now."
 
     # ---- helpers for agents -------------------------------------------------------------------
     def available_actions(self) -> list[str] | None:
@@ -366,4 +293,100 @@ def _task_type_of_path(path: Path) -> str | None:
         for task_type, name in generator.SUBTASK_OF_TYPE.items():
             if part.startswith(task_type):
                 return name
+    return None
+
+
+# ---- why a command did nothing (TextEnv feedback for ALFWorld's silent "Nothing happens.") ----------
+
+
+def _unknown(name: str, known: Collection[str]) -> str | None:
+    """The problem with an object name, or ``None`` when it names something here."""
+    if name in known:
+        return None
+    numbered = sorted(n for n in known if n.rsplit(" ", 1)[0] == name)
+    if numbered:
+        return f"name the {name} with its number, e.g. '{numbered[0]}'."
+    return f"there is no '{name}' here."
+
+
+def _why_not_put(world: World, known: Collection[str], obj: str, recep: str) -> str | None:
+    problem = _unknown(obj, known) or _unknown(recep, known)
+    if problem:
+        return problem
+    held = world.held
+    if held != obj:
+        return f"you are not carrying the {obj}." + (f" You are carrying the {held}." if held else "")
+    if not world.at(recep):
+        return f"you are not at the {recep}; go to it first."
+    if world.closed(recep):
+        return f"the {recep} is closed; open it first."
+    if not world.fits(obj, recep):
+        return f"the {obj} does not go in/on the {recep}."
+    return None
+
+
+def _why_not_take(world: World, known: Collection[str], obj: str, recep: str) -> str | None:
+    problem = _unknown(obj, known) or _unknown(recep, known)
+    if problem:
+        return problem
+    if world.held:
+        return f"you are already carrying the {world.held}; you can carry only one object, so put it somewhere first."
+    if not world.at(recep):
+        return f"you are not at the {recep}; go to it first."
+    if world.closed(recep):
+        return f"the {recep} is closed; open it first."
+    if world.inside.get(obj) != recep:
+        return f"there is no {obj} in/on the {recep}."
+    if not world.has(obj, "pickupable"):
+        return f"the {obj} cannot be picked up."
+    return None
+
+
+def _why_not_use_tool(world: World, known: Collection[str], verb: str, obj: str, recep: str) -> str:
+    problem = _unknown(obj, known) or _unknown(recep, known)
+    if problem:
+        return problem
+    if verb == "slice":
+        return "slicing is not part of these tasks."
+    appliance = TOOLS[verb][0]
+    if world.type_of.get(recep) != appliance:
+        return f"you can only {verb} things with a {appliance}."
+    if world.held != obj:
+        return f"you must be carrying the {obj} to {verb} it."
+    if not world.at(recep):
+        return f"you are not at the {recep}; go to it first."
+    return f"the {obj} cannot be {verb}ed." if verb != "heat" else f"the {obj} cannot be heated."
+
+
+def _why_not_single(world: World, known: Collection[str], verb: str, target: str) -> str:
+    if verb == "toggle" and target not in known:
+        target = next((" ".join(target.split()[:k]) for k in range(len(target.split()), 0, -1)
+                       if " ".join(target.split()[:k]) in known), target)
+    problem = _unknown(target, known)
+    if problem:
+        return problem
+    if verb in ("go to", "goto"):
+        if target not in world.location_of:
+            return f"the {target} is not a place to go to; go to a receptacle (see AVAILABLE ACTIONS)."
+        return f"you are already at the {target}."
+    if verb in ("open", "close"):
+        if target not in world.location_of or not world.has(target, "openable"):
+            return f"the {target} cannot be opened or closed."
+        if not world.at(target):
+            return f"you are not at the {target}; go to it first."
+        return f"the {target} is already {'open' if verb == 'open' else 'closed'}."
+    if verb in ("use", "toggle", "turn on", "turn off", "switch on", "switch off"):
+        if not world.has(target, "toggleable"):
+            return f"the {target} cannot be switched on or off."
+        return f"you are not next to the {target}; go to the {world.inside.get(target, 'place where it is')} first."
+    return f"you cannot see the {target} from here."
+
+
+def _unknown_verb(command: str) -> str | None:
+    verb = command.split()[0]
+    known_verbs = ("go", "take", "put", "move", "open", "close", "use", "clean", "heat", "cool", "examine",
+                   "inventory", "look", "help")
+    if verb not in known_verbs:
+        return (f"'{command[:80]}' is not a command of this game. Commands: go to, open, close, take ... from, "
+                "put ... in/on, use, clean/heat/cool ... with, examine, inventory, look.")
     return None

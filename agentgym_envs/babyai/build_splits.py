@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 from collections import deque
-from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
@@ -30,6 +28,7 @@ from agentgym_envs.babyai.levels import (
     TRAIN_SEEDS_PER_LEVEL,
     item_id,
 )
+from agentgym_envs.core.tasks import write_splits
 
 
 def _clauses(instr: Any) -> list[Any]:
@@ -115,7 +114,6 @@ def build() -> tuple[dict[str, dict[str, list[int]]], dict[str, int]]:
 
 
 if __name__ == "__main__":
-    path = Path(__file__).with_name("splits.json")
     table, skipped = build()
-    path.write_text(json.dumps(table, separators=(",", ":")) + "\n")
+    path = write_splits(__file__, table, compact=True)
     print(f"wrote {path}; unsolvable seeds skipped: {({k: v for k, v in skipped.items() if v})}")

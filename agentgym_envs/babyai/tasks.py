@@ -1,6 +1,6 @@
 """BabyAI ids: six embodied sub-tasks on MiniGrid's BabyAI levels (paper: 55/15/5/5/5/5 test items)."""
 
-from agentgym_envs.core.tasks import NAMESPACE, TaskSpec
+from agentgym_envs.core.tasks import family_tasks
 
 MAX_TURNS = 20
 SUBTASKS = ("GoTo", "Pickup", "ActionObjDoor", "FindObjS7", "OneRoomS20", "SynthLoc")
@@ -14,19 +14,5 @@ _DESCRIPTIONS = {
     "SynthLoc": "go to / pick up / open / put next to, with location words, in a nine-room maze",
 }
 
-_COMMON = dict(
-    family="babyai",
-    scenario="embodied",
-    entry_point="agentgym_envs.babyai.env:BabyAIEnv",
-    max_turns=MAX_TURNS,
-    extra="babyai",
-    requires=("minigrid",),
-)
-
-TASKS = [
-    TaskSpec(env_id=f"{NAMESPACE}/BabyAI-v0", subtask=None, description="all six BabyAI sub-tasks", **_COMMON),
-    *(
-        TaskSpec(env_id=f"{NAMESPACE}/BabyAI-{subtask}-v0", subtask=subtask, description=_DESCRIPTIONS[subtask], **_COMMON)
-        for subtask in SUBTASKS
-    ),
-]
+TASKS = family_tasks("BabyAI", "babyai", "embodied", "BabyAIEnv", MAX_TURNS, requires=("minigrid",),
+                     description="all six BabyAI sub-tasks", subtasks={s: _DESCRIPTIONS[s] for s in SUBTASKS})

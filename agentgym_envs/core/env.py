@@ -72,6 +72,13 @@ class Outcome:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+
+def ansi_frame(last_action: str | None, last_observation: str) -> str:
+    """What ``render()`` shows in ``"ansi"`` mode, locally and through the server alike: the last
+    action as ``> action`` (none before the first step), then the observation it produced."""
+    action = "" if last_action is None else f"> {last_action}\n"
+    return f"{action}{last_observation}\n"
+
 class TextEnv(gym.Env[str, str]):
     """A text-in, text-out Gymnasium env over one task id (or a whole family)."""
 
@@ -202,10 +209,7 @@ class TextEnv(gym.Env[str, str]):
         )
 
     def render(self) -> str | None:
-        if self.render_mode != "ansi":
-            return None
-        action = "" if self._last_action is None else f"> {self._last_action}\n"
-        return f"{action}{self._last_observation}\n"
+        return ansi_frame(self._last_action, self._last_observation) if self.render_mode == "ansi" else None
 
     def close(self) -> None:
         self._release()

@@ -9,6 +9,7 @@ redirect comes back as an ``HTTPError`` with its 3xx status, and ``redirect_hint
 
 from __future__ import annotations
 
+import ipaddress
 import urllib.error
 import urllib.request
 from typing import Any
@@ -34,3 +35,13 @@ def redirect_hint(error: urllib.error.HTTPError) -> str:
     location = error.headers.get("Location", "?") if error.headers else "?"
     return (f" (a redirect to {location}; redirects are not followed so credentials stay with the configured "
             "host: use the final URL)")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an IP address) is this machine: ``localhost`` or a loopback address."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -14,7 +14,8 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import Any, Mapping
 
 NAMESPACE = "AgentGym"
 SPLITS = ("train", "test")
@@ -79,6 +80,39 @@ class TaskSpec:
         return f"pip install 'agentgym-rl[{self.extra}]'"
 
 
+def family_tasks(
+    name: str,
+    family: str,
+    scenario: str,
+    env_class: str,
+    max_turns: int,
+    *,
+    description: str,
+    subtasks: Mapping[str, str] | None = None,
+    extra: str | None = None,
+    requires: tuple[str, ...] = (),
+    spec_class: type[TaskSpec] = TaskSpec,
+    **fields: Any,
+) -> list[TaskSpec]:
+    """The specs of one family: ``AgentGym/<name>-v0`` over every sub-task, then ``AgentGym/<name>-<sub>-v0``
+    per entry of ``subtasks`` (sub-task name -> description).
+
+    What every spec of a family shares is said once here, so a family's ``tasks.py`` only says what
+    differs: the entry point is ``agentgym_envs.<family>.env:<env_class>``, the extra defaults to the
+    family's name, ``fields`` (e.g. ``kwargs``) go to every spec and ``spec_class`` makes them
+    (``BrowserTaskSpec`` for browser envs).
+    """
+    shared = dict(family=family, scenario=scenario, entry_point=f"agentgym_envs.{family}.env:{env_class}",
+                  max_turns=max_turns, extra=extra or family, requires=requires, **fields)
+    return [
+        spec_class(env_id=f"{NAMESPACE}/{name}-v0", subtask=None, description=description, **shared),
+        *(
+            spec_class(env_id=f"{NAMESPACE}/{name}-{subtask}-v0", subtask=subtask, description=text, **shared)
+            for subtask, text in (subtasks or {}).items()
+        ),
+    ]
+
+
 _TASKS: dict[str, TaskSpec] = {}
 
 
@@ -107,6 +141,15 @@ def list_tasks(family: str | None = None) -> list[TaskSpec]:
 
 def family_specs(family: str) -> list[TaskSpec]:
     return list_tasks(family)
+
+
+def write_splits(module_file: str, table: dict[str, dict[str, list[int]]], compact: bool = False) -> Path:
+    """Write a family's ``splits.json`` beside its ``build_splits.py`` (``module_file``), as ``load_splits``
+    reads it; ``compact`` drops the indentation (for tables of many thousand ids)."""
+    path = Path(module_file).with_name("splits.json")
+    text = json.dumps(table, separators=(",", ":")) if compact else json.dumps(table, indent=1)
+    path.write_text(text + "\n")
+    return path
 
 
 @lru_cache(maxsize=None)

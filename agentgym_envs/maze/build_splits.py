@@ -7,9 +7,7 @@ goal) as a test item is left out, so no test episode is ever trained on.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
+from agentgym_envs.core.tasks import write_splits
 from agentgym_envs.maze.mazes import ITEMS_PER_SIZE, SIZE_NAMES, make_maze
 
 TEST_SIZES = {"Small": 7, "Medium": 6, "Large": 6, "Huge": 6}
@@ -30,6 +28,4 @@ def build() -> dict[str, dict[str, list[int]]]:
 
 
 if __name__ == "__main__":
-    path = Path(__file__).with_name("splits.json")
-    path.write_text(json.dumps(build(), indent=1) + "\n")
-    print(f"wrote {path}")
+    print(f"wrote {write_splits(__file__, build())}")

@@ -1,18 +1,8 @@
 """MAZE id: one family-wide id; the sub-tasks (``splits.json`` keys) are maze sizes."""
 
-from agentgym_envs.core.tasks import NAMESPACE, TaskSpec
+from agentgym_envs.core.tasks import family_tasks
 
 MAX_TURNS = 15
 
-TASKS = [
-    TaskSpec(
-        env_id=f"{NAMESPACE}/Maze-v0",
-        family="maze",
-        scenario="digital game",
-        subtask=None,
-        entry_point="agentgym_envs.maze.env:MazeEnv",
-        max_turns=MAX_TURNS,
-        extra="maze",
-        description="reach the goal of a hidden grid maze (7x7 to 13x13) from the walls next to you",
-    )
-]
+TASKS = family_tasks("Maze", "maze", "digital game", "MazeEnv", MAX_TURNS,
+                     description="reach the goal of a hidden grid maze (7x7 to 13x13) from the walls next to you")

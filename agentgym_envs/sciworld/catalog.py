@@ -7,7 +7,9 @@ ScienceWorld's own task number without the dash ("2-2" -> 22), so ``22327`` read
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from importlib import resources
 
 ITEM_STRIDE = 1000
 
@@ -27,21 +29,13 @@ class TaskType:
         return 10 * int(topic) + int(sub)
 
 
-TASK_TYPES: tuple[TaskType, ...] = (
-    TaskType("2-2", "measure-melting-point-known-substance", "Measure", 436),
-    TaskType("2-3", "measure-melting-point-unknown-substance", "Measure", 300),
-    TaskType("3-3", "test-conductivity", "TestConductivity", 900),
-    TaskType("3-4", "test-conductivity-of-unknown-substances", "TestConductivity", 600),
-    TaskType("4-1", "find-living-thing", "Find", 300),
-    TaskType("4-3", "find-plant", "Find", 300),
-    TaskType("4-4", "find-animal", "Find", 300),
-    TaskType("6-1", "chemistry-mix", "ChemMix", 32),
-    TaskType("6-2", "chemistry-mix-paint-secondary-color", "ChemMix", 36),
-    TaskType("6-3", "chemistry-mix-paint-tertiary-color", "ChemMix", 36),
-    TaskType("7-1", "lifespan-longest-lived", "Lifespan", 125),
-    TaskType("7-2", "lifespan-shortest-lived", "Lifespan", 125),
-    TaskType("7-3", "lifespan-longest-lived-then-shortest-lived", "Lifespan", 125),
-)
+def _load_task_types() -> tuple[TaskType, ...]:
+    with resources.files(__package__).joinpath("task_types.json").open("r", encoding="utf-8") as handle:
+        return tuple(TaskType(*row) for row in json.load(handle))
+
+
+#: The task types of the five sub-tasks, ``task_types.json``: [number, simulator name, sub-task, variations].
+TASK_TYPES: tuple[TaskType, ...] = _load_task_types()
 
 #: Test items per sub-task, as in the paper's 200-item ScienceWorld evaluation set.
 TEST_SIZES: dict[str, int] = {"Measure": 53, "TestConductivity": 83, "Find": 44, "ChemMix": 5, "Lifespan": 15}

@@ -476,10 +476,7 @@ def _stop_process(process: subprocess.Popen, graceful: bool) -> None:
                 pass
         if process.poll() is None:
             process.kill()
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
+    _reap(process)
     if process.stdin is not None:
         try:
             process.stdin.close()
@@ -491,10 +488,15 @@ def _kill_process(process: subprocess.Popen) -> None:
     """Finalizer: a JVM whose owner was garbage-collected or a process at exit."""
     if process.poll() is None:
         process.kill()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+        _reap(process)
+
+
+def _reap(process: subprocess.Popen) -> None:
+    """Wait (up to 5 s) for a stopped or killed JVM to exit, so it leaves no zombie behind."""
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 @atexit.register

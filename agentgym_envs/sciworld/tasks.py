@@ -1,17 +1,8 @@
 """ScienceWorld ids: five science sub-tasks on the Java simulator (paper: 53/83/44/5/15 test items)."""
 
-from agentgym_envs.core.tasks import NAMESPACE, TaskSpec
+from agentgym_envs.core.tasks import family_tasks
 
 MAX_TURNS = 30
-
-_COMMON = dict(
-    family="sciworld",
-    scenario="science",
-    entry_point="agentgym_envs.sciworld.env:SciWorldEnv",
-    max_turns=MAX_TURNS,
-    extra="sciworld",
-    requires=("scienceworld",),
-)
 
 _SUBTASKS = {
     "Measure": "measure the melting point of a known or unknown substance with a thermometer",
@@ -21,10 +12,5 @@ _SUBTASKS = {
     "Lifespan": "identify the longest- and/or shortest-lived animal",
 }
 
-TASKS = [
-    TaskSpec(env_id=f"{NAMESPACE}/SciWorld-v0", subtask=None, description="all five ScienceWorld sub-tasks", **_COMMON),
-    *(
-        TaskSpec(env_id=f"{NAMESPACE}/SciWorld-{name}-v0", subtask=name, description=description, **_COMMON)
-        for name, description in _SUBTASKS.items()
-    ),
-]
+TASKS = family_tasks("SciWorld", "sciworld", "science", "SciWorldEnv", MAX_TURNS, requires=("scienceworld",),
+                     description="all five ScienceWorld sub-tasks", subtasks=_SUBTASKS)

@@ -8,9 +8,7 @@ across the family.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
+from agentgym_envs.core.tasks import write_splits
 from agentgym_envs.search.tasks import ITEM_BLOCK, SUBTASKS, TEST_SIZES, TRAIN_SIZE
 
 
@@ -27,6 +25,4 @@ def build() -> dict[str, dict[str, list[int]]]:
 
 
 if __name__ == "__main__":
-    path = Path(__file__).with_name("splits.json")
-    path.write_text(json.dumps(build(), separators=(",", ":")) + "\n")
-    print(f"wrote {path}")
+    print(f"wrote {write_splits(__file__, build(), compact=True)}")

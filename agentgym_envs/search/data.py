@@ -20,7 +20,7 @@ import string
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from agentgym_envs.core.cache import CACHE_ENV_VAR, cache_root  # noqa: F401  (re-exported)
 
@@ -168,24 +168,23 @@ def _from_search_r1_parquet(row: dict[str, Any]) -> dict[str, Any]:
 
 def load_questions(path: str | os.PathLike) -> list[Question]:
     """FlashRAG-style questions from ``.jsonl`` / ``.json`` (or Search-R1 ``.parquet``)."""
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"question file {path} does not exist")
-    questions = [Question.from_row(row, i) for i, row in enumerate(_rows(path))]
-    if not questions:
-        raise ValueError(f"question file {path} holds no questions")
-    return questions
+    return _load_rows(path, "question file", "questions", Question.from_row)
 
 
 def load_corpus(path: str | os.PathLike) -> list[Document]:
     """A Search-R1 style corpus (``{"id", "contents"}`` JSON lines) from a local path."""
+    return _load_rows(path, "corpus file", "documents", Document.from_row)
+
+
+def _load_rows(path: str | os.PathLike, what: str, items: str, make: Callable[[dict[str, Any], int], Any]) -> list[Any]:
+    """Every row of a local file as ``make(row, index)``; a missing or empty file is an error that names it."""
     path = Path(path).expanduser()
     if not path.is_file():
-        raise FileNotFoundError(f"corpus file {path} does not exist")
-    documents = [Document.from_row(row, i) for i, row in enumerate(_rows(path))]
-    if not documents:
-        raise ValueError(f"corpus file {path} holds no documents")
-    return documents
+        raise FileNotFoundError(f"{what} {path} does not exist")
+    loaded = [make(row, i) for i, row in enumerate(_rows(path))]
+    if not loaded:
+        raise ValueError(f"{what} {path} holds no {items}")
+    return loaded
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:

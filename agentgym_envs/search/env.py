@@ -103,22 +103,11 @@ class SearchEnv(TextEnv):
     family = "search"
     acknowledgement = "Ok."  # AgentGym's SearchQA conversations answer the instruction with this
 
-    def __init__(
-        self,
-        task_id: str,
-        render_mode: str | None = None,
-        retriever: str = "bm25",
-        top_k: int = 3,
-        model_path: str | None = None,
-        retriever_url: str | None = None,
-        retriever_timeout: float = 10.0,
-        corpus_path: str | None = None,
-        questions_path: str | None = None,
-        train_questions_path: str | None = None,
-        world_seed: int = 0,
-        judge: LLMJudge | dict[str, Any] | None = None,
-        extra_feedback: bool = False,
-    ):
+    def __init__(self, task_id: str, render_mode: str | None = None, retriever: str = "bm25", top_k: int = 3,
+                 model_path: str | None = None, retriever_url: str | None = None, retriever_timeout: float = 10.0,
+                 corpus_path: str | None = None, questions_path: str | None = None,
+                 train_questions_path: str | None = None, world_seed: int = 0,
+                 judge: LLMJudge | dict[str, Any] | None = None, extra_feedback: bool = False):
         """By default the env speaks as AgentGym's SearchQA server (its rules, the first tag decides
         the action, its replies). ``extra_feedback=True`` uses our instruction and feedback (why a
         response has no action, hints after a wrong answer). ``judge`` (off by default): an

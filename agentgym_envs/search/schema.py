@@ -3,7 +3,7 @@
 One table drives three things, so they can never drift apart:
 
 * the prose of the articles (``SECTIONS``: sentence templates per kind and section),
-* the questions (``RELATIONS``: how a fact is asked, nested into a multi-hop question, given as a
+* the questions (``RELATIONS``, read from ``relations.json``: how a fact is asked, nested into a multi-hop question, given as a
   trivia clue, or searched for),
 * the reading of retrieved text by the scripted agents (regular expressions compiled from the
   same sentence templates, see ``articles.fact_patterns``).
@@ -15,7 +15,9 @@ entity, and the pronoun slots ``{He} {he} {His} {his} {him} {child}``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from importlib import resources
 
 VALUE_TARGETS = ("year", "number", "text")
 
@@ -85,103 +87,12 @@ class Relation:
 
 
 def _relations() -> dict[tuple[str, str], Relation]:
-    R = Relation
-    rows = [
-        # country
-        R("country", "capital", "city", "What is the capital of {x}?", "capital", np="the capital of {x}", clause="the capital city of {x}", popqa="What is the capital of {x}?", clue="has its capital at {v}"),
-        R("country", "continent", "text", "On which continent is {x}?", "continent", popqa="On what continent is {x}?", clue="lies on the continent of {v}"),
-        R("country", "language", "text", "What is the official language of {x}?", "official language", popqa="What is the official language of {x}?", clue="has {v} as its official language"),
-        R("country", "currency", "text", "What is the currency of {x}?", "currency", popqa="What is the currency of {x}?", clue="uses the {v} as its currency"),
-        R("country", "established", "year", "In what year did {x} become an independent state?", "independent state", clue="became independent in {v}"),
-        # city
-        R("city", "country", "country", "In which country is {x}?", "city in", np="the country containing {x}", clause="the country where {x} is located", popqa="In what country is {x}?", clue="is located in {v}"),
-        R("city", "founded", "year", "In what year was {x} founded?", "founded", clue="was founded in {v}"),
-        R("city", "founder", "person", "Who founded {x}?", "founded by", np="the founder of {x}", clause="the person who founded {x}", popqa="Who founded {x}?", clue="was founded by {v}"),
-        R("city", "river", "river", "Which river flows through {x}?", "river flows through", np="the river flowing through {x}", clause="the river that runs through {x}", clue="lies on the {v}"),
-        R("city", "population", "number", "What is the population of {x}?", "population", clue="has a population of {v}"),
-        R("city", "mayor", "person", "Who is the mayor of {x}?", "mayor", np="the mayor of {x}", clause="the person who is mayor of {x}", popqa="Who is the mayor of {x}?", clue="is governed by mayor {v}"),
-        # river
-        R("river", "country", "country", "Through which country does {x} flow?", "river in", np="the country of {x}", clause="the country through which {x} flows", clue="flows through {v}"),
-        R("river", "source", "mountain", "On which mountain does {x} rise?", "rises on", np="the source of {x}", clause="the mountain where {x} rises", clue="rises on {v}"),
-        R("river", "mouth", "text", "Into which sea does {x} flow?", "flows into sea", clue="flows into the {v}"),
-        R("river", "length", "number", "How long is {x}, in kilometres?", "kilometres long", unit=("km", "kilometres", "kilometers"), clue="is {v} kilometres long"),
-        # mountain
-        R("mountain", "country", "country", "In which country is {x}?", "mountain in", np="the country containing {x}", clause="the country where {x} stands", popqa="In what country is {x}?", clue="is located in {v}"),
-        R("mountain", "height", "number", "How high is {x}, in metres?", "metres high", unit=("m", "metres", "meters"), clue="rises to {v} metres"),
-        R("mountain", "first_ascent", "person", "Who first climbed {x}?", "first climbed", np="the first person to climb {x}", clause="the climber who first reached the top of {x}", clue="was first climbed by {v}"),
-        R("mountain", "ascent_year", "year", "In what year was {x} first climbed?", "first climbed", clue="was first climbed in {v}"),
-        # person
-        R("person", "birth_year", "year", "In what year was {x} born?", "born", popqa="In what year was {x} born?", clue="was born in {v}"),
-        R("person", "death_year", "year", "In what year did {x} die?", "died", clue="died in {v}"),
-        R("person", "occupation", "text", "What was the occupation of {x}?", "occupation", popqa="What is {x}'s occupation?"),
-        R("person", "nationality", "country", "Which country was {x} from?", "from", np="the home country of {x}", clause="the country that {x} came from", popqa="What country is {x} from?", clue="came from {v}"),
-        R("person", "birthplace", "city", "In which city was {x} born?", "born in city", np="the birthplace of {x}", clause="the city where {x} was born", popqa="In what city was {x} born?", clue="was born in {v}"),
-        R("person", "death_place", "city", "In which city did {x} die?", "died in", np="the place of death of {x}", clause="the city where {x} died", clue="died in {v}"),
-        R("person", "father", "person", "Who was the father of {x}?", "father son daughter", np="the father of {x}", clause="the man whose child was {x}", popqa="Who is the father of {x}?"),
-        R("person", "mother", "person", "Who was the mother of {x}?", "mother son daughter", np="the mother of {x}", clause="the woman whose child was {x}", popqa="Who is the mother of {x}?"),
-        R("person", "spouse", "person", "Who was the spouse of {x}?", "married", np="the spouse of {x}", clause="the person who married {x}", popqa="Who is the spouse of {x}?", clue="was married to {v}"),
-        R("person", "alma_mater", "university", "Which university did {x} attend?", "studied at", np="the alma mater of {x}", clause="the university where {x} studied", popqa="Where was {x} educated?", clue="was educated at {v}"),
-        # university
-        R("university", "city", "city", "In which city is {x}?", "university in", np="the home city of {x}", clause="the city where {x} is located", clue="is located in {v}"),
-        R("university", "founded", "year", "In what year was {x} founded?", "founded", clue="was founded in {v}"),
-        R("university", "founder", "person", "Who founded {x}?", "founded by", np="the founder of {x}", clause="the person who founded {x}", popqa="Who founded {x}?", clue="was founded by {v}"),
-        # company
-        R("company", "headquarters", "city", "Where is {x} headquartered?", "headquartered", np="the headquarters city of {x}", clause="the city where {x} has its headquarters", popqa="Where is {x} headquartered?", clue="is headquartered in {v}"),
-        R("company", "industry", "text", "In which industry does {x} operate?", "company industry", popqa="What industry is {x} in?"),
-        R("company", "founded", "year", "In what year was {x} founded?", "founded", clue="was founded in {v}"),
-        R("company", "founder", "person", "Who founded {x}?", "founded by", np="the founder of {x}", clause="the person who founded {x}", popqa="Who founded {x}?", clue="was founded by {v}"),
-        R("company", "ceo", "person", "Who is the chief executive of {x}?", "chief executive", np="the chief executive of {x}", clause="the person who runs {x}", popqa="Who is the CEO of {x}?", clue="is run by {v}"),
-        # band
-        R("band", "genre", "text", "What genre of music does {x} play?", "band genre", popqa="What genre is {x}?"),
-        R("band", "origin", "city", "In which city was {x} formed?", "band formed in", np="the home city of {x}", clause="the city where {x} was formed", clue="was formed in {v}"),
-        R("band", "formed", "year", "In what year was {x} formed?", "band formed", clue="was formed in {v}"),
-        R("band", "lead_singer", "person", "Who is the lead singer of {x}?", "lead singer", np="the lead singer of {x}", clause="the person who sings lead for {x}", clue="is fronted by {v}"),
-        # club
-        R("club", "city", "city", "In which city is {x} based?", "club based in", np="the home city of {x}", clause="the city where {x} plays", clue="is based in {v}"),
-        R("club", "founded", "year", "In what year was {x} founded?", "club founded", clue="was founded in {v}"),
-        R("club", "stadium", "text", "What is the home ground of {x}?", "home matches ground", clue="plays at {v}"),
-        R("club", "coach", "person", "Who is the head coach of {x}?", "head coach", np="the head coach of {x}", clause="the person who coaches {x}", clue="is coached by {v}"),
-        # novel
-        R("novel", "author", "person", "Who wrote {x}?", "novel by", np="the author of {x}", clause="the person who wrote {x}", popqa="Who is the author of {x}?", clue="was written by {v}"),
-        R("novel", "published", "year", "In what year was {x} first published?", "first published", clue="was first published in {v}"),
-        R("novel", "language", "text", "In which language was {x} written?", "written in language", clue="was written in {v}"),
-        R("novel", "publisher", "company", "Which company published {x}?", "published by", np="the publisher of {x}", clause="the company that published {x}", clue="was published by {v}"),
-        # film
-        R("film", "director", "person", "Who directed {x}?", "film directed by", np="the director of {x}", clause="the person who directed {x}", popqa="Who was the director of {x}?", clue="was directed by {v}"),
-        R("film", "released", "year", "In what year was {x} released?", "film released", clue="was released in {v}"),
-        R("film", "star", "person", "Who played the leading role in {x}?", "stars leading role", np="the lead actor of {x}", clause="the actor who played the lead in {x}", popqa="Who starred in {x}?", clue="stars {v}"),
-        R("film", "studio", "company", "Which studio produced {x}?", "film produced by", np="the studio behind {x}", clause="the company that produced {x}", popqa="Who was the producer of {x}?", clue="was produced by {v}"),
-        R("film", "composer", "person", "Who composed the score of {x}?", "score composed", np="the composer of {x}", clause="the person who wrote the music for {x}", popqa="Who was the composer of {x}?", clue="has music by {v}"),
-        # album
-        R("album", "artist", "band", "Which band recorded {x}?", "album by", np="the band behind {x}", clause="the band that recorded {x}", popqa="Who is the performer of {x}?", clue="was recorded by {v}"),
-        R("album", "released", "year", "In what year was {x} released?", "album released", clue="was released in {v}"),
-        R("album", "label", "company", "On which label was {x} released?", "label", np="the record label of {x}", clause="the label that released {x}", clue="was released on {v}"),
-        R("album", "producer", "person", "Who produced {x}?", "album produced by", np="the producer of {x}", clause="the person who produced {x}", popqa="Who was the producer of {x}?", clue="was produced by {v}"),
-        # painting
-        R("painting", "painter", "person", "Who painted {x}?", "painting by", np="the painter of {x}", clause="the artist who painted {x}", popqa="Who painted {x}?", clue="was painted by {v}"),
-        R("painting", "year", "year", "In what year was {x} completed?", "painting completed", clue="was completed in {v}"),
-        R("painting", "museum_city", "city", "In which city is {x} displayed?", "museum hangs", np="the city where {x} hangs", clause="the city whose museum holds {x}", clue="is displayed in {v}"),
-        # battle
-        R("battle", "year", "year", "In what year was {x} fought?", "battle fought", clue="was fought in {v}"),
-        R("battle", "location", "city", "Near which city was {x} fought?", "fought near", np="the site of {x}", clause="the city near which {x} was fought", clue="was fought near {v}"),
-        R("battle", "commander", "person", "Who led the victorious side at {x}?", "led victorious side", np="the victor of {x}", clause="the commander who won {x}", clue="was won by {v}"),
-        # festival
-        R("festival", "city", "city", "In which city is {x} held?", "festival held in", np="the host city of {x}", clause="the city that hosts {x}", clue="is held in {v}"),
-        R("festival", "month", "text", "In which month is {x} held?", "held every month", clue="is held every {v}"),
-        R("festival", "first_held", "year", "In what year was {x} first held?", "first held", clue="was first held in {v}"),
-        R("festival", "founder", "person", "Who organised the first {x}?", "organised by", np="the founder of {x}", clause="the person who started {x}", clue="was started by {v}"),
-        # expedition
-        R("expedition", "destination", "mountain", "Which mountain was the goal of {x}?", "expedition to", np="the destination of {x}", clause="the mountain that {x} set out to reach", clue="set out for {v}"),
-        R("expedition", "year", "year", "In what year did {x} take place?", "expedition year", clue="took place in {v}"),
-        R("expedition", "leader", "person", "Who led {x}?", "led by", np="the leader of {x}", clause="the person who led {x}", clue="was led by {v}"),
-        R("expedition", "sponsor", "university", "Which university sponsored {x}?", "sponsored by", np="the sponsor of {x}", clause="the university that paid for {x}", clue="was sponsored by {v}"),
-        # treaty (its two parties are mentioned in the prose but never asked: not functional)
-        R("treaty", "signed_in", "city", "In which city was {x} signed?", "treaty signed in", np="the city where {x} was signed", clause="the place where {x} was signed", clue="was signed in {v}"),
-        R("treaty", "year", "year", "In what year was {x} signed?", "treaty signed", clue="was signed in {v}"),
-        R("treaty", "party_a", "country", "", "", askable=False),
-        R("treaty", "party_b", "country", "", "", askable=False),
-    ]
-    return {(r.kind, r.key): r for r in rows}
+    """The relation table, ``relations.json`` (data: one row per fact, grouped by kind); a treaty's two
+    parties are mentioned in the prose but never asked, so they are not askable."""
+    with resources.files(__package__).joinpath("relations.json").open("r", encoding="utf-8") as handle:
+        rows = json.load(handle)
+    relations = [Relation(**{**row, "unit": tuple(row.get("unit", ()))}) for row in rows]
+    return {(r.kind, r.key): r for r in relations}
 
 
 RELATIONS: dict[tuple[str, str], Relation] = _relations()

@@ -1,6 +1,6 @@
 """Deep Search ids: retrieval-augmented QA in seven dataset styles (paper: 50 test items each, Musique 100)."""
 
-from agentgym_envs.core.tasks import NAMESPACE, TaskSpec
+from agentgym_envs.core.tasks import family_tasks
 
 MAX_TURNS = 10
 SUBTASKS = ("NQ", "TriviaQA", "PopQA", "HotpotQA", "2Wiki", "Musique", "Bamboogle")
@@ -19,21 +19,6 @@ _DESCRIPTIONS = {
     "Bamboogle": "two-hop compositional questions",
 }
 
-_COMMON = dict(
-    family="search",
-    scenario="deep search",
-    entry_point="agentgym_envs.search.env:SearchEnv",
-    max_turns=MAX_TURNS,
-    extra="search",
-    requires=("bm25s",),
-)
-
-TASKS = [
-    TaskSpec(
-        env_id=f"{NAMESPACE}/Search-v0", subtask=None, description="questions of all seven dataset styles", **_COMMON
-    ),
-    *(
-        TaskSpec(env_id=f"{NAMESPACE}/Search-{name}-v0", subtask=name, description=_DESCRIPTIONS[name], **_COMMON)
-        for name in SUBTASKS
-    ),
-]
+TASKS = family_tasks("Search", "search", "deep search", "SearchEnv", MAX_TURNS, requires=("bm25s",),
+                     description="questions of all seven dataset styles",
+                     subtasks={s: _DESCRIPTIONS[s] for s in SUBTASKS})

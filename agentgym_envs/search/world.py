@@ -460,6 +460,17 @@ class _Builder:
 
     # -- organisations, works, events -------------------------------------------------------------
     def organisations(self) -> None:
+        """Cities' founders and mayors, universities (and who studied where), companies, bands and clubs,
+        in this order (the order of the draws)."""
+        self._city_roles()
+        self._universities()
+        self._alma_maters()
+        self._companies()
+        self._bands()
+        self._clubs()
+
+    def _city_roles(self) -> None:
+        """A founder for the younger cities, a living mayor for half of the large ones."""
         rng = self.rng
         for city in self.cities:
             founded = int(city.facts["founded"])
@@ -475,6 +486,10 @@ class _Builder:
                 )
             if int(city.facts["population"]) > 20_000 and rng.random() < 0.5:
                 self.role(city, "mayor", self.pick_person(("politician",), (1950, 1985), living=True, reuse=0.0))
+
+    def _universities(self) -> None:
+        """Universities, some named after their city, most with a founder."""
+        rng = self.rng
         named_after_city: set[int] = set()
         for _ in range(self.count("university")):
             founded = rng.randint(1450, 1960)
@@ -496,6 +511,10 @@ class _Builder:
                         alive_in=founded,
                     ),
                 )
+
+    def _alma_maters(self) -> None:
+        """Where people studied: a university open when they were 18, mostly in their own country."""
+        rng = self.rng
         universities = sorted(self.of_kind("university"), key=lambda u: (int(u.facts["founded"]), u.id))
         opened = [int(u.facts["founded"]) for u in universities]
         for person in [self.entities[i] for _, i in self.persons_by_birth]:
@@ -509,6 +528,10 @@ class _Builder:
                                 break
                             choice = rng.choice(open_)
                     person.facts["alma_mater"] = choice.id
+
+    def _companies(self) -> None:
+        """Companies founded by industrialists, merchants or engineers; many with a living CEO."""
+        rng = self.rng
         industries = list(INDUSTRY_NAMES)
         weights = [4 if i in ("publishing", "film", "music") else 1 for i in industries]
         for _ in range(self.count("company")):
@@ -537,6 +560,10 @@ class _Builder:
                 self.role(
                     company, "ceo", self.pick_person(("business executive",), (1950, 1985), living=True, reuse=0.1)
                 )
+
+    def _bands(self) -> None:
+        """Bands with a genre, a home city and a lead singer."""
+        rng = self.rng
         for _ in range(self.count("band")):
             formed = rng.randint(1955, 2018)
             form = rng.choice(("The {}s", "{} Quartet", "The {} Ensemble", "{} Brigade", "The {} Collective"))
@@ -548,6 +575,10 @@ class _Builder:
                 formed=formed,
             )
             self.role(band, "lead_singer", self.pick_person(("singer",), (formed - 30, formed - 17), alive_in=formed))
+
+    def _clubs(self) -> None:
+        """Football clubs with a stadium and, mostly, a living coach."""
+        rng = self.rng
         for _ in range(self.count("club")):
             founded = rng.randint(1860, 1960)
             city = self.city_before(founded)

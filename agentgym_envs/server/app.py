@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import logging
 import secrets
@@ -28,7 +27,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from typing import Any, AsyncIterator, Optional, Union
+from typing import Any, AsyncIterator, Callable, Optional, Union
 
 from agentgym_envs.core.extras import require
 
@@ -44,6 +43,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa
 from starlette.routing import Match  # noqa: E402
 from uvicorn.protocols.http.h11_impl import H11Protocol  # noqa: E402
 
+from agentgym_envs.core.net import is_loopback  # noqa: E402
 from agentgym_envs.core.tasks import get_task  # noqa: E402
 from agentgym_envs.server import compat  # noqa: E402
 from agentgym_envs.server import protocol as p  # noqa: E402
@@ -275,6 +275,29 @@ def create_app(
     manager = SessionManager(env_ids, max_envs=max_envs, idle_timeout=idle_timeout, busy_timeout=busy_timeout)
     statuses: Counter = Counter()
     interval = reap_interval if reap_interval is not None else max(0.05, min(idle_timeout / 4, 10.0))
+    app = FastAPI(
+        title="AgentGym env server",
+        version=VERSION,
+        description=(__doc__ or "").split("\n\n", 1)[1] if __doc__ else None,
+        lifespan=_lifespan(manager, threads, interval),
+    )
+    app.state.manager = manager
+    app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes, statuses=statuses, body_timeout=request_timeout,
+                       token=token)
+
+    @app.exception_handler(ServerError)
+    async def on_server_error(request: Request, error: ServerError) -> JSONResponse:
+        return _error(error.status, error.code, error.message, error.headers)
+
+    install_json_errors(app)
+    # unexpected exceptions become a JSON 500 in RequestGuard (counted, connection kept)
+    _add_agentgym_routes(app, manager)
+    _add_v1_routes(app, manager, statuses)
+    return app
+
+
+def _lifespan(manager: SessionManager, threads: int, interval: float) -> Callable[[FastAPI], Any]:
+    """Startup and shutdown: size the worker-thread pool, reap idle envs every ``interval`` s, close all at the end."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -289,7 +312,8 @@ def create_app(
                     logger.exception("reaping idle envs failed")
 
         reaper = asyncio.create_task(reap_forever())
-        logger.info("serving %s (max %d envs, idle timeout %g s, server id %s)", env_ids, max_envs, idle_timeout, manager.server_id)
+        logger.info("serving %s (max %d envs, idle timeout %g s, server id %s)", manager.env_ids, manager.max_envs,
+                    manager.idle_timeout, manager.server_id)
         try:
             yield
         finally:
@@ -298,26 +322,13 @@ def create_app(
                 await reaper
             await anyio.to_thread.run_sync(manager.shutdown)
 
-    app = FastAPI(
-        title="AgentGym env server",
-        version=VERSION,
-        description=(__doc__ or "").split("\n\n", 1)[1] if __doc__ else None,
-        lifespan=lifespan,
-    )
-    app.state.manager = manager
-    app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes, statuses=statuses, body_timeout=request_timeout,
-                       token=token)
+    return lifespan
 
-    @app.exception_handler(ServerError)
-    async def on_server_error(request: Request, error: ServerError) -> JSONResponse:
-        return _error(error.status, error.code, error.message, error.headers)
 
-    install_json_errors(app)
-
-    # unexpected exceptions become a JSON 500 in RequestGuard (counted, connection kept)
-
-    # ---- AgentGym protocol --------------------------------------------------------------------
+def _add_agentgym_routes(app: FastAPI, manager: SessionManager) -> None:
+    """AgentGym's protocol: ``/create``, ``/reset``, ``/step``, ``/observation``, ``/close`` (and ``/``)."""
     agentgym = {"tags": ["AgentGym protocol"], "responses": _ERRORS}
+    env_ids = manager.env_ids
 
     @app.get("/", tags=["AgentGym protocol"])
     async def hello() -> str:
@@ -374,7 +385,9 @@ def create_app(
         manager.close(session)
         return {"id": session.number, "closed": True}
 
-    # ---- v1 -----------------------------------------------------------------------------------
+
+def _add_v1_routes(app: FastAPI, manager: SessionManager, statuses: Counter) -> None:
+    """``/v1``: health, metrics, served envs and sessions with the full Gymnasium step result."""
     # cheap read-only endpoints are async: they answer even when every worker thread is busy with an env
     v1 = {"tags": ["v1"], "responses": _ERRORS}
 
@@ -436,8 +449,6 @@ def create_app(
     def random_action(session: str, seed: p.QueryInt = Query(0, ge=0, le=p.MAX_SEED)) -> dict:
         return {"action": manager.random_action(manager.lookup(session), seed)}
 
-    return app
-
 
 def _is_text_env(env: Any) -> bool:
     from agentgym_envs.core.env import TextEnv
@@ -457,15 +468,6 @@ def _describe_env(env_id: str) -> dict:
         return {"env_id": env_id, "family": None, "subtask": None, "max_turns": None, "train_items": None, "test_items": None}
     return {"env_id": env_id, "family": spec.family, "subtask": spec.subtask, "max_turns": spec.max_turns,
             "train_items": len(spec.split("train")), "test_items": len(spec.split("test"))}
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def serve(

@@ -20,7 +20,6 @@ local server: start one with ``agentgym serve --env <id or family>``.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import socket
 import threading
@@ -30,7 +29,9 @@ from urllib.parse import urlsplit
 import gymnasium as gym
 import numpy as np
 
+from agentgym_envs.core.env import ansi_frame
 from agentgym_envs.core.extras import require
+from agentgym_envs.core.net import is_loopback
 from agentgym_envs.core.safety import valid_utf8
 from agentgym_envs.core.spaces import TextSpace
 
@@ -87,13 +88,7 @@ _POOL: dict[tuple, list] = {}  # key -> [client, users]
 
 
 def _is_loopback_url(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback(urlsplit(url).hostname or "")
 
 
 def _acquire_client(url: str, timeout: float, connect_timeout: float, pool_size: int) -> tuple[tuple, Any]:
@@ -232,10 +227,7 @@ class RemoteEnv(gym.Env[str, str]):
         return data["observation"], float(data["reward"]), bool(data["terminated"]), bool(data["truncated"]), data["info"]
 
     def render(self) -> str | None:
-        if self.render_mode != "ansi":
-            return None
-        action = "" if self._last_action is None else f"> {self._last_action}\n"
-        return f"{action}{self._last_observation}\n"
+        return ansi_frame(self._last_action, self._last_observation) if self.render_mode == "ansi" else None
 
     def close(self) -> None:
         """Close the served env (best effort: the server reaps it anyway) and release the pooled client."""

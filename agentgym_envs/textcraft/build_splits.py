@@ -7,11 +7,9 @@ rules (one recipe unit per craft) would not fit in the turn cap are left out of 
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 
+from agentgym_envs.core.tasks import write_splits
 from agentgym_envs.textcraft.engine import make_game
 from agentgym_envs.textcraft.env import goals
 from agentgym_envs.textcraft.recipes import recipe_book
@@ -37,6 +35,4 @@ def build() -> dict[str, dict[str, list[int]]]:
 
 
 if __name__ == "__main__":
-    path = Path(__file__).with_name("splits.json")
-    path.write_text(json.dumps(build(), indent=1) + "\n")
-    print(f"wrote {path}")
+    print(f"wrote {write_splits(__file__, build())}")

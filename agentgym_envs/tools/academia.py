@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import Step, SharedWorldEnv, ToolTask, finish_step, step
-from agentgym_envs.tools.dbutil import clone
+from agentgym_envs.tools.base import SharedWorldEnv, Step, TaskDraw, ToolTask, draw_item, finish_step, step
 from agentgym_envs.tools.names import METHODS, ORGANIZATIONS, PAPER_QUALIFIERS, PAPER_TASKS, VENUES, unique_names
 from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError, suggest
 
@@ -265,18 +264,8 @@ LOAD_PAPERS = step("I need the citation graph.", "load_paper_net")
 LOAD_AUTHORS = step("I need the co-authorship graph.", "load_author_net")
 
 
-class _Generator:
-    def __init__(self, service: AcademiaService, rng: np.random.Generator):
-        self.s, self.rng = service, rng
-
-    def pick(self, rows: list[Any]) -> Any:
-        return rows[int(self.rng.integers(len(rows)))] if rows else None
-
-    def all(self, sql: str, *args: Any) -> list[Any]:
-        return self.s.db.execute(sql, args).fetchall()
-
-    def one(self, sql: str, *args: Any) -> Any:
-        return self.s.db.execute(sql, args).fetchone()
+class _Generator(TaskDraw):
+    s: AcademiaService
 
     def paper_count(self, author_id: int) -> int:
         return self.one("SELECT COUNT(*) FROM writes WHERE author_id = ?", author_id)[0]
@@ -478,27 +467,12 @@ def _most_cited_paper(g: _Generator) -> ToolTask | None:
     return ToolTask("most_cited_paper", f"Which paper by {name} is cited the most within PaperNet?", plan, Gold(best))
 
 
-TEMPLATES = (
-    _coauthors,
-    _collaboration_count,
-    _venue,
-    _reference_count,
-    _organization,
-    _most_prolific_coauthor,
-    _cites,
-    _citation_count,
-    _shared_author,
-    _most_cited_paper,
-)
+TEMPLATES = (_coauthors, _collaboration_count, _venue, _reference_count, _organization, _most_prolific_coauthor,
+             _cites, _citation_count, _shared_author, _most_cited_paper)
 
 
 def generate(service: AcademiaService, local: int) -> ToolTask:
-    rng = np.random.default_rng([WORLD_SEED, local])
-    template = TEMPLATES[local % len(TEMPLATES)]
-    while True:
-        task = template(_Generator(service, rng))
-        if task is not None:
-            return task
+    return draw_item(WORLD_SEED, local, TEMPLATES, lambda template, rng: template(_Generator(service, rng)))
 
 
 class AcademiaEnv(SharedWorldEnv):
@@ -515,15 +489,12 @@ class AcademiaEnv(SharedWorldEnv):
         'You should call load_paper_net or load_author_net first! If you are finished, you will call "finish" action.'
     )
 
-    def _make_service(self) -> AcademiaService:
-        return AcademiaService(clone(world()))
+    service_class = AcademiaService
+    build_world = world
+    generate_task = generate
 
     def _open(self, local: int) -> Service:
         service = super()._open(local)
         assert isinstance(service, AcademiaService)
         service.begin()  # every episode starts with no graph loaded
         return service
-
-    def _generate(self, local: int, service: Service) -> ToolTask:
-        assert isinstance(service, AcademiaService)
-        return generate(service, local)

@@ -17,13 +17,15 @@ data. ``detailed_instruction=True`` gives our instruction and plain observations
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
 import numpy as np
 
 from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv
 from agentgym_envs.tools.answers import Gold
+from agentgym_envs.tools.dbutil import clone
 from agentgym_envs.tools.tasks import ENVS, ITEMS_PER_ENV
 from agentgym_envs.tools.toolkit import FINISH, Call, Service, Tool, ToolError, parse_call, parse_response
 
@@ -62,6 +64,46 @@ def step(thought: str, tool: str, **arguments: Any) -> Step:
 
 def finish_step(answer: Any = None, thought: str = "I have everything I need.") -> Step:
     return step(thought, "finish", **({} if answer is None else {"answer": answer}))
+
+
+Drawn = TypeVar("Drawn")
+
+
+def draw_item(
+    seed: int,
+    local: int,
+    templates: Sequence[Any],
+    attempt: Callable[[Any, np.random.Generator], Drawn | None],
+) -> Drawn:
+    """Item ``local`` of a tool env: template ``local % len(templates)``, tried with the item's own random
+    stream (seeded by ``[seed, local]``) until ``attempt`` returns something other than ``None``.
+
+    Templates refuse a draw (``None``) when its answer would not be unique or well defined; the same
+    stream then goes on, so every item is still a pure function of ``local``.
+    """
+    rng = np.random.default_rng([seed, local])
+    template = templates[local % len(templates)]
+    while True:
+        drawn = attempt(template, rng)
+        if drawn is not None:
+            return drawn
+
+
+class TaskDraw:
+    """What a task template reads while it draws: the service (``s``) with its store, and the item's ``rng``."""
+
+    def __init__(self, service: Any, rng: np.random.Generator):
+        self.s, self.rng = service, rng
+
+    def pick(self, rows: Sequence[Any]) -> Any:
+        """One of ``rows`` at random (``None`` when there is none)."""
+        return rows[int(self.rng.integers(len(rows)))] if rows else None
+
+    def one(self, sql: str, *args: Any) -> Any:
+        return self.s.db.execute(sql, args).fetchone()
+
+    def all(self, sql: str, *args: Any) -> list[Any]:
+        return self.s.db.execute(sql, args).fetchall()
 
 
 FORMAT_RULES = """Every turn, think briefly, then call exactly one tool, in this format:
@@ -337,15 +379,27 @@ class ToolEnv(TextEnv):
 
 class SharedWorldEnv(ToolEnv):
     """A tool env whose tasks only read one seeded world: the service is built on the first reset and
-    reused by every later episode of this env (building it costs far more than an episode)."""
+    reused by every later episode of this env (building it costs far more than an episode).
+
+    A member declares ``service_class``, ``build_world`` (the cached master copy of the world; each env
+    serves a clone) and ``generate_task(service, local)``; this class does the rest.
+    """
+
+    service_class: ClassVar[type[Service]] = Service
+    build_world: ClassVar[Callable[[], sqlite3.Connection]]
+    generate_task: ClassVar[Callable[[Any, int], ToolTask]]
 
     def __init__(self, task_id: str, render_mode: str | None = None, detailed_instruction: bool = False):
         super().__init__(task_id, render_mode=render_mode, detailed_instruction=detailed_instruction)
         self._shared: Service | None = None
 
     def _make_service(self) -> Service:
-        """A fresh service over this env's world."""
-        raise NotImplementedError
+        """A fresh service over a clone of this env's world."""
+        return self.service_class(clone(type(self).build_world()))
+
+    def _generate(self, local: int, service: Service) -> ToolTask:
+        assert isinstance(service, self.service_class)
+        return type(self).generate_task(service, local)
 
     def _open(self, local: int) -> Service:
         if self._shared is None:
@@ -357,3 +411,20 @@ class SharedWorldEnv(ToolEnv):
             self._shared.close()
         self._shared = None
         self.service = None
+
+
+class ItemWorldEnv(ToolEnv):
+    """A tool env whose every item has a store of its own (its tasks change data): the store and the
+    task are generated together by ``_open_item``, the store is replaced at every reset."""
+
+    def _open_item(self, local: int) -> tuple[Service, ToolTask]:
+        """The service for item ``local`` in its initial state, and the item's task."""
+        raise NotImplementedError
+
+    def _open(self, local: int) -> Service:
+        self._release()
+        service, self._pending = self._open_item(local)
+        return service
+
+    def _generate(self, local: int, service: Service) -> ToolTask:
+        return self._pending

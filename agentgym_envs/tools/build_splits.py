@@ -10,13 +10,12 @@ of both splits, so the table only lists episodes that are known to be solvable.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import gymnasium as gym
 from tqdm import tqdm
 
 import agentgym_envs  # noqa: F401  (registers the ids)
-from agentgym_envs.core.tasks import NAMESPACE
+from agentgym_envs.core.tasks import NAMESPACE, write_splits
 from agentgym_envs.tools.tasks import ENVS
 
 TEST_SIZE = 20
@@ -64,6 +63,4 @@ def build() -> dict[str, dict[str, list[int]]]:
 
 
 if __name__ == "__main__":
-    path = Path(__file__).with_name("splits.json")
-    path.write_text(json.dumps(build(), indent=1) + "\n")
-    print(f"wrote {path}")
+    print(f"wrote {write_splits(__file__, build())}")

@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import SharedWorldEnv, ToolTask, finish_step, step
-from agentgym_envs.tools.dbutil import clone
+from agentgym_envs.tools.base import SharedWorldEnv, TaskDraw, ToolTask, draw_item, finish_step, step
 from agentgym_envs.tools.names import (
     ADJECTIVES,
     CITIES,
@@ -67,12 +66,8 @@ def _character(rng: np.random.Generator, used: set[str]) -> str:
             return name
 
 
-@lru_cache(maxsize=1)
-def world() -> sqlite3.Connection:
-    """The shared master film database (envs work on clones)."""
-    rng = np.random.default_rng(WORLD_SEED)
-    db = sqlite3.connect(":memory:", check_same_thread=False)
-    db.executescript("""
+#: (indented as it was written inside world(): sqlite_master keeps the text as given)
+_SCHEMA = """
         CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, gender TEXT, birthday TEXT,
                              place_of_birth TEXT, known_for_department TEXT);
         CREATE TABLE movies (id INTEGER PRIMARY KEY, title TEXT UNIQUE NOT NULL, release_date TEXT, runtime INTEGER,
@@ -90,7 +85,29 @@ def world() -> sqlite3.Connection:
         CREATE INDEX crew_person ON crew_credits(person_id);
         CREATE INDEX cast_movie ON cast_credits(movie_id);
         CREATE INDEX crew_movie ON crew_credits(movie_id);
-        """)
+        """
+
+
+@lru_cache(maxsize=1)
+def world() -> sqlite3.Connection:
+    """The shared master film database (envs work on clones)."""
+    rng = np.random.default_rng(WORLD_SEED)
+    db = sqlite3.connect(":memory:", check_same_thread=False)
+    db.executescript(_SCHEMA)
+    casting = _Casting(_people(db, rng), rng)
+    countries = list(COUNTRY_CODES.items())
+    db.executemany(
+        "INSERT INTO companies VALUES (?, ?, ?)",
+        [(i, name, countries[int(rng.integers(len(countries)))][1]) for i, name in enumerate(STUDIOS, start=1)],
+    )
+    for table, rows in _films(rng, countries, casting).items():
+        db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
+    db.commit()
+    return db
+
+
+def _people(db: sqlite3.Connection, rng: np.random.Generator) -> dict[str, list[int]]:
+    """Actors and crew, ``DEPARTMENTS[d]`` of each department; returns the person ids of each department."""
     names = unique_names(rng, sum(DEPARTMENTS.values()))
     people_by_dept: dict[str, list[int]] = {}
     person_id = 0
@@ -112,25 +129,33 @@ def world() -> sqlite3.Connection:
             )
             people_by_dept.setdefault(department, []).append(person_id)
     db.executemany("INSERT INTO people VALUES (?, ?, ?, ?, ?, ?)", people_rows)
-    countries = list(COUNTRY_CODES.items())
-    db.executemany(
-        "INSERT INTO companies VALUES (?, ?, ?)",
-        [(i, name, countries[int(rng.integers(len(countries)))][1]) for i, name in enumerate(STUDIOS, start=1)],
-    )
+    return people_by_dept
 
-    weights = {d: 1.0 / (np.arange(1, len(pool) + 1) + 60.0) for d, pool in people_by_dept.items()}
-    cumulative = {d: np.cumsum(w) / w.sum() for d, w in weights.items()}
 
-    def popular(department: str, k: int) -> list[int]:
-        """k distinct people of a department; weights 1/(rank + 60): a few regulars, a long tail of one-film people."""
-        pool, chosen = people_by_dept[department], []
+class _Casting:
+    """Draws the people of a film: weights 1/(rank + 60) within a department, so a few regulars recur
+    across dozens of films and a long tail has one film each."""
+
+    def __init__(self, people_by_dept: dict[str, list[int]], rng: np.random.Generator):
+        self.people_by_dept, self.rng = people_by_dept, rng
+        weights = {d: 1.0 / (np.arange(1, len(pool) + 1) + 60.0) for d, pool in people_by_dept.items()}
+        self.cumulative = {d: np.cumsum(w) / w.sum() for d, w in weights.items()}
+
+    def popular(self, department: str, k: int) -> list[int]:
+        """k distinct people of a department."""
+        pool, chosen = self.people_by_dept[department], []
         while len(chosen) < k:
-            index = int(np.searchsorted(cumulative[department], rng.random(), side="right"))
+            index = int(np.searchsorted(self.cumulative[department], self.rng.random(), side="right"))
             person = pool[min(index, len(pool) - 1)]
             if person not in chosen:
                 chosen.append(person)
         return chosen
 
+
+def _films(
+    rng: np.random.Generator, countries: list[tuple[str, str]], casting: _Casting
+) -> dict[str, list[tuple[Any, ...]]]:
+    """The rows of every film table (films, genres, companies, countries, keywords, cast, crew)."""
     tables: dict[str, list[tuple[Any, ...]]] = {
         name: []
         for name in (
@@ -176,7 +201,7 @@ def world() -> sqlite3.Connection:
         used: set[str] = set()
         tables["cast_credits"] += [
             (movie_id, actor, _character(rng, used), order)
-            for order, actor in enumerate(popular("Acting", int(rng.integers(5, 11))))
+            for order, actor in enumerate(casting.popular("Acting", int(rng.integers(5, 11))))
         ]
         for job, department in CREW_JOBS:
             count = (
@@ -184,11 +209,8 @@ def world() -> sqlite3.Connection:
                 if job in ("Director", "Original Music Composer", "Director of Photography")
                 else int(rng.integers(1, 3))
             )
-            tables["crew_credits"] += [(movie_id, person, job, department) for person in popular(department, count)]
-    for table, rows in tables.items():
-        db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
-    db.commit()
-    return db
+            tables["crew_credits"] += [(movie_id, person, job, department) for person in casting.popular(department, count)]
+    return tables
 
 
 _MOVIE = Param("movie_id", "integer", "the film's id (from search_movie)")
@@ -391,15 +413,8 @@ class MovieService(Service):
 # ---- task generation ---------------------------------------------------------------------------
 
 
-class _Generator:
-    def __init__(self, service: MovieService, rng: np.random.Generator):
-        self.s, self.rng = service, rng
-
-    def one(self, sql: str, *args: Any) -> Any:
-        return self.s.db.execute(sql, args).fetchone()
-
-    def all(self, sql: str, *args: Any) -> list[Any]:
-        return self.s.db.execute(sql, args).fetchall()
+class _Generator(TaskDraw):
+    s: MovieService
 
     def film(self) -> tuple[int, str]:
         movie_id = int(self.rng.integers(1, N_FILMS + 1))
@@ -637,27 +652,12 @@ def _composer_of_latest(g: _Generator) -> ToolTask | None:
     )
 
 
-TEMPLATES = (
-    _director,
-    _release_year,
-    _character_actor,
-    _actor_film_count,
-    _best_rated_film_of_actor,
-    _director_birthplace,
-    _profit,
-    _shared_film,
-    _production_company,
-    _composer_of_latest,
-)
+TEMPLATES = (_director, _release_year, _character_actor, _actor_film_count, _best_rated_film_of_actor,
+             _director_birthplace, _profit, _shared_film, _production_company, _composer_of_latest)
 
 
 def generate(service: MovieService, local: int) -> ToolTask:
-    rng = np.random.default_rng([WORLD_SEED, local])
-    template = TEMPLATES[local % len(TEMPLATES)]
-    while True:
-        task = template(_Generator(service, rng))
-        if task is not None:
-            return task
+    return draw_item(WORLD_SEED, local, TEMPLATES, lambda template, rng: template(_Generator(service, rng)))
 
 
 class MovieEnv(SharedWorldEnv):
@@ -675,9 +675,6 @@ class MovieEnv(SharedWorldEnv):
         'it by yourself which maybe wrong. If you are finished, you will call "finish" action. '
     )
 
-    def _make_service(self) -> MovieService:
-        return MovieService(clone(world()))
-
-    def _generate(self, local: int, service: Service) -> ToolTask:
-        assert isinstance(service, MovieService)
-        return generate(service, local)
+    service_class = MovieService
+    build_world = world
+    generate_task = generate

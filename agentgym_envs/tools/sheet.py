@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import Step, ToolEnv, ToolTask, finish_step, step
+from agentgym_envs.tools.base import ItemWorldEnv, Step, ToolTask, draw_item, finish_step, step
 from agentgym_envs.tools.names import FIRST_NAMES, LAST_NAMES
 from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError
 
@@ -896,33 +896,25 @@ def _average_into_cell(g: _Generator) -> ToolTask:
     )
 
 
-TEMPLATES = (
-    _sort,
-    _column_total,
-    _delete_where,
-    _append_row,
-    _update_value,
-    _filtered_sum,
-    _computed_column,
-    _max_lookup,
-    _rename_header,
-    _average_into_cell,
-)
+TEMPLATES = (_sort, _column_total, _delete_where, _append_row, _update_value, _filtered_sum, _computed_column,
+             _max_lookup, _rename_header, _average_into_cell)
 
 
 def generate(local: int) -> tuple[dict[str, Grid], ToolTask]:
     """The workbook and task of item ``local``; the task is about the workbook's first sheet."""
-    rng = np.random.default_rng([WORLD_SEED, local])
-    template = TEMPLATES[local % len(TEMPLATES)]
-    while True:
+
+    def attempt(template: Any, rng: np.random.Generator) -> tuple[dict[str, Grid], ToolTask] | None:
         book = workbook(rng)
         task = template(_Generator(book, rng))
-        if task is not None:
-            task.context = {"sheet": list(book)[0]}
-            return book, task
+        if task is None:
+            return None
+        task.context = {"sheet": list(book)[0]}
+        return book, task
+
+    return draw_item(WORLD_SEED, local, TEMPLATES, attempt)
 
 
-class SheetEnv(ToolEnv):
+class SheetEnv(ItemWorldEnv):
     """Spreadsheet edits and questions over a per-item workbook; edits are graded on the final sheets."""
 
     subtask = "Sheet"
@@ -943,13 +935,9 @@ class SheetEnv(ToolEnv):
         'call "finish" action.'
     )
 
-    def _open(self, local: int) -> SheetService:
-        self._release()
-        self._book, self._pending = generate(local)
-        return SheetService(create_workbook(self._book))
-
-    def _generate(self, local: int, service: Service) -> ToolTask:
-        return self._pending
+    def _open_item(self, local: int) -> tuple[SheetService, ToolTask]:
+        book, task = generate(local)
+        return SheetService(create_workbook(book)), task
 
     def _replan(self) -> list[Step]:
         """Rewrite every sheet that differs from the target (reshape it, then write all its cells)."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import Step, ToolEnv, ToolTask, finish_step, step
+from agentgym_envs.tools.base import ItemWorldEnv, Step, TaskDraw, ToolTask, draw_item, finish_step, step
 from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError
 
 WORLD_SEED = 7_005
@@ -310,9 +310,11 @@ class TodoService(Service):
 # ---- task generation ---------------------------------------------------------------------------
 
 
-class _Generator:
+class _Generator(TaskDraw):
+    s: TodoService
+
     def __init__(self, service: TodoService, rng: np.random.Generator):
-        self.s, self.rng = service, rng
+        super().__init__(service, rng)
         self.projects = service.db.execute("SELECT id, name FROM projects ORDER BY id").fetchall()
 
     def project(self) -> tuple[int, str]:
@@ -504,34 +506,25 @@ def _complete_urgent(g: _Generator) -> ToolTask | None:
     )
 
 
-TEMPLATES = (
-    _earliest_due,
-    _overdue_count,
-    _duration,
-    _complete_named,
-    _reschedule,
-    _delete_overdue,
-    _favorite,
-    _create,
-    _busiest_project,
-    _complete_urgent,
-)
+TEMPLATES = (_earliest_due, _overdue_count, _duration, _complete_named, _reschedule, _delete_overdue, _favorite,
+             _create, _busiest_project, _complete_urgent)
 
 
 def generate(local: int) -> tuple[TodoService, ToolTask]:
-    rng = np.random.default_rng([WORLD_SEED, local])
-    template = TEMPLATES[local % len(TEMPLATES)]
-    while True:
+    def attempt(template: Any, rng: np.random.Generator) -> tuple[TodoService, ToolTask] | None:
         db, today = create_account(rng)
         service = TodoService(db, today)
         task = template(_Generator(service, rng))
-        if task is not None:
-            task.context = {"today": today.isoformat()}
-            return service, task
-        service.close()
+        if task is None:
+            service.close()
+            return None
+        task.context = {"today": today.isoformat()}
+        return service, task
+
+    return draw_item(WORLD_SEED, local, TEMPLATES, attempt)
 
 
-class TodoEnv(ToolEnv):
+class TodoEnv(ItemWorldEnv):
     """To-do list questions and changes over a per-item Todoist-like account."""
 
     subtask = "TODOList"
@@ -548,13 +541,8 @@ class TodoEnv(ToolEnv):
         'by yourself which maybe wrong. If you are finished, you will call "finish" action. '
     )
 
-    def _open(self, local: int) -> TodoService:
-        self._release()
-        service, self._pending = generate(local)
-        return service
-
-    def _generate(self, local: int, service: Service) -> ToolTask:
-        return self._pending
+    def _open_item(self, local: int) -> tuple[TodoService, ToolTask]:
+        return generate(local)
 
     def _replan(self) -> list[Step]:
         """From the current state: redo the changes still missing, in the order the expert would."""

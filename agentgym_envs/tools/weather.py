@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import Step, SharedWorldEnv, ToolTask, finish_step, step
-from agentgym_envs.tools.dbutil import clone
+from agentgym_envs.tools.base import SharedWorldEnv, Step, TaskDraw, ToolTask, draw_item, finish_step, step
 from agentgym_envs.tools.names import CITIES
 from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError
 
@@ -387,12 +386,13 @@ class WeatherService(Service):
 # ---- task generation ---------------------------------------------------------------------------
 
 
-class _Generator:
+class _Generator(TaskDraw):
     """Builds the questions; reads the store directly (the expert knows the answers)."""
 
+    s: WeatherService
+
     def __init__(self, service: WeatherService, rng: np.random.Generator):
-        self.s = service
-        self.rng = rng
+        super().__init__(service, rng)
         self.by_name = {c[1]: c for c in service.cities}
 
     def city(self, exclude: tuple[str, ...] = ()) -> tuple[Any, ...]:
@@ -683,33 +683,25 @@ def _temperature_gap_today(g: _Generator) -> ToolTask:
     )
 
 
-TEMPLATES = (
-    _forecast_max,
-    _historical_average,
-    _rainiest_recent_day,
-    _snow_days,
-    _warmer_tomorrow,
-    _air_quality_today,
-    _distance,
-    _rain_next_days,
-    _higher_elevation,
-    _temperature_gap_today,
-)
+TEMPLATES = (_forecast_max, _historical_average, _rainiest_recent_day, _snow_days, _warmer_tomorrow, _air_quality_today,
+             _distance, _rain_next_days, _higher_elevation, _temperature_gap_today)
 
 
 def generate(service: WeatherService, local: int) -> ToolTask:
     """Item ``local``: template ``local % 10``; today, location and places drawn from ``local``'s seed."""
-    rng = np.random.default_rng([WORLD_SEED, local])
-    template = TEMPLATES[local % len(TEMPLATES)]
     first, span = FIRST_DAY + dt.timedelta(days=400), (LAST_DAY - FIRST_DAY).days - 400 - FORECAST_DAYS
-    while True:  # a few templates need a unique answer; redraw the day and places until there is one
+
+    def attempt(template: Any, rng: np.random.Generator) -> ToolTask | None:
+        # a few templates need a unique answer; each attempt redraws the day and places
         today = first + dt.timedelta(days=int(rng.integers(span)))
         location = CITIES[int(rng.integers(len(CITIES)))][0]
         service.begin(today, location)
         task = template(_Generator(service, rng))
         if task is not None:
             task.context = {"today": today.isoformat(), "location": location}
-            return task
+        return task
+
+    return draw_item(WORLD_SEED, local, TEMPLATES, attempt)
 
 
 class WeatherEnv(SharedWorldEnv):
@@ -728,9 +720,6 @@ class WeatherEnv(SharedWorldEnv):
         'Do not generate it by yourself which maybe wrong. If you are finished, you will call "finish" action.'
     )
 
-    def _make_service(self) -> WeatherService:
-        return WeatherService(clone(world()))
-
-    def _generate(self, local: int, service: Service) -> ToolTask:
-        assert isinstance(service, WeatherService)
-        return generate(service, local)
+    service_class = WeatherService
+    build_world = world
+    generate_task = generate

@@ -9,6 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
+from agentgym_envs.core.tasks import write_splits
 from agentgym_envs.webarena.catalog import embedded_tasks, splits
 
 
@@ -16,9 +17,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", help="also write every task as <DIR>/<task_id>.json (WebArena's layout)")
     args = parser.parse_args()
-    path = Path(__file__).with_name("splits.json")
-    path.write_text(json.dumps(splits(), indent=1) + "\n")
-    print(f"wrote {path}")
+    print(f"wrote {write_splits(__file__, splits())}")
     if args.configs:
         out = Path(args.configs)
         out.mkdir(parents=True, exist_ok=True)

@@ -424,9 +424,7 @@ class WebArenaEnv(TextEnv):
     # ---- actions --------------------------------------------------------------------------------
     def _execute(self, command: Command) -> str | None:
         """Perform a (non-stop) command; returns a note for the observation or raises ``_InvalidAction``."""
-        from selenium.common.exceptions import TimeoutException, WebDriverException
-        from selenium.webdriver.common.action_chains import ActionChains
-        from selenium.webdriver.common.keys import Keys
+        from selenium.common.exceptions import TimeoutException
 
         driver = self.browser.driver
         may_navigate = command.name == "click" or (command.name == "type" and command.enter) or (
@@ -435,73 +433,16 @@ class WebArenaEnv(TextEnv):
             self._mark_document(driver)
         try:
             if command.name in ("click", "hover", "type"):
-                node = self._tree.by_id(command.element or 0)
-                if node is None or node.backend_id is None:
-                    raise _InvalidAction(f"There is no element [{command.element}] on the current page. Use an id shown in brackets in the observation.")
-                try:
-                    element = self.browser.element_for_node(node.backend_id)
-                except LookupError:
-                    raise _InvalidAction(f"Element [{command.element}] is no longer on the page.") from None
-                try:
-                    if command.name == "click":
-                        try:
-                            element.click()
-                        except WebDriverException as error:  # covered or not clickable: a script click still works
-                            if isinstance(error, TimeoutException) or not self.browser.is_alive():
-                                raise
-                            driver.execute_script("arguments[0].click()", element)
-                    elif command.name == "hover":
-                        ActionChains(driver).move_to_element(element).perform()
-                    else:
-                        self._type(node.role, element, command, Keys)
-                except WebDriverException as error:
-                    if isinstance(error, TimeoutException) or not self.browser.is_alive():
-                        raise
-                    reason = (error.msg or type(error).__name__).splitlines()[0][:200]
-                    raise _InvalidAction(f"Could not {command.name} element [{command.element}] ({node.role} {node.name!r}): {reason}") from None
+                self._act_on_element(command, driver)
             elif command.name == "press":
-                keys = [k.strip() for k in command.text.split("+") if k.strip()]
-                names = [getattr(Keys, _KEYS[k.lower()]) if k.lower() in _KEYS else k for k in keys]
-                if not names or any(len(n) != 1 for n in names):
-                    raise _InvalidAction(f"Unknown key combination {command.text!r}; use names like Enter, Tab, Control+a, Shift+Tab.")
-                chain = ActionChains(driver)
-                for key in names[:-1]:
-                    chain.key_down(key)
-                chain.send_keys(names[-1])
-                for key in reversed(names[:-1]):
-                    chain.key_up(key)
-                chain.perform()
+                self._press_keys(command, driver)
             elif command.name == "scroll":
                 sign = 1 if command.text == "down" else -1
                 driver.execute_script(f"window.scrollBy(0, {sign} * window.innerHeight * 0.8)")
-            elif command.name == "new_tab":
-                driver.switch_to.new_window("tab")
-            elif command.name == "tab_focus":
-                handles = driver.window_handles
-                if not 0 <= int(command.element or 0) < len(handles):
-                    raise _InvalidAction(f"There is no tab {command.element}; tabs are numbered 0 to {len(handles) - 1}.")
-                driver.switch_to.window(handles[int(command.element or 0)])
-            elif command.name == "close_tab":
-                if len(driver.window_handles) == 1:  # chromedriver ends the session with its last window
-                    old = driver.current_window_handle
-                    driver.switch_to.new_window("tab")
-                    new = driver.current_window_handle
-                    driver.switch_to.window(old)
-                    driver.close()
-                    driver.switch_to.window(new)
-                else:
-                    driver.close()
-                    driver.switch_to.window(driver.window_handles[-1])
+            elif command.name in ("new_tab", "tab_focus", "close_tab"):
+                self._switch_tab(command, driver)
             elif command.name == "goto":
-                address = self.real_url(command.text)
-                if not self._allowed(address):
-                    sites = ", ".join(self.display_url(self._base(s)) for s in self._site_keys) if self.embedded else ", ".join(self._real_bases.values())
-                    raise _InvalidAction(f"Cannot open {command.text}: this is a closed network and only the task's web sites are reachable ({sites}).")
-                try:
-                    return self._load(address)
-                except _Unreachable as error:
-                    raise _InvalidAction(
-                        f"Cannot open {command.text}: the site does not answer ({error.reason}).") from None
+                return self._goto(command)
             elif command.name == "go_back":
                 driver.back()
             elif command.name == "go_forward":
@@ -513,6 +454,88 @@ class WebArenaEnv(TextEnv):
         if not self.browser.wait_for_page(self.page_load_timeout):
             return self._stop_loading()
         return None
+
+    def _act_on_element(self, command: Command, driver: Any) -> None:
+        """click, hover or type on the element of the observation's id ``[command.element]``."""
+        from selenium.common.exceptions import TimeoutException, WebDriverException
+        from selenium.webdriver.common.action_chains import ActionChains
+        from selenium.webdriver.common.keys import Keys
+
+        node = self._tree.by_id(command.element or 0)
+        if node is None or node.backend_id is None:
+            raise _InvalidAction(f"There is no element [{command.element}] on the current page. Use an id shown in brackets in the observation.")
+        try:
+            element = self.browser.element_for_node(node.backend_id)
+        except LookupError:
+            raise _InvalidAction(f"Element [{command.element}] is no longer on the page.") from None
+        try:
+            if command.name == "click":
+                try:
+                    element.click()
+                except WebDriverException as error:  # covered or not clickable: a script click still works
+                    if isinstance(error, TimeoutException) or not self.browser.is_alive():
+                        raise
+                    driver.execute_script("arguments[0].click()", element)
+            elif command.name == "hover":
+                ActionChains(driver).move_to_element(element).perform()
+            else:
+                self._type(node.role, element, command, Keys)
+        except WebDriverException as error:
+            if isinstance(error, TimeoutException) or not self.browser.is_alive():
+                raise
+            reason = (error.msg or type(error).__name__).splitlines()[0][:200]
+            raise _InvalidAction(f"Could not {command.name} element [{command.element}] ({node.role} {node.name!r}): {reason}") from None
+
+    @staticmethod
+    def _press_keys(command: Command, driver: Any) -> None:
+        """press: a key or a combination (``Control+a``): the modifiers held down around the last key."""
+        from selenium.webdriver.common.action_chains import ActionChains
+        from selenium.webdriver.common.keys import Keys
+
+        keys = [k.strip() for k in command.text.split("+") if k.strip()]
+        names = [getattr(Keys, _KEYS[k.lower()]) if k.lower() in _KEYS else k for k in keys]
+        if not names or any(len(n) != 1 for n in names):
+            raise _InvalidAction(f"Unknown key combination {command.text!r}; use names like Enter, Tab, Control+a, Shift+Tab.")
+        chain = ActionChains(driver)
+        for key in names[:-1]:
+            chain.key_down(key)
+        chain.send_keys(names[-1])
+        for key in reversed(names[:-1]):
+            chain.key_up(key)
+        chain.perform()
+
+    @staticmethod
+    def _switch_tab(command: Command, driver: Any) -> None:
+        """new_tab, tab_focus or close_tab."""
+        if command.name == "new_tab":
+            driver.switch_to.new_window("tab")
+        elif command.name == "tab_focus":
+            handles = driver.window_handles
+            if not 0 <= int(command.element or 0) < len(handles):
+                raise _InvalidAction(f"There is no tab {command.element}; tabs are numbered 0 to {len(handles) - 1}.")
+            driver.switch_to.window(handles[int(command.element or 0)])
+        elif len(driver.window_handles) == 1:  # close_tab: chromedriver ends the session with its last window
+            old = driver.current_window_handle
+            driver.switch_to.new_window("tab")
+            new = driver.current_window_handle
+            driver.switch_to.window(old)
+            driver.close()
+            driver.switch_to.window(new)
+        else:
+            driver.close()
+            driver.switch_to.window(driver.window_handles[-1])
+
+    def _goto(self, command: Command) -> str | None:
+        """goto: only the task's sites are reachable (a closed network)."""
+        address = self.real_url(command.text)
+        if not self._allowed(address):
+            sites = ", ".join(self.display_url(self._base(s)) for s in self._site_keys) if self.embedded else ", ".join(self._real_bases.values())
+            raise _InvalidAction(f"Cannot open {command.text}: this is a closed network and only the task's web sites are reachable ({sites}).")
+        try:
+            return self._load(address)
+        except _Unreachable as error:
+            raise _InvalidAction(
+                f"Cannot open {command.text}: the site does not answer ({error.reason}).") from None
 
     def _mark_document(self, driver: Any) -> None:
         """Tag the current document and note when it starts unloading, so ``_settle`` can tell a

@@ -169,15 +169,17 @@ def table(headers: list[str], rows: list[list[str]], caption: str = "") -> str:
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _labelled(name: str, label: str, control: str) -> str:
+    """A form row: the label, then its control (whose id is ``f-<name>``, so the label names it in the tree)."""
+    return f'<p><label for="f-{esc(name)}">{esc(label)}</label> {control}</p>'
+
+
 def text_input(name: str, label: str, value: str = "", kind: str = "text") -> str:
-    return (
-        f'<p><label for="f-{esc(name)}">{esc(label)}</label> '
-        f'<input id="f-{esc(name)}" name="{esc(name)}" type="{kind}" value="{esc(str(value))}"></p>'
-    )
+    return _labelled(name, label, f'<input id="f-{esc(name)}" name="{esc(name)}" type="{kind}" value="{esc(str(value))}">')
 
 
 def textarea(name: str, label: str, value: str = "") -> str:
-    return f'<p><label for="f-{esc(name)}">{esc(label)}</label> <textarea id="f-{esc(name)}" name="{esc(name)}">{esc(value)}</textarea></p>'
+    return _labelled(name, label, f'<textarea id="f-{esc(name)}" name="{esc(name)}">{esc(value)}</textarea>')
 
 
 def radio_group(name: str, legend: str, choices: list[str], selected: str | None = None) -> str:
@@ -190,7 +192,7 @@ def radio_group(name: str, legend: str, choices: list[str], selected: str | None
 
 def select(name: str, label: str, choices: list[str], selected: str | None = None) -> str:
     options = "".join(f'<option value="{esc(c)}"{" selected" if c == selected else ""}>{esc(c)}</option>' for c in choices)
-    return f'<p><label for="f-{esc(name)}">{esc(label)}</label> <select id="f-{esc(name)}" name="{esc(name)}">{options}</select></p>'
+    return _labelled(name, label, f'<select id="f-{esc(name)}" name="{esc(name)}">{options}</select>')
 
 
 def form(action: str, inner: str, submit: str, method: str = "post", role: str = "") -> str:

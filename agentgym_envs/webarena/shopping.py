@@ -14,7 +14,7 @@ from typing import Iterator
 from agentgym_envs.webarena.server import (
     NotFound, Request, SiteApp, esc, form, link, money, radio_group, redirect, search_form, table, text_input, url,
 )
-from agentgym_envs.webarena.taskgen import Draft, answer_eval, db_eval, html_eval, q, url_eval
+from agentgym_envs.webarena.taskgen import Draft, answer_eval, db_eval, html_eval, q, seeded_shuffle, url_eval
 
 CATEGORIES = {
     "Kitchen": (["Ceramic Mug", "Chef Knife", "Cutting Board", "Tea Kettle", "Frying Pan", "Salad Bowl"], None),
@@ -253,9 +253,7 @@ def drafts(db: sqlite3.Connection) -> Iterator[list[Draft]]:
     db.row_factory = sqlite3.Row
     products = db.execute("SELECT * FROM products ORDER BY id").fetchall()
     orders = db.execute("SELECT * FROM orders ORDER BY id").fetchall()
-    rng = random.Random(11)
-    shuffled = list(products)
-    rng.shuffle(shuffled)
+    shuffled = seeded_shuffle(products, 11)
 
     def price() -> Iterator[Draft]:
         for p in shuffled:

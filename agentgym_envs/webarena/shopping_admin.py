@@ -7,7 +7,6 @@ customers (search, edit), reviews (delete) and a bestsellers report by year.
 
 from __future__ import annotations
 
-import random
 import sqlite3
 from typing import Iterator
 
@@ -15,7 +14,7 @@ from agentgym_envs.webarena.server import (
     Request, SiteApp, esc, form, link, money, paginate, redirect, search_form, select, table, text_input, url,
 )
 from agentgym_envs.webarena.shopping import create_shop_schema, seed_shop
-from agentgym_envs.webarena.taskgen import Draft, answer_eval, db_eval, q
+from agentgym_envs.webarena.taskgen import Draft, answer_eval, db_eval, q, seeded_shuffle
 
 ORDER_STATUSES = ["Pending", "Processing", "Complete", "Canceled"]
 YEARS = ["2022", "2023"]
@@ -152,14 +151,19 @@ class ShoppingAdminSite(SiteApp):
         return self.page(f"Bestsellers Report {year}", f"<p>Period: {years}</p>" + table(["Rank", "Product", "Quantity Sold"], rows))
 
 
+def _edit_steps(section: str, search: str, name: str, field: str, value: str, save: str) -> list[str]:
+    """The expert's way to change one field of a record: open the section, find the record with its search
+    box, open its edit form, set ``field`` (a role and its label, e.g. ``<textbox "Price">``) and save."""
+    return [f"click <link {q(section)}>", f"type <searchbox {q(search)}> [{name}] [1]", f"click <link {q('Edit ' + name)}>",
+            f"type {field} [{value}] [0]", f"click <button {q(save)}>", "stop [done]"]
+
+
 def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
     db.row_factory = sqlite3.Row
     products = db.execute("SELECT * FROM products ORDER BY id").fetchall()
     customers = db.execute("SELECT * FROM customers ORDER BY id").fetchall()
     orders = db.execute("SELECT * FROM orders ORDER BY id").fetchall()
-    rng = random.Random(3)
-    shuffled = list(products)
-    rng.shuffle(shuffled)
+    shuffled = seeded_shuffle(products, 3)
 
     def bestseller() -> Iterator[Draft]:
         for year in YEARS:
@@ -185,9 +189,8 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
             new = round(p["price"] + 5, 2)
             yield Draft("set_price", f"Update the price of {p['name']} to ${new:.2f}.", "/",
                         db_eval("shopping_admin", "SELECT price FROM products WHERE id=?", [[new]], [p["id"]]),
-                        [f"click <link {q('Products')}>", f"type <searchbox {q('Search by keyword')}> [{p['name']}] [1]",
-                         f"click <link {q('Edit ' + p['name'])}>", f"type <textbox {q('Price')}> [{new:.2f}] [0]",
-                         f"click <button {q('Save Product')}>", "stop [done]"])
+                        _edit_steps("Products", "Search by keyword", p["name"], f"<textbox {q('Price')}>", f"{new:.2f}",
+                                    "Save Product"))
 
     def cancel_order() -> Iterator[Draft]:
         for o in [o for o in orders if o["status"] == "Pending"]:
@@ -201,9 +204,8 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
         for p in shuffled[::-1]:
             yield Draft("disable_product", f"Disable the product {p['name']} so it no longer shows in the store.", "/",
                         db_eval("shopping_admin", "SELECT status FROM products WHERE id=?", [["Disabled"]], [p["id"]]),
-                        [f"click <link {q('Products')}>", f"type <searchbox {q('Search by keyword')}> [{p['name']}] [1]",
-                         f"click <link {q('Edit ' + p['name'])}>", f"type <combobox {q('Status')}> [Disabled] [0]",
-                         f"click <button {q('Save Product')}>", "stop [done]"])
+                        _edit_steps("Products", "Search by keyword", p["name"], f"<combobox {q('Status')}>", "Disabled",
+                                    "Save Product"))
 
     def stock() -> Iterator[Draft]:
         for p in shuffled[10:]:
@@ -215,9 +217,8 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
             new = f"412-555-{9000 + c['id']:04d}"
             yield Draft("phone", f"Change the phone number of customer {c['name']} to {new}.", "/",
                         db_eval("shopping_admin", "SELECT phone FROM customers WHERE id=?", [[new]], [c["id"]]),
-                        [f"click <link {q('Customers')}>", f"type <searchbox {q('Search customers')}> [{c['name']}] [1]",
-                         f"click <link {q('Edit ' + c['name'])}>", f"type <textbox {q('Phone')}> [{new}] [0]",
-                         f"click <button {q('Save Customer')}>", "stop [done]"])
+                        _edit_steps("Customers", "Search customers", c["name"], f"<textbox {q('Phone')}>", new,
+                                    "Save Customer"))
 
     def order_total() -> Iterator[Draft]:
         for o in orders[::-1]:

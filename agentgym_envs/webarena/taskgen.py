@@ -9,6 +9,7 @@ scripts survive markup changes and still go through exactly the agent's action s
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,13 @@ def db_eval(site: str, sql: str, expected: list[list[Any]], params: list[Any] | 
 def html_eval(url: str, locator: str, required: dict[str, Any]) -> dict[str, Any]:
     return {"eval_types": ["program_html"], "reference_answers": None, "reference_url": "",
             "program_html": [{"url": url, "locator": locator, "required_contents": required}]}
+
+
+def seeded_shuffle(rows: list[Any], seed: int) -> list[Any]:
+    """A copy of ``rows`` in the order ``random.Random(seed)`` shuffles it (a site's fixed task order)."""
+    shuffled = list(rows)
+    random.Random(seed).shuffle(shuffled)
+    return shuffled
 
 
 def q(text: str) -> str:

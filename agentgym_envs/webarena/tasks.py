@@ -4,12 +4,11 @@ Light on purpose (no browser or site imports). The specs count as installed only
 and Chromium are both present, so the registry-derived tests skip them with the fixing command.
 """
 
-from agentgym_envs.core.tasks import NAMESPACE
+from agentgym_envs.core.tasks import family_tasks
 from agentgym_envs.web import BrowserTaskSpec
 
 #: AgentGym-RL's WebArena turn cap.
 MAX_TURNS = 15
-ENTRY_POINT = "agentgym_envs.webarena.env:WebArenaEnv"
 
 _SITES = (
     ("Shopping", "an online store (One Stop Market): search, product details, cart, checkout, order history"),
@@ -19,12 +18,8 @@ _SITES = (
     ("Reddit", "a forum (Postmill): forums, posts, comments, votes, user profiles"),
 )
 
-_COMMON = dict(family="webarena", scenario="web navigation", entry_point=ENTRY_POINT, max_turns=MAX_TURNS, extra="web",
-               requires=("selenium",))
-
-TASKS = [
-    BrowserTaskSpec(env_id=f"{NAMESPACE}/WebArena-v0", subtask=None,
-                    description="WebArena tasks over all five sites, in headless Chromium with an accessibility-tree view", **_COMMON),
-    *(BrowserTaskSpec(env_id=f"{NAMESPACE}/WebArena-{name}-v0", subtask=name, description=f"WebArena on {text}", **_COMMON)
-      for name, text in _SITES),
-]
+TASKS = family_tasks(
+    "WebArena", "webarena", "web navigation", "WebArenaEnv", MAX_TURNS, extra="web",
+    requires=("selenium",), spec_class=BrowserTaskSpec, subtasks={n: f"WebArena on {t}" for n, t in _SITES},
+    description="WebArena tasks over all five sites, in headless Chromium with an accessibility-tree view",
+)

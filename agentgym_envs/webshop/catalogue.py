@@ -230,6 +230,8 @@ def _join(items: Sequence[str], conjunction: str = "and") -> str:
 
 
 def _make_product(draw: _Draw, kind: vocab.ProductType, brand: str, asin: str) -> Product:
+    """One product of ``kind``; the parts are drawn in this order (title words, price, description,
+    feature bullets, reviews), which fixes the catalogue."""
     audience = draw.choice(kind.audiences) if kind.audiences else ""
     attributes = draw.sample(kind.attributes, 3 + draw.below(3))
     descriptors = draw.sample(
@@ -241,20 +243,56 @@ def _make_product(draw: _Draw, kind: vocab.ProductType, brand: str, asin: str) -
     for name, values in kind.options.items():
         if draw.chance(kind.option_chance.get(name, 0.9)):
             options[name] = draw.ordered_sample(values, 2 + draw.below(min(5, len(values) - 1)))
+    title = _title(draw, brand, audience, attributes, descriptors, head, use)
+    price = _price(draw, *kind.price)
+    path = " › ".join(part.replace("{aud}", audience.title() or "Unisex") for part in kind.path)
+    query = f"{audience}'s {kind.query}" if audience else kind.query
+    description = _description(draw, brand, head, use, attributes, descriptors, options)
+    features = _features(draw, head, use, attributes)
+    reviews = _reviews(draw, kind, head, attributes, options)
+    rating = f"{sum(r['score'] for r in reviews) / len(reviews):.1f}" if reviews else "N.A."
+    return Product(
+        asin=asin,
+        title=title,
+        query=query,
+        category=kind.department,
+        product_category=path,
+        price=price,
+        price_text=f"${price:.2f}",
+        attributes=attributes,
+        options=options,
+        description=description,
+        features=features,
+        reviews=reviews,
+        rating=rating,
+    )
+
+
+def _title(
+    draw: _Draw, brand: str, audience: str, attributes: list[str], descriptors: list[str], head: str, use: str
+) -> str:
+    """A title in one of three shop layouts, with one or two attributes in it."""
     possessive = {"men": "Men's ", "women": "Women's "}.get(audience, "")
     in_title = [title_case(a) for a in attributes[: 1 + draw.below(2)]]
     desc = " ".join(title_case(d) for d in descriptors)
     layout = draw.below(3)
     if layout == 0:
-        title = f"{brand} {possessive}{desc} {title_case(head)} {' '.join(in_title)}"
-    elif layout == 1:
+        return f"{brand} {possessive}{desc} {title_case(head)} {' '.join(in_title)}"
+    if layout == 1:
         suffix = f" for {audience.title()}" if audience else ""
-        title = f"{brand} {desc} {title_case(head)}{suffix} - {', '.join(in_title)}"
-    else:
-        title = f"{brand} {possessive}{title_case(head)}, {desc}, {in_title[0]}, for {title_case(use)}"
-    price = _price(draw, *kind.price)
-    path = " › ".join(part.replace("{aud}", audience.title() or "Unisex") for part in kind.path)
-    query = f"{audience}'s {kind.query}" if audience else kind.query
+        return f"{brand} {desc} {title_case(head)}{suffix} - {', '.join(in_title)}"
+    return f"{brand} {possessive}{title_case(head)}, {desc}, {in_title[0]}, for {title_case(use)}"
+
+
+def _description(
+    draw: _Draw,
+    brand: str,
+    head: str,
+    use: str,
+    attributes: list[str],
+    descriptors: list[str],
+    options: dict[str, list[str]],
+) -> str:
     sentences = [
         f"Meet the {brand} {head}: {_join(attributes[:2])}, and ready for {use}.",
         f"It is {descriptors[0]} by design, and {attributes[-1]} details make it hold up to everyday use.",
@@ -271,6 +309,11 @@ def _make_product(draw: _Draw, kind: vocab.ProductType, brand: str, asin: str) -
             )
         )
     )
+    return " ".join(sentences)
+
+
+def _features(draw: _Draw, head: str, use: str, attributes: list[str]) -> list[str]:
+    """The bullet points: one per attribute, in a shuffled order, then a closing one."""
     features = []
     for attribute in draw.sample(attributes, len(attributes)):
         template = draw.choice(
@@ -289,6 +332,13 @@ def _make_product(draw: _Draw, kind: vocab.ProductType, brand: str, asin: str) -
             )
         )
     )
+    return features
+
+
+def _reviews(
+    draw: _Draw, kind: vocab.ProductType, head: str, attributes: list[str], options: dict[str, list[str]]
+) -> list[dict[str, Any]]:
+    """Zero to three reviews, mostly good; their words depend on the score."""
     reviews = []
     for _ in range(draw.below(4)):
         score = draw.choice((5, 5, 5, 4, 4, 3, 2, 1))
@@ -311,22 +361,7 @@ def _make_product(draw: _Draw, kind: vocab.ProductType, brand: str, asin: str) -
                 ),
             }
         )
-    rating = f"{sum(r['score'] for r in reviews) / len(reviews):.1f}" if reviews else "N.A."
-    return Product(
-        asin=asin,
-        title=title,
-        query=query,
-        category=kind.department,
-        product_category=path,
-        price=price,
-        price_text=f"${price:.2f}",
-        attributes=attributes,
-        options=options,
-        description=" ".join(sentences),
-        features=features,
-        reviews=reviews,
-        rating=rating,
-    )
+    return reviews
 
 
 def price_limit(price: float, draw: _Draw) -> float:
@@ -495,18 +530,7 @@ def load_webshop_data(
     raw_products = _read_json(products_file)
     human = _read_json(instructions_file)
     attributes = _read_json(attributes_file) if attributes_file else {}
-    reviews: dict[str, tuple[list[dict[str, Any]], str]] = {}
-    if reviews_file:
-        for entry in _read_json(reviews_file):
-            items = [
-                {
-                    "title": _clean(r.get("title")),
-                    "score": r.get("score", r.get("stars", "")),
-                    "body": _clean(r.get("body", r.get("review", ""))),
-                }
-                for r in entry.get("reviews") or []
-            ]
-            reviews[entry["asin"]] = (items, _clean(entry.get("average_rating", "N.A.")) or "N.A.")
+    reviews = _read_reviews(reviews_file) if reviews_file else {}
     products: list[Product] = []
     seen: set[str] = set()
     for raw in raw_products:
@@ -514,41 +538,75 @@ def load_webshop_data(
         if not asin or asin == "nan" or len(asin) > 10 or asin in seen:
             continue
         seen.add(asin)
-        pricing = _parse_pricing(raw.get("pricing")) or [100.0]
-        if len(pricing) == 1:
-            price, price_text = pricing[0], f"${pricing[0]:.2f}"
-        else:
-            low, high = sorted(pricing)
-            price, price_text = round(low + (high - low) * draw.random(), 2), f"${low:.2f} to ${high:.2f}"
-        options: dict[str, list[str]] = {}
-        for name, contents in (raw.get("customization_options") or {}).items():
-            if not contents:
-                continue
-            values = [
-                _clean(c.get("value") if isinstance(c, dict) else c).replace("/", " | ").lower() for c in contents
-            ]
-            options[_clean(name).lower()] = [v for v in dict.fromkeys(values) if v]
-        bullets = raw.get("small_description") or []
-        bullets = bullets if isinstance(bullets, list) else [bullets]
-        product_reviews, rating = reviews.get(asin, ([], _clean(raw.get("average_rating")) or "N.A."))
-        products.append(
-            Product(
-                asin=asin,
-                title=_clean(raw.get("name")),
-                query=_clean(raw.get("query")).lower(),
-                category=_clean(raw.get("category")),
-                product_category=_clean(raw.get("product_category")),
-                price=float(price),
-                price_text=price_text,
-                attributes=[_clean(a).lower() for a in (attributes.get(asin) or {}).get("attributes", [])],
-                options=options,
-                description=_clean(raw.get("full_description")),
-                features=[_clean(b) for b in bullets if _clean(b)],
-                reviews=product_reviews,
-                rating=rating or "N.A.",
-            )
+        products.append(_scraped_product(raw, asin, draw, attributes, reviews))
+    goals = _human_goals(human, {p.asin: p for p in products}, draw)
+    if not goals:
+        raise ValueError(
+            f"{instructions_file} gave no usable goal (none names a product of {products_file} with attributes)"
         )
-    by_asin = {p.asin: p for p in products}
+    return Catalogue(
+        f"data-{_fingerprint([products_file, instructions_file, attributes_file, reviews_file], seed)}", products, goals
+    )
+
+
+def _read_reviews(reviews_file: str | os.PathLike[str]) -> dict[str, tuple[list[dict[str, Any]], str]]:
+    """asin -> (reviews, average rating) from a reviews file."""
+    reviews: dict[str, tuple[list[dict[str, Any]], str]] = {}
+    for entry in _read_json(reviews_file):
+        items = [
+            {
+                "title": _clean(r.get("title")),
+                "score": r.get("score", r.get("stars", "")),
+                "body": _clean(r.get("body", r.get("review", ""))),
+            }
+            for r in entry.get("reviews") or []
+        ]
+        reviews[entry["asin"]] = (items, _clean(entry.get("average_rating", "N.A.")) or "N.A.")
+    return reviews
+
+
+def _scraped_product(
+    raw: dict[str, Any],
+    asin: str,
+    draw: _Draw,
+    attributes: dict[str, Any],
+    reviews: dict[str, tuple[list[dict[str, Any]], str]],
+) -> Product:
+    """A product of the scrape (a price range gets a price drawn inside it)."""
+    pricing = _parse_pricing(raw.get("pricing")) or [100.0]
+    if len(pricing) == 1:
+        price, price_text = pricing[0], f"${pricing[0]:.2f}"
+    else:
+        low, high = sorted(pricing)
+        price, price_text = round(low + (high - low) * draw.random(), 2), f"${low:.2f} to ${high:.2f}"
+    options: dict[str, list[str]] = {}
+    for name, contents in (raw.get("customization_options") or {}).items():
+        if not contents:
+            continue
+        values = [_clean(c.get("value") if isinstance(c, dict) else c).replace("/", " | ").lower() for c in contents]
+        options[_clean(name).lower()] = [v for v in dict.fromkeys(values) if v]
+    bullets = raw.get("small_description") or []
+    bullets = bullets if isinstance(bullets, list) else [bullets]
+    product_reviews, rating = reviews.get(asin, ([], _clean(raw.get("average_rating")) or "N.A."))
+    return Product(
+        asin=asin,
+        title=_clean(raw.get("name")),
+        query=_clean(raw.get("query")).lower(),
+        category=_clean(raw.get("category")),
+        product_category=_clean(raw.get("product_category")),
+        price=float(price),
+        price_text=price_text,
+        attributes=[_clean(a).lower() for a in (attributes.get(asin) or {}).get("attributes", [])],
+        options=options,
+        description=_clean(raw.get("full_description")),
+        features=[_clean(b) for b in bullets if _clean(b)],
+        reviews=product_reviews,
+        rating=rating or "N.A.",
+    )
+
+
+def _human_goals(human: dict[str, Any], by_asin: dict[str, Product], draw: _Draw) -> list[Goal]:
+    """The human instructions that name a known product and have attributes, in file order."""
     goals: list[Goal] = []
     for asin, entries in human.items():
         product = by_asin.get(asin)
@@ -572,13 +630,7 @@ def load_webshop_data(
                     price_upper=upper,
                 )
             )
-    if not goals:
-        raise ValueError(
-            f"{instructions_file} gave no usable goal (none names a product of {products_file} with attributes)"
-        )
-    return Catalogue(
-        f"data-{_fingerprint([products_file, instructions_file, attributes_file, reviews_file], seed)}", products, goals
-    )
+    return goals
 
 
 def _fingerprint(paths: Iterable[str | os.PathLike[str] | None], seed: int) -> str:

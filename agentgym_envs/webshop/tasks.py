@@ -6,34 +6,16 @@ training row or an eval config can name it, and so the registry-derived checks r
 counts as installed only when Chromium is present.
 """
 
-from agentgym_envs.core.tasks import NAMESPACE, TaskSpec
+from agentgym_envs.core.tasks import family_tasks
 from agentgym_envs.web import BrowserTaskSpec
 
 #: WebShop episodes are short (search, open, options, buy); 15 turns leave room to page and go back.
 MAX_TURNS = 15
 
-_COMMON = dict(
-    family="webshop",
-    scenario="web shopping",
-    subtask=None,
-    entry_point="agentgym_envs.webshop.env:WebShopEnv",
-    max_turns=MAX_TURNS,
-)
-
 TASKS = [
-    TaskSpec(
-        env_id=f"{NAMESPACE}/WebShop-v0",
-        extra="webshop",
-        requires=("bm25s",),
-        description="find and buy the requested product in a 12k-product shop (text pages)",
-        **_COMMON,
-    ),
-    BrowserTaskSpec(
-        env_id=f"{NAMESPACE}/WebShop-Browser-v0",
-        extra="webshop,web",
-        requires=("bm25s", "selenium"),
-        description="the same shop served on 127.0.0.1 and driven through headless Chromium",
-        kwargs={"mode": "browser"},
-        **_COMMON,
-    ),
+    *family_tasks("WebShop", "webshop", "web shopping", "WebShopEnv", MAX_TURNS, requires=("bm25s",),
+                  description="find and buy the requested product in a 12k-product shop (text pages)"),
+    *family_tasks("WebShop-Browser", "webshop", "web shopping", "WebShopEnv", MAX_TURNS, extra="webshop,web",
+                  requires=("bm25s", "selenium"), kwargs={"mode": "browser"}, spec_class=BrowserTaskSpec,
+                  description="the same shop served on 127.0.0.1 and driven through headless Chromium"),
 ]

@@ -6,11 +6,9 @@ answer list; every other answer is a train item.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 
+from agentgym_envs.core.tasks import write_splits
 from agentgym_envs.wordle.words import answers
 
 TEST_SIZE = 25
@@ -25,6 +23,4 @@ def build() -> dict[str, dict[str, list[int]]]:
 
 
 if __name__ == "__main__":
-    path = Path(__file__).with_name("splits.json")
-    path.write_text(json.dumps(build(), indent=1) + "\n")
-    print(f"wrote {path}")
+    print(f"wrote {write_splits(__file__, build())}")
