@@ -14,7 +14,7 @@ import agentgym_envs
 from agentgym_envs.agents import make_agent
 from agentgym_envs.core.episode import MAX_TURNS
 from agentgym_envs.core.loop import Agent, BaseAgent, Episode, Reply, run_episode
-from agentgym_envs.core.kwargs import add_env_kwargs_argument, check_env_kwargs
+from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_opening_argument, check_env_kwargs
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -213,9 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     gather.add_argument("--allow-held-out-split", action="store_true",
                         help="allow collecting from a held-out split such as test (contaminates evaluation)")
     gather.add_argument("--seed", type=int, default=0, help="item order and the random agent's seed")
-    gather.add_argument("--merged-first-turn", action="store_true",
-                        help="open each conversation with one user turn (instruction + first observation), for a "
-                             "policy trained with merged_first_turn=True; default: AgentGym's three opening turns")
+    add_opening_argument(gather)
     gather.add_argument("--overwrite", action="store_true",
                         help="replace what --out holds (by default a rerun resumes its collection and anything "
                              "else there is refused)")

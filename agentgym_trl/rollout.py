@@ -24,32 +24,19 @@ from agentgym_trl.generation import Generator
 
 
 @dataclass
-class RolloutResult:
-    """A rollout's trajectories and where its time went."""
+class RolloutResult(PlayStats):
+    """A rollout's trajectories and where its time went (the loop's ``PlayStats``; the agent's time is generation)."""
 
-    trajectories: list[Trajectory]
-    stats: PlayStats = field(default_factory=PlayStats)
-
-    @property
-    def total_s(self) -> float:
-        return self.stats.total_s
+    trajectories: list[Trajectory] = field(default_factory=list)
 
     @property
     def generation_s(self) -> float:
-        return self.stats.agent_s
-
-    @property
-    def env_s(self) -> float:
-        return self.stats.env_s
-
-    @property
-    def turns_played(self) -> int:
-        return self.stats.turns_played
+        return self.agent_s
 
     @property
     def outside_model_s(self) -> float:
         """Everything but generation: env steps, chat templates, tokenisation, Python."""
-        return self.stats.outside_agent_s
+        return self.outside_agent_s
 
     def to_trl(self) -> dict[str, list]:
         """The dict TRL's ``rollout_func`` contract asks for, plus per-trajectory outcome fields."""
@@ -127,4 +114,4 @@ def run_rollout(
         raise RuntimeError(f"rollout failed: {error}") from error
     finally:
         agent.close()
-    return RolloutResult(trajectories, stats)
+    return RolloutResult(**vars(stats), trajectories=trajectories)

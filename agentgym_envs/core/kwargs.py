@@ -36,6 +36,13 @@ def add_env_kwargs_argument(parser: argparse.ArgumentParser) -> None:
                         help="keyword arguments for gym.make, e.g. lenient_crafting=true (values are JSON or text)")
 
 
+def add_opening_argument(parser: argparse.ArgumentParser) -> None:
+    """``--merged-first-turn``: how episodes open, which must match how the model was trained."""
+    parser.add_argument("--merged-first-turn", action="store_true",
+                        help="open episodes with one user turn (instruction + first observation), as a model trained "
+                             "with AgentGRPOConfig(merged_first_turn=True) saw them; default: AgentGym's three turns")
+
+
 def check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
     """``ValueError`` naming the keyword arguments ``env_id``'s env takes when ``env_kwargs`` has others:
     ``gym.make`` would raise a ``TypeError`` deep in the env's constructor instead."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_envs.agents import AgentSetupError, make_agent
-from agentgym_envs.core.kwargs import add_env_kwargs_argument, check_env_kwargs
+from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_opening_argument, check_env_kwargs
 from agentgym_envs.core.loop import Agent
 from agentgym_envs.evaluation.metrics import format_scaling, format_table
 from agentgym_envs.evaluation.plots import PlotError, plot_run
@@ -132,21 +132,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    try:
-        path = write_viewer(args.run_dir, args.out)
-    except (FileNotFoundError, ValueError) as error:
-        return fail(str(error))
-    print(f"wrote {path} (open it in a browser)")
-    return 0
+    return _report_written(lambda: [write_viewer(args.run_dir, args.out)], "(open it in a browser)")
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    return _report_written(lambda: plot_run(args.run_dir, args.out).files)
+
+
+def _report_written(write: Any, note: str = "") -> int:
+    """Run ``write`` (returns the files it wrote) and print them, or one error line for a missing / empty run."""
     try:
-        result = plot_run(args.run_dir, args.out)
-    except (PlotError, FileNotFoundError) as error:
+        paths = write()
+    except (PlotError, FileNotFoundError, ValueError) as error:
         return fail(str(error))
-    for path in result.files:
-        print(f"wrote {path}")
+    for path in paths:
+        print(f"wrote {path}" + (f" {note}" if note else ""))
     return 0
 
 
@@ -175,9 +175,7 @@ def add_commands(commands: Any) -> None:
     run.add_argument("--bf16", action="store_true",
                      help="local model: sample under bf16 autocast (as a trainer with --bf16 true does; several times "
                           "faster on GPUs and on CPUs with AVX512-BF16 or AMX)")
-    run.add_argument("--merged-first-turn", action="store_true",
-                     help="open episodes with one user turn (instruction + first observation), as a model trained "
-                          "with AgentGRPOConfig(merged_first_turn=True) saw them; default: AgentGym's three turns")
+    add_opening_argument(run)
     run.add_argument("--timeout", type=float, default=120.0, help="seconds per endpoint request")
     run.add_argument("--retries", type=int, default=4,
                      help="endpoint: retries of a failed request (connection errors, timeouts, 408/409/429/5xx), with "
