@@ -249,3 +249,53 @@ def test_agentgym_webshop_client() -> None:
             assert remote == here
         finally:
             local.close()
+
+
+class LMRLGymClient:
+    """AgentGym's LMRL-Gym clients (Maze, Wordle): ``id`` from ``/create``, ``game`` / ``seed`` episodes, the action
+    after ``Action:``; Maze puts its own rules before the server's first observation, Wordle writes its rules with
+    the vocabulary from ``GET /filtered_vocab``."""
+
+    def __init__(self, base: str, episode_key: str, rules: str):
+        self.base, self.episode_key, self.rules = base, episode_key, rules
+        created = requests.post(f"{base}/create", timeout=TIMEOUT)
+        assert created.status_code == 200, created.text
+        self.env_id = created.json()["id"]
+
+    def vocabulary(self) -> list[str]:
+        response = requests.get(f"{self.base}/filtered_vocab?id={self.env_id}", timeout=TIMEOUT)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def reset(self, index: int) -> str:
+        reply = _post(f"{self.base}/reset", {self.episode_key: index, "id": self.env_id})
+        if self.episode_key == "game":  # Maze: the client's rules, then the server's description
+            return self.rules + "\n" + reply["observation"]
+        return self.rules.replace("{{vocab}}", "\n".join(self.vocabulary()))  # Wordle: the client's own text
+
+    def step(self, action: str) -> tuple[str, float, bool]:
+        action = action.split("Action:")[1].strip() if "Action:" in action else action.strip()
+        reply = _post(f"{self.base}/step", {"action": action, "id": self.env_id})
+        return reply["observation"], reply["reward"], reply["done"]
+
+
+@pytest.mark.parametrize("family, env_id, key", [("maze", "AgentGym/Maze-v0", "game"),
+                                                 ("wordle", "AgentGym/Wordle-v0", "seed")])
+def test_agentgym_lmrlgym_clients(family: str, env_id: str, key: str) -> None:
+    if family == "wordle":
+        pytest.importorskip("wordfreq")
+        from agentgym_envs.wordle.env import FIRST_OBSERVATION
+    else:
+        from agentgym_envs.maze.env import FIRST_OBSERVATION
+    item = agentgym_envs.get_task(env_id).split("test")[0]
+    with LocalServer(family) as server:
+        client, local = LMRLGymClient(server.url, key, FIRST_OBSERVATION), gym.make(env_id)
+        try:
+            first, _ = local.reset(seed=0, options={"item_id": item})
+            assert client.reset(item) == first  # the rules appear once, as the client shows them
+            remote, here = _play_both(client, local, 15)
+            assert remote == here and here[-1][2] and here[-1][1] == 1.0  # the oracle wins through the client
+        finally:
+            local.close()
+        response = requests.get(f"{server.url}/filtered_vocab?id=999", timeout=TIMEOUT)
+        assert response.status_code == 404

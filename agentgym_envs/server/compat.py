@@ -14,6 +14,9 @@ not all speak alike. ``agentgym serve`` answers each client as its own server wo
   episode is ``session_id`` (WebShop), ``item_id`` (SqlGym), ``id`` (tools), ``game`` (ALFWorld,
   Maze) or ``seed`` (Wordle). WebShop's and SqlGym's clients read the text as ``state``;
   ALFWorld's reads ``available_actions`` and appends them to the first observation itself.
+* LMRL-Gym's Maze client puts its own copy of the rules before the server's first observation, so
+  ``/reset`` answers it with the position description alone; its Wordle client reads the vocabulary
+  from ``GET /filtered_vocab?id=`` and writes the rules itself.
 * SciWorld's ``/reset`` returns the task description and the first "look around" separately
   (``task_description``, ``observation``; the client joins them with a newline), plus
   ``task_name`` and ``var_num``; its ``data_idx`` counts through AgentGym's own list of
@@ -88,6 +91,10 @@ def reset_fields(family: str, observation: str, info: dict[str, Any]) -> dict[st
     """The /reset fields. ALFWorld's client appends the action list itself; SciWorld's joins the
     task description and the first look itself."""
     fields = reply_fields(observation, info)
+    if family == "maze":
+        from agentgym_envs.maze.env import FIRST_OBSERVATION
+
+        fields["observation"] = observation.removeprefix(FIRST_OBSERVATION + "\n")
     if family == "alfworld" and "\nAVAILABLE ACTIONS: " in observation:
         fields["observation"] = observation.rsplit("\nAVAILABLE ACTIONS: ", 1)[0]
     if family != "sciworld" or "task_description" not in info:
@@ -99,3 +106,12 @@ def reset_fields(family: str, observation: str, info: dict[str, Any]) -> dict[st
         "task_name": info.get("sciworld_task"),
         "var_num": info.get("variation"),
     }
+
+
+def vocabulary(env: Any) -> list[str]:
+    """The words a Wordle env accepts (LMRL-Gym's ``/filtered_vocab``); ``KeyError`` for another env."""
+    if family_of(env) != "wordle":
+        raise KeyError("only a Wordle env has a vocabulary")
+    from agentgym_envs.wordle.words import answers
+
+    return list(answers())
