@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 import torch
@@ -79,6 +80,19 @@ def test_rloo_advantages_are_the_leave_one_out_of_the_env_rewards(tmp_path) -> N
     assert torch.allclose(inputs["advantages"].cpu(), expected)
 
 
+def test_remax_baseline_is_the_greedy_episode_of_each_item(tmp_path) -> None:
+    trainer = make_trainer(tmp_path, advantage_estimator="remax", truncated_turn="step", max_turn_tokens=10)
+    inputs = scored(trainer)
+    greedy = trainer._greedy_returns
+    assert len(greedy) == 8 and greedy[:4] == [greedy[0]] * 4 and greedy[4:] == [greedy[4]] * 4
+    rewards = torch.tensor([t.reward for t in trainer.last_rollout.trajectories])
+    assert torch.allclose(inputs["advantages"].cpu(), rewards - torch.tensor(greedy))
+    assert not trainer.greedy_generator.generation_config.do_sample
+    again = trainer._greedy_rollout([{"env_id": r.env_id, "item_id": r.item_id} for r in
+                                     trainer.last_rollout.trajectories], 3)
+    assert again == greedy, "greedy episodes are deterministic"
+
+
 def test_per_turn_and_step_level_credit_stay_off_observation_tokens(tmp_path) -> None:
     for credit in ("per_turn", "step_level"):
         trainer = make_trainer(tmp_path, turn_credit=credit, turn_reward="env", invalid_action_penalty=0.5,
@@ -135,7 +149,8 @@ def parameters(trainer) -> dict[str, torch.Tensor]:
     [
         dict(advantage_estimator="rloo"),
         dict(advantage_estimator="reinforce_pp"),
-        dict(advantage_estimator="remax"),
+        # with the turn-budget curriculum: the greedy baseline plays under the same budget as the samples
+        dict(advantage_estimator="remax", max_turns=None, max_turns_schedule="0:1,1:3", max_steps=2),
         dict(advantage_estimator="gae", value_head="shared"),
         dict(turn_credit="per_turn", turn_gamma=0.9),
         dict(advantage_estimator="rloo", turn_credit="step_level", turn_reward="env"),
@@ -152,7 +167,7 @@ def test_each_estimator_trains_end_to_end(tmp_path, overrides) -> None:
     logs = [h for h in trainer.state.log_history if "advantage/abs_mean" in h]
     assert logs and "agent/max_turns" in logs[0], "the estimator's and the usual metrics are logged"
     if overrides.get("advantage_estimator") == "remax":
-        assert "remax/greedy_reward" in logs[0]
+        assert "remax/greedy_reward" in logs[0] and [h["agent/max_turns"] for h in logs] == [1, 3]
     if overrides.get("advantage_estimator") == "gae":
         assert "value/loss" in logs[0]
         head = trainer.value_head.linear.weight
@@ -194,3 +209,33 @@ def test_gae_with_lora_trains_the_adapter_and_the_head(tmp_path) -> None:
     after = dict(trainer.model.named_parameters())
     assert not torch.equal(after[next(n for n in before if "agent_value_head" in n)],
                            before[next(n for n in before if "agent_value_head" in n)])
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        # a group of 8 with 4 rows per process: every group spans both ranks, so its baseline needs the gather
+        ["--advantage_estimator", "rloo", "--turn_credit", "step_level", "--turn_reward", "env",
+         "--num_generations", "8"],
+        ["--advantage_estimator", "gae", "--value_head", "shared", "--num_generations", "4"],
+    ],
+    ids=["rloo-step_level-group-across-ranks", "gae"],
+)
+def test_two_process_run_with_an_estimator(tmp_path, estimator: list[str]) -> None:
+    from test_trainer_example import CPU_2PROC, EXAMPLE, TEXTCRAFT, metric_lines, run
+    from tiny_model import save_tiny
+
+    output_dir = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_2PROC), str(EXAMPLE),
+        "--model_name_or_path", str(save_tiny(tmp_path / "tiny")), "--env_ids", TEXTCRAFT,
+        "--max_turns_schedule", "0:2", "--max_steps", "1", "--per_device_train_batch_size", "4",
+        "--max_turn_tokens", "12", "--max_context_tokens", "2048", "--truncated_turn", "step",
+        "--output_dir", str(output_dir), "--save_strategy", "no", "--clone_episodes", "0", "--eval_items", "0",
+        *estimator,
+    ]
+    result = run(command, tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "[rank 1/2]" in result.stderr
+    (line,) = metric_lines(output_dir)
+    assert "advantage/abs_mean" in line and line["agent/max_turns"] == 2
