@@ -60,7 +60,7 @@ from agentgym_trl.generation import Generator, HFGenerator, VLLMGenerator
 from agentgym_trl.metrics import MetricsFileCallback, episode_stats, rollout_metrics, timing_metrics
 from agentgym_trl.models import is_reloadable, save_plain_copy
 from agentgym_trl.rollout import RolloutResult, run_rollout, validate_rollout_output
-from agentgym_trl.value_head import VALUE_HEAD_FILE, ValueHead, attach_value_head, value_loss
+from agentgym_trl.value_head import VALUE_HEAD_ATTRIBUTE, VALUE_HEAD_FILE, ValueHead, attach_value_head, value_loss
 
 logger = logging.getLogger(__name__)
 
@@ -354,12 +354,16 @@ class AgentGRPOTrainer(GRPOTrainer):
         self._metrics["train"]["value/loss"].append(float(self.accelerator.gather(critic_loss.detach()).mean()))
         return loss + self.args.value_coef * critic_loss / self.current_gradient_accumulation_steps
 
-    # ---- checkpoints: the value head beside the model (a LoRA checkpoint holds only the adapter) ----
-    def _save_checkpoint(self, model: Any, trial: Any) -> None:
-        super()._save_checkpoint(model, trial)
+    # ---- saving: the value head beside the model (a LoRA checkpoint holds only the adapter) ----------
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        """The model without its value head (so it loads as a plain causal LM), and the head beside it."""
+        output_dir = output_dir if output_dir is not None else self.args.output_dir
+        if self.value_head is not None and state_dict is None and not is_peft_model(self.model):
+            state_dict = {name: value for name, value in self.accelerator.unwrap_model(self.model).state_dict().items()
+                          if not name.startswith(f"{VALUE_HEAD_ATTRIBUTE}.")}
+        super()._save(output_dir, state_dict)
         if self.value_head is not None and self.args.should_save:
-            folder = os.path.join(self._get_output_dir(trial), f"checkpoint-{self.state.global_step}")
-            torch.save(self.value_head.state_dict(), os.path.join(folder, VALUE_HEAD_FILE))
+            torch.save(self.value_head.state_dict(), os.path.join(output_dir, VALUE_HEAD_FILE))
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         super()._load_from_checkpoint(resume_from_checkpoint, model)

@@ -179,8 +179,12 @@ def test_gae_value_head_is_saved_and_restored_on_resume(tmp_path) -> None:
                     max_turn_tokens=10, max_steps=1, save_strategy="steps", save_steps=1)
     trainer = make_trainer(tmp_path, **settings)
     trainer.train()
-    saved = os.path.join(trainer.args.output_dir, "checkpoint-1", VALUE_HEAD_FILE)
-    assert os.path.exists(saved)
+    checkpoint = os.path.join(trainer.args.output_dir, "checkpoint-1")
+    assert os.path.exists(os.path.join(checkpoint, VALUE_HEAD_FILE))
+    from safetensors import safe_open
+
+    with safe_open(os.path.join(checkpoint, "model.safetensors"), "pt") as weights:
+        assert not [k for k in weights.keys() if "value_head" in k], "the model loads as a plain causal LM"
     trained = trainer.value_head.state_dict()
 
     resumed = make_trainer(tmp_path, **{**settings, "max_steps": 2})
