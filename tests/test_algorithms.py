@@ -243,3 +243,30 @@ def test_two_process_run_with_an_estimator(tmp_path, estimator: list[str]) -> No
     assert "[rank 1/2]" in result.stderr
     (line,) = metric_lines(output_dir)
     assert "advantage/abs_mean" in line and line["agent/max_turns"] == 2
+
+
+@pytest.mark.slow
+def test_algorithms_benchmark_runs_on_a_tiny_model(tmp_path) -> None:
+    """benchmarks/bench_algorithms.py shortened: the start, two arms with one seed, the report."""
+    import json
+    import subprocess
+
+    from test_trainer_example import ROOT, TEXTCRAFT
+    from tiny_model import save_tiny
+
+    argv = [
+        "--env_id", TEXTCRAFT, "--start_model", str(save_tiny(tmp_path / "tiny")), "--out_dir", str(tmp_path / "exp"),
+        "--arms", "grpo", "gae", "--seeds", "0", "--steps", "1", "--train_turns", "1", "--items_per_step", "1",
+        "--group_size", "2", "--save_steps", "1", "--eval_turns", "1", "--eval_samples", "1", "--eval_limit", "2",
+        "--max_turn_tokens", "12", "--max_context_tokens", "2048", "--bf16", "false",
+        "--results_file", str(tmp_path / "algorithms.json"), "--plot_file", str(tmp_path / "algorithms.png"),
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_algorithms.py"), *argv], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((tmp_path / "algorithms.json").read_text())
+    assert set(summary["arms"]) == {"grpo", "gae"}
+    gae = summary["arms"]["gae"]
+    assert gae["peak_rss_mb"] > 0 and gae["step_s_mean"] > 0 and "change_vs_grpo" in gae
+    assert "| gae |" in done.stdout and (tmp_path / "algorithms.png").read_bytes()[:4] == b"\x89PNG"
