@@ -273,6 +273,8 @@ class AgentGRPOConfig(GRPOConfig):
         ):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+        if self.scale_rewards not in ("group", "batch", "none", True, False):
+            raise ValueError(f"scale_rewards must be 'group', 'batch' or 'none', got {self.scale_rewards!r}")
         for name, value in (("gamma", self.gamma), ("gae_lambda", self.gae_lambda), ("turn_gamma", self.turn_gamma)):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")

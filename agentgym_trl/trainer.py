@@ -295,11 +295,21 @@ class AgentGRPOTrainer(GRPOTrainer):
         else:
             token_rewards = adv.place_on_last_action_token(self._local_rows(rewards), turn_ends, mask)
             advantages = self._token_advantages(output, token_rewards, mask)
-        device = output["completion_mask"].device
-        output["advantages"] = advantages.to(device)
+        output["advantages"] = advantages.to(output["completion_mask"].device)
+        self._log_advantages(advantages, mask)
+
+    def _log_advantages(self, advantages: torch.Tensor, mask: torch.Tensor) -> None:
+        """``advantage/abs_mean`` over action tokens, and the completions table's advantage column (per row)."""
+        device = self.accelerator.device
         per_token = advantages if advantages.dim() == 2 else advantages[:, None] * mask
         moments = self.accelerator.reduce(adv.masked_moments(per_token.abs(), mask).to(device), reduction="sum")
         self._metrics["train"]["advantage/abs_mean"].append(float(moments[0] / moments[2].clamp(min=1.0)))
+        per_row = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+        rows = self.accelerator.gather(per_row.to(device)).tolist()
+        logged = self._logs["advantages"]  # TRL appended its own group advantages of these rows last
+        for _ in range(min(len(rows), len(logged))):
+            logged.pop()
+        logged.extend(rows)
 
     def _token_advantages(self, output: dict[str, Any], token_rewards: torch.Tensor,
                           mask: torch.Tensor) -> torch.Tensor:

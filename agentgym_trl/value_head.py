@@ -79,6 +79,6 @@ def attach_value_head(model: Any, mode: str) -> ValueHead:
 
 def value_loss(values: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Squared error of the values against their targets: a mean over each row's action tokens, then over rows."""
-    mask = mask.to(values.dtype)
-    per_row = ((values - targets.to(values.dtype)) ** 2 * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+    values, mask = values.float(), mask.float()
+    per_row = ((values - targets.float()) ** 2 * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
     return 0.5 * per_row.mean()

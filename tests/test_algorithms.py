@@ -34,6 +34,7 @@ from agentgym_trl.value_head import VALUE_HEAD_FILE  # noqa: E402
         (dict(advantage_estimator="reinforce_pp", turn_credit="per_turn"), "already gives every action token"),
         (dict(advantage_estimator="gae", value_head="shared", value_coef=0.0), "value_coef must be positive"),
         (dict(gamma=1.5), "gamma must be in"),
+        (dict(scale_rewards="global"), "scale_rewards must be"),
         (dict(advantage_estimator="gae", value_head="shared", skip_zero_advantage=True, beta=0.0),
          "skip_zero_advantage"),
     ],
@@ -78,6 +79,7 @@ def test_rloo_advantages_are_the_leave_one_out_of_the_env_rewards(tmp_path) -> N
     expected = adv.leave_one_out(rewards, torch.arange(8) // 4)
     assert inputs["advantages"].shape == (8,)
     assert torch.allclose(inputs["advantages"].cpu(), expected)
+    assert list(trainer._logs["advantages"])[-8:] == pytest.approx(expected.tolist()), "the completions table's"
 
 
 def test_remax_baseline_is_the_greedy_episode_of_each_item(tmp_path) -> None:
