@@ -28,10 +28,11 @@ ADVANTAGE_ESTIMATORS = ("grpo", "rloo", "reinforce_pp", "remax", "gae")
 EPISODE_ESTIMATORS = ("grpo", "rloo", "remax")  # one baseline per episode: turn-level credit applies to these
 TURN_CREDITS = ("none", "per_turn", "step_level")
 TURN_REWARDS = ("outcome", "env", "score_delta")
-VALUE_HEADS = ("shared", "detached")
+VALUE_HEADS = ("shared", "detached", "separate")
 VALUE_HEAD_HELP = (
     "The critic of 'gae': a linear value head on the policy's last hidden state, 'shared' (its loss trains the "
-    "policy's trunk too) or 'detached' (only the head learns; the policy is untouched by it)."
+    "policy's trunk too) or 'detached' (only the head learns; the policy is untouched by it), or 'separate': a "
+    "head on its own small model (--critic_model, with the policy's tokenizer) trained alongside."
 )
 # TRL's loss types (GRPOTrainer._compute_loss); an unknown one would fail only after the first rollout.
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
@@ -196,6 +197,9 @@ class AgentGRPOConfig(GRPOConfig):
     )
     gae_lambda: float = field(default=0.95, metadata={"help": "GAE's lambda (gae)."})
     value_head: str | None = field(default=None, metadata={"help": VALUE_HEAD_HELP})
+    critic_model: str | None = field(
+        default=None, metadata={"help": "The separate critic's model (folder or cached hub id) for value_head=separate."}
+    )
     value_coef: float = field(
         default=0.1, metadata={"help": "Weight of the value head's squared-error loss added to the policy loss (gae)."}
     )
@@ -285,6 +289,9 @@ class AgentGRPOConfig(GRPOConfig):
         if (estimator == "gae") != (self.value_head is not None):
             raise ValueError("advantage_estimator='gae' needs a critic: set value_head to 'shared' or 'detached'"
                              if estimator == "gae" else f"value_head is used only by 'gae', not by {estimator!r}")
+        if (self.value_head == "separate") != (self.critic_model is not None):
+            raise ValueError("value_head='separate' needs critic_model" if self.value_head == "separate"
+                             else "critic_model is used only with value_head='separate'")
         if estimator == "gae" and self.value_coef <= 0:
             raise ValueError(f"value_coef must be positive for gae, got {self.value_coef}")
         if estimator == "gae" and self.skip_zero_advantage:

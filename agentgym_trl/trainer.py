@@ -149,7 +149,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.greedy_generator = self._make_generator(greedy=True) if args.advantage_estimator == "remax" else None
         self.value_head: ValueHead | None = None
         if args.value_head is not None:  # before the optimizer and DDP exist, so both see its parameters
-            self.value_head = attach_value_head(self.model, args.value_head)
+            self.value_head = attach_value_head(self.model, args.value_head, args.critic_model)
 
     # ---- plumbing into TRL ---------------------------------------------------------------------
     def _make_generator(self, greedy: bool = False) -> Generator:
@@ -334,35 +334,41 @@ class AgentGRPOTrainer(GRPOTrainer):
         return adv.whiten(raw, mask, moments.cpu())
 
     def _value_estimates(self, output: dict[str, Any]) -> torch.Tensor:
-        """The value head's ``(B, T)`` estimates of the rollout's states, from one no-grad forward of the policy."""
-        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-        width = output["completion_ids"].size(1)
-        with torch.no_grad(), self.value_head.capture(width) as captured:
-            self._get_per_token_logps_and_entropies(self.model, ids, attention, width,
-                                                    batch_size=self.args.per_device_train_batch_size)
+        """The critic's ``(B, T)`` estimates of the rollout's states, from one no-grad forward."""
+        ids, attention, width = whole_sequences(output)
+        with torch.no_grad():
+            if self.value_head.critic is not None:
+                return self.value_head.critic_values(ids, attention, width).detach().float()
+            with self.value_head.capture(width) as captured:
+                self._get_per_token_logps_and_entropies(self.model, ids, attention, width,
+                                                        batch_size=self.args.per_device_train_batch_size)
         return torch.cat(captured, dim=0).detach().float()
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         """TRL's loss; REINFORCE++ without TRL's KL term (its KL is in the reward); GAE plus the value loss."""
-        if self.value_head is None and self.args.advantage_estimator != "reinforce_pp":
-            return super()._compute_loss(model, inputs)
         beta = self.beta
         if self.args.advantage_estimator == "reinforce_pp":
             self.beta = 0.0
         try:
             if self.value_head is None:
                 return super()._compute_loss(model, inputs)
-            with self.value_head.capture(inputs["completion_ids"].size(1)) as captured:
-                loss = super()._compute_loss(model, inputs)
+            loss, values = self._policy_loss_and_values(model, inputs)
         finally:
             self.beta = beta
         if "value_targets" not in inputs:  # evaluation: TRL's advantages, no value targets
             return loss
         mask = inputs["completion_mask"] * inputs["tool_mask"] if "tool_mask" in inputs else inputs["completion_mask"]
-        critic_loss = value_loss(torch.cat(captured, dim=0), inputs["value_targets"], mask)
+        critic_loss = value_loss(values, inputs["value_targets"], mask)
         self._metrics["train"]["value/loss"].append(float(self.accelerator.gather(critic_loss.detach()).mean()))
         return loss + self.args.value_coef * critic_loss / self.current_gradient_accumulation_steps
+
+    def _policy_loss_and_values(self, model: Any, inputs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """TRL's policy loss and the critic's values (read from that very forward, or from the separate critic)."""
+        if self.value_head.critic is not None:
+            return super()._compute_loss(model, inputs), self.value_head.critic_values(*whole_sequences(inputs))
+        with self.value_head.capture(inputs["completion_ids"].size(1)) as captured:
+            loss = super()._compute_loss(model, inputs)
+        return loss, torch.cat(captured, dim=0)
 
     # ---- saving: the value head beside the model (a LoRA checkpoint holds only the adapter) ----------
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
@@ -487,6 +493,13 @@ class AgentGRPOTrainer(GRPOTrainer):
         """Release every env the rollouts created (engines, JVMs, browsers)."""
         self.env_pool.close()
 
+
+
+def whole_sequences(batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Prompt + completion ids, their attention mask, and the completion width (TRL's forward inputs)."""
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+    return ids, attention, batch["completion_ids"].size(1)
 
 
 def rows_that_teach(advantages: torch.Tensor) -> list[int]:

@@ -30,9 +30,11 @@ from agentgym_trl.value_head import VALUE_HEAD_FILE  # noqa: E402
         (dict(loss_type="grpoo"), "loss_type must be one of"),
         (dict(advantage_estimator="gae"), "needs a critic: set value_head"),
         (dict(value_head="shared"), "value_head is used only by 'gae'"),
-        (dict(advantage_estimator="gae", value_head="separate"), "value_head must be one of"),
+        (dict(advantage_estimator="gae", value_head="critic"), "value_head must be one of"),
         (dict(advantage_estimator="reinforce_pp", turn_credit="per_turn"), "already gives every action token"),
         (dict(advantage_estimator="gae", value_head="shared", value_coef=0.0), "value_coef must be positive"),
+        (dict(advantage_estimator="gae", value_head="separate"), "needs critic_model"),
+        (dict(advantage_estimator="gae", value_head="shared", critic_model="x"), "critic_model is used only"),
         (dict(gamma=1.5), "gamma must be in"),
         (dict(scale_rewards="global"), "scale_rewards must be"),
         (dict(advantage_estimator="gae", value_head="shared", skip_zero_advantage=True, beta=0.0),
@@ -173,7 +175,28 @@ def test_each_estimator_trains_end_to_end(tmp_path, overrides) -> None:
     if overrides.get("advantage_estimator") == "gae":
         assert "value/loss" in logs[0]
         head = trainer.value_head.linear.weight
-        assert head.abs().sum() > 0, "the value head learned (it starts at zero)"
+        assert not torch.equal(head, before[next(n for n in before if "agent_value_head.linear.weight" in n)])
+
+
+def test_gae_with_a_separate_critic_trains_it_and_leaves_the_trunk_to_the_policy_loss(tmp_path) -> None:
+    from tiny_model import save_tiny
+
+    critic_path = save_tiny(tmp_path / "critic", seed=1)
+    trainer = make_trainer(tmp_path, learning_rate=1e-2, truncated_turn="step", max_turn_tokens=10,
+                           advantage_estimator="gae", value_head="separate", critic_model=str(critic_path))
+    critic = trainer.value_head.critic
+    assert critic is not None and not hasattr(critic, "lm_head")
+    before = {n: p.detach().clone() for n, p in critic.named_parameters()}
+    inputs = scored(trainer)
+    assert "value_targets" in inputs
+    trainer.train()
+    assert any(not torch.equal(p, before[n]) for n, p in critic.named_parameters()), "the critic learned"
+    assert any("value/loss" in h for h in trainer.state.log_history)
+
+    with pytest.raises(ValueError, match="policy's tokenizer"):
+        from agentgym_trl.value_head import load_critic
+
+        load_critic(str(critic_path), 123)
 
 
 def test_gae_value_head_is_saved_and_restored_on_resume(tmp_path) -> None:
@@ -224,14 +247,17 @@ def test_gae_with_lora_trains_the_adapter_and_the_head(tmp_path) -> None:
         ["--advantage_estimator", "rloo", "--turn_credit", "step_level", "--turn_reward", "env",
          "--num_generations", "8"],
         ["--advantage_estimator", "gae", "--value_head", "shared", "--num_generations", "4"],
+        ["--advantage_estimator", "gae", "--value_head", "separate", "--num_generations", "4"],
     ],
-    ids=["rloo-step_level-group-across-ranks", "gae"],
+    ids=["rloo-step_level-group-across-ranks", "gae", "gae-separate-critic"],
 )
 def test_two_process_run_with_an_estimator(tmp_path, estimator: list[str]) -> None:
     from test_trainer_example import CPU_2PROC, EXAMPLE, TEXTCRAFT, metric_lines, run
     from tiny_model import save_tiny
 
     output_dir = tmp_path / "run"
+    if "separate" in estimator:
+        estimator = [*estimator, "--critic_model", str(save_tiny(tmp_path / "critic", seed=1))]
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_2PROC), str(EXAMPLE),
         "--model_name_or_path", str(save_tiny(tmp_path / "tiny")), "--env_ids", TEXTCRAFT,
