@@ -144,6 +144,27 @@ def test_score_delta_and_penalty_turn_rewards() -> None:
     assert turn_rewards_of(t, "outcome") == [0.0, 0.0, 0.0]
 
 
+def test_turn_level_credit_by_hand() -> None:
+    from agentgym_trl.credit import EpisodeTurns, episode_level_advantages, turn_table
+
+    # one group of two episodes of two turns; the first earns 1 on its last turn; gamma_turn 0.5
+    rewards, mask, states = turn_table([EpisodeTurns((0.0, 0.0), (1, 2)), EpisodeTurns((0.0, 0.0), (1, 3))],
+                                       torch.tensor([1.0, 0.0]), torch.ones(2))
+    groups = torch.tensor([0, 0])
+
+    def credit(estimator: str, mode: str) -> torch.Tensor:
+        return episode_level_advantages(rewards, mask, states, groups, estimator=estimator, credit=mode,
+                                        turn_gamma=0.5, scale="none", greedy_returns=torch.tensor([0.5, 0.5]))
+
+    # returns G = [[0.5, 1], [0, 0]]: R = [0.5, 0], group mean 0.25, leave-one-out baselines [0, 0.5]
+    assert credit("grpo", "none").tolist() == [0.25, -0.25]
+    assert credit("grpo", "per_turn").tolist() == [[0.25, 0.75], [-0.25, -0.25]]
+    assert credit("rloo", "per_turn").tolist() == [[0.5, 1.0], [-0.5, -0.5]]
+    assert credit("remax", "none").tolist() == [0.0, -0.5]
+    # state 1 is shared by both first turns (step term +-0.25); states 2 and 3 are seen once (no step term)
+    assert credit("grpo", "step_level").tolist() == [[0.5, 0.25], [-0.5, -0.25]]
+
+
 def parameters(trainer) -> dict[str, torch.Tensor]:
     return {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
 
