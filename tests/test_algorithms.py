@@ -118,6 +118,25 @@ def test_reinforce_pp_whitens_token_returns_over_the_batch(tmp_path) -> None:
     assert torch.all(inputs["advantages"][~mask] == 0)
     assert abs(float(values.mean())) < 1e-4 and abs(float(values.std()) - 1.0) < 1e-2
     assert trainer._metrics["train"]["kl_in_reward"], "the KL penalty went into the rewards"
+    assert_successes_get_the_larger_advantages(trainer, inputs)
+
+
+def assert_successes_get_the_larger_advantages(trainer, inputs) -> None:
+    mask = inputs["completion_mask"] * inputs["tool_mask"]
+    per_row = (inputs["advantages"] * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+    success = torch.tensor([t.success for t in trainer.last_rollout.trajectories])
+    assert success.any() and (~success).any(), "need both outcomes in the batch"
+    assert per_row[success].min() > per_row[~success].max()
+
+
+def test_gae_gives_successes_the_larger_advantages(tmp_path) -> None:
+    trainer = make_trainer(tmp_path, advantage_estimator="gae", value_head="detached", truncated_turn="step",
+                           max_turn_tokens=10)
+    inputs = scored(trainer)
+    targets = inputs["value_targets"]
+    mask = (inputs["completion_mask"] * inputs["tool_mask"]).bool()
+    assert torch.all(targets[~mask] == 0)
+    assert_successes_get_the_larger_advantages(trainer, inputs)
 
 
 def test_outcome_reward_sits_on_the_last_action_token(tmp_path) -> None:
