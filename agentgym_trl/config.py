@@ -287,7 +287,7 @@ class AgentGRPOConfig(GRPOConfig):
             raise ValueError(f"turn_credit={self.turn_credit!r} applies to {list(EPISODE_ESTIMATORS)}; {estimator} "
                              "already gives every action token its own advantage (choose its rewards with turn_reward)")
         if (estimator == "gae") != (self.value_head is not None):
-            raise ValueError("advantage_estimator='gae' needs a critic: set value_head to 'shared' or 'detached'"
+            raise ValueError(f"advantage_estimator='gae' needs a critic: set value_head to one of {list(VALUE_HEADS)}"
                              if estimator == "gae" else f"value_head is used only by 'gae', not by {estimator!r}")
         if (self.value_head == "separate") != (self.critic_model is not None):
             raise ValueError("value_head='separate' needs critic_model" if self.value_head == "separate"
@@ -298,10 +298,9 @@ class AgentGRPOConfig(GRPOConfig):
             raise ValueError("skip_zero_advantage would skip the value head's loss on those rows; not with gae")
         if estimator == "remax" and self.use_vllm:
             raise ValueError("remax's greedy episodes are generated with HF generate; use_vllm is not supported yet")
-        if estimator in ("rloo", "remax", "reinforce_pp", "gae") and self.multi_objective_aggregation != \
-                "sum_then_normalize":
-            raise ValueError(f"{estimator} sums the weighted rewards; multi_objective_aggregation must be "
-                             "'sum_then_normalize'")
+        if self.custom_advantages and self.multi_objective_aggregation != "sum_then_normalize":
+            raise ValueError(f"{estimator} with turn_credit={self.turn_credit!r} sums the weighted rewards; "
+                             "multi_objective_aggregation must be 'sum_then_normalize'")
 
     @property
     def custom_advantages(self) -> bool:

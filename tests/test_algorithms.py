@@ -36,6 +36,7 @@ from agentgym_trl.value_head import VALUE_HEAD_FILE  # noqa: E402
         (dict(advantage_estimator="gae", value_head="separate"), "needs critic_model"),
         (dict(advantage_estimator="gae", value_head="shared", critic_model="x"), "critic_model is used only"),
         (dict(gamma=1.5), "gamma must be in"),
+        (dict(turn_credit="per_turn", multi_objective_aggregation="normalize_then_sum"), "sum_then_normalize"),
         (dict(scale_rewards="global"), "scale_rewards must be"),
         (dict(advantage_estimator="gae", value_head="shared", skip_zero_advantage=True, beta=0.0),
          "skip_zero_advantage"),
