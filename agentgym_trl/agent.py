@@ -154,6 +154,7 @@ class ModelAgent(BaseAgent):
                 stop = CONTEXT if hit_context else TURN_TOKENS
         if not output.ids or output.ids[-1] != self.encoder.closer_id:
             t.add_tokens([self.encoder.closer_id], 0)  # close the turn like the template does
+        t.turn_ends.append(len(t.completion_ids))
         return Reply(self.encoder.decode(output.ids), stop=stop)
 
     def close(self) -> None:

@@ -23,6 +23,20 @@ DEFAULT_ENV_ID = "AgentGym/TextCraft-Depth1-v0"
 DEFAULT_FIXED_TURNS = 10
 DEFAULT_CPU_MICRO_BATCH_TOKENS = 2048
 
+# The estimators, turn-level credit modes and turn rewards (docs: agentgym_trl/advantages.py, README).
+ADVANTAGE_ESTIMATORS = ("grpo", "rloo", "reinforce_pp", "remax", "gae")
+EPISODE_ESTIMATORS = ("grpo", "rloo", "remax")  # one baseline per episode: turn-level credit applies to these
+TURN_CREDITS = ("none", "per_turn", "step_level")
+TURN_REWARDS = ("outcome", "env", "score_delta")
+VALUE_HEADS = ("shared", "detached", "separate")
+VALUE_HEAD_HELP = (
+    "The critic of 'gae': a linear value head on the policy's last hidden state, 'shared' (its loss trains the "
+    "policy's trunk too) or 'detached' (only the head learns; the policy is untouched by it), or 'separate': a "
+    "head on its own small model (--critic_model, with the policy's tokenizer) trained alongside."
+)
+# TRL's loss types (GRPOTrainer._compute_loss); an unknown one would fail only after the first rollout.
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
+
 
 @dataclass
 class AgentGRPOConfig(GRPOConfig):
@@ -150,6 +164,52 @@ class AgentGRPOConfig(GRPOConfig):
             "checkpoint carries (the default SmolLM2 and every checkpoint trained from it do), else the model's hub id."
         },
     )
+    advantage_estimator: str = field(
+        default="grpo",
+        metadata={
+            "help": "How advantages are estimated: 'grpo' (group-normalised outcome, TRL's own path), 'rloo' "
+            "(leave-one-out group baseline), 'reinforce_pp' (REINFORCE++: KL penalty in the token rewards, returns "
+            "whitened over the batch), 'remax' (the greedy episode of each item as baseline), 'gae' (PPO's GAE with "
+            "a value head trained alongside the policy; needs --value_head)."
+        },
+    )
+    turn_credit: str = field(
+        default="none",
+        metadata={
+            "help": "Credit finer than the episode for grpo / rloo / remax: 'none' (one advantage per episode), "
+            "'per_turn' (each turn's discounted return-to-go against the episode baseline), 'step_level' (GiGPO: plus "
+            "a step advantage among the group's turns that answered an identical observation)."
+        },
+    )
+    turn_reward: str = field(
+        default="outcome",
+        metadata={
+            "help": "Per-turn rewards: 'outcome' (the episode's reward on its last turn only), 'env' (the env's reward "
+            "of each step), 'score_delta' (the change of the env's native score at each step). Extra reward "
+            "functions add to the last turn."
+        },
+    )
+    invalid_action_penalty: float = field(
+        default=0.0,
+        metadata={"help": "Subtracted from the reward of every turn the env marks invalid (info['valid_action'])."},
+    )
+    turn_gamma: float = field(
+        default=1.0, metadata={"help": "Discount per turn of the turn returns (per_turn, step_level)."}
+    )
+    step_advantage_weight: float = field(
+        default=1.0, metadata={"help": "Weight of GiGPO's step advantage added to the episode advantage (step_level)."}
+    )
+    gamma: float = field(
+        default=1.0, metadata={"help": "Discount per action token of the token-level estimators (reinforce_pp, gae)."}
+    )
+    gae_lambda: float = field(default=0.95, metadata={"help": "GAE's lambda (gae)."})
+    value_head: str | None = field(default=None, metadata={"help": VALUE_HEAD_HELP})
+    critic_model: str | None = field(
+        default=None, metadata={"help": "The separate critic's model (folder or cached hub id) for value_head=separate."}
+    )
+    value_coef: float = field(
+        default=0.1, metadata={"help": "Weight of the value head's squared-error loss added to the policy loss (gae)."}
+    )
 
     # GRPOConfig fields whose defaults change (see the class docstring).
     logging_steps: float = field(default=1, metadata={"help": "Log every X optimizer steps."})
@@ -201,6 +261,7 @@ class AgentGRPOConfig(GRPOConfig):
             )
         if self.env_workers < 1:
             raise ValueError(f"env_workers must be at least 1, got {self.env_workers}")
+        self._check_advantage_options()
         if self.mask_truncated_completions:
             logger.warning(
                 "mask_truncated_completions looks only at the last token of a whole multi-turn episode; it is "
@@ -211,6 +272,48 @@ class AgentGRPOConfig(GRPOConfig):
         if self.max_completion_length is None:
             self.max_completion_length = self.max_context_tokens
         super().__post_init__()
+
+    def _check_advantage_options(self) -> None:
+        """The estimator, its turn-level credit and its critic, checked together before any model loads."""
+        for name, value, allowed in (
+            ("advantage_estimator", self.advantage_estimator, ADVANTAGE_ESTIMATORS),
+            ("turn_credit", self.turn_credit, TURN_CREDITS),
+            ("turn_reward", self.turn_reward, TURN_REWARDS),
+            ("loss_type", self.loss_type, LOSS_TYPES),
+            ("value_head", self.value_head, (None, *VALUE_HEADS)),
+        ):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+        if self.scale_rewards not in ("group", "batch", "none", True, False):
+            raise ValueError(f"scale_rewards must be 'group', 'batch' or 'none', got {self.scale_rewards!r}")
+        for name, value in (("gamma", self.gamma), ("gae_lambda", self.gae_lambda), ("turn_gamma", self.turn_gamma)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
+        estimator = self.advantage_estimator
+        if self.turn_credit != "none" and estimator not in EPISODE_ESTIMATORS:
+            raise ValueError(f"turn_credit={self.turn_credit!r} applies to {list(EPISODE_ESTIMATORS)}; {estimator} "
+                             "already gives every action token its own advantage (choose its rewards with turn_reward)")
+        if (estimator == "gae") != (self.value_head is not None):
+            raise ValueError(f"advantage_estimator='gae' needs a critic: set value_head to one of {list(VALUE_HEADS)}"
+                             if estimator == "gae" else f"value_head is used only by 'gae', not by {estimator!r}")
+        if (self.value_head == "separate") != (self.critic_model is not None):
+            raise ValueError("value_head='separate' needs critic_model" if self.value_head == "separate"
+                             else "critic_model is used only with value_head='separate'")
+        if estimator == "gae" and self.value_coef <= 0:
+            raise ValueError(f"value_coef must be positive for gae, got {self.value_coef}")
+        if estimator == "gae" and self.skip_zero_advantage:
+            raise ValueError("skip_zero_advantage would skip the value head's loss on those rows; not with gae")
+        if estimator == "remax" and self.use_vllm:
+            raise ValueError("remax's greedy episodes are generated with HF generate; use_vllm is not supported yet")
+        if self.custom_advantages and self.multi_objective_aggregation != "sum_then_normalize":
+            raise ValueError(f"{estimator} with turn_credit={self.turn_credit!r} sums the weighted rewards; "
+                             "multi_objective_aggregation must be 'sum_then_normalize'")
+
+    @property
+    def custom_advantages(self) -> bool:
+        """Whether the trainer replaces TRL's group advantages (everything but plain outcome GRPO)."""
+        return not (self.advantage_estimator == "grpo" and self.turn_credit == "none"
+                    and self.turn_reward == "outcome" and self.invalid_action_penalty == 0.0)
 
     def turn_schedule(self) -> TurnSchedule:
         """The schedule from whichever of max_turns_schedule / turn_rounds / max_turns is set (only one may be)."""

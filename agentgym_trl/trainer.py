@@ -12,7 +12,10 @@ against the reference model, the clipped loss, DDP / DeepSpeed / FSDP, LoRA thro
 * the rollout's output is validated (TRL does not check ``env_mask`` lengths) before TRL uses it;
 * the env's outcome reward is the default reward function (``env_reward``); extra reward functions
   can be added and see ``env_reward``, ``env_success``, ``env_turns``, ``env_stop_reason``;
-* the turn budget comes from ``TurnBudgetCallback`` and per-env metrics are logged every step.
+* the turn budget comes from ``TurnBudgetCallback`` and per-env metrics are logged every step;
+* ``advantage_estimator`` / ``turn_credit`` other than plain GRPO replace TRL's group advantages
+  after it computed them (per episode or per token, see ``advantages.py``); ``gae`` adds a value
+  head and its loss; ``remax`` plays one greedy episode per item as its baseline.
 
 CPU (tests, CI) generates with HF ``generate``; on GPUs ``use_vllm=True`` with ``vllm_mode="server"``
 or ``"colocate"`` routes each turn's generation through TRL's vLLM client instead.
@@ -36,7 +39,10 @@ from transformers import PreTrainedModel
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
+from agentgym_trl import advantages as adv
+from agentgym_trl.agent import sampling_config
 from agentgym_trl.chat import ChatEncoder
+from agentgym_trl.credit import episode_level_advantages, episode_turns, turn_table
 from agentgym_trl.cpu import (
     plan_micro_batches,
     release_memory,
@@ -47,7 +53,7 @@ from agentgym_trl.cpu import (
 )
 from agentgym_envs.core.loop import EnvPool
 from agentgym_envs.evaluation.records import TrajectoryLog
-from agentgym_trl.config import AgentGRPOConfig, env_turn_cap
+from agentgym_trl.config import EPISODE_ESTIMATORS, AgentGRPOConfig, env_turn_cap
 from agentgym_trl.curriculum import TurnBudgetCallback
 from agentgym_trl.data import build_env_dataset, check_env_ids, placeholder_prompt
 from agentgym_trl.generation import Generator, HFGenerator, VLLMGenerator
@@ -55,6 +61,7 @@ from agentgym_trl.metrics import MetricsFileCallback, episode_stats, rollout_met
 from agentgym_trl.model_card import agent_section, base_model_of, complete_model_card
 from agentgym_trl.models import is_reloadable, save_plain_copy
 from agentgym_trl.rollout import RolloutResult, run_rollout, validate_rollout_output
+from agentgym_trl.value_head import VALUE_HEAD_ATTRIBUTE, VALUE_HEAD_FILE, ValueHead, attach_value_head, value_loss
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +126,8 @@ class AgentGRPOTrainer(GRPOTrainer):
             funcs += list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         self._rollout_rows: list[dict[str, Any]] | None = None
         self.last_rollout: RolloutResult | None = None
+        self._rewards_per_func: torch.Tensor | None = None  # TRL's (gathered) rewards of the last batch
+        self._greedy_returns: list[float] | None = None  # remax: each local row's greedy episode return
         with warnings.catch_warnings():  # rollout_func is "experimental" in TRL; this class validates its output
             warnings.filterwarnings("ignore", message=".*rollout_func.*experimental")
             super().__init__(
@@ -138,10 +147,15 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.env_pool = env_pool or EnvPool()  # envs per (id, turn budget): the budget is each env's TimeLimit
         self.env_executor = ThreadPoolExecutor(max_workers=args.env_workers, thread_name_prefix="agentgym-env")
         self.generator = self._make_generator()
+        self.greedy_generator = self._make_generator(greedy=True) if args.advantage_estimator == "remax" else None
+        self.value_head: ValueHead | None = None
+        if args.value_head is not None:  # before the optimizer and DDP exist, so both see its parameters
+            self.value_head = attach_value_head(self.model, args.value_head, args.critic_model)
 
     # ---- plumbing into TRL ---------------------------------------------------------------------
-    def _make_generator(self) -> Generator:
+    def _make_generator(self, greedy: bool = False) -> Generator:
         pad = self._tokenizer.pad_token_id
+        config = sampling_config(self.generation_config, 0.0) if greedy else self.generation_config
         if self.use_vllm:
             merged = dict(self.vllm_generation.generation_kwargs or {})
             merged.setdefault("stop_token_ids", list(self.chat.stop_ids))
@@ -149,7 +163,7 @@ class AgentGRPOTrainer(GRPOTrainer):
             slots = self.args.per_device_train_batch_size * self.args.steps_per_generation
             slots = max(slots, self.args.per_device_eval_batch_size)
             return VLLMGenerator(self.vllm_generation, self.accelerator, self.chat.stop_ids, slots, pad)
-        return HFGenerator(self.model, self.generation_config, pad, self.chat.stop_ids, unwrap=self._unwrapped_model,
+        return HFGenerator(self.model, config, pad, self.chat.stop_ids, unwrap=self._unwrapped_model,
                            share_prompt_prefill=self.args.share_prompt_prefill)
 
     @contextmanager
@@ -171,9 +185,17 @@ class AgentGRPOTrainer(GRPOTrainer):
         # TRL hands rollout_func only the prompts; the rollout needs each row's env id and item id.
         self._rollout_rows = inputs
         try:
-            return super()._generate_and_score_completions(inputs)
+            output = super()._generate_and_score_completions(inputs)
         finally:
             self._rollout_rows = None
+        if self.model.training and self.args.custom_advantages:
+            self._replace_advantages(output)
+        return output
+
+    def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> torch.Tensor:
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._rewards_per_func = rewards  # every process's rows: the custom estimators need whole groups
+        return rewards
 
     def _agent_rollout(self, prompts: list, trainer: Any = None) -> dict[str, list]:
         rows = self._rollout_rows
@@ -204,10 +226,167 @@ class AgentGRPOTrainer(GRPOTrainer):
         if self.args.release_memory and self.on_cpu:  # the generation caches are garbage now
             release_memory()
         self.last_rollout = result
+        if mode == "train" and self.greedy_generator is not None:
+            self._greedy_returns = self._greedy_rollout(rows, budget)
         if self.args.log_trajectories:
             self._log_trajectories(result, mode)
         self._record_rollout_metrics(result, mode)
         return output
+
+    # ---- advantage estimators other than TRL's GRPO ------------------------------------------------
+    def _greedy_rollout(self, rows: Sequence[dict[str, Any]], budget: int) -> list[float]:
+        """ReMax's baseline: one greedy episode per distinct item among this process's rows (never trained on)."""
+        keys = [(str(r["env_id"]), int(r["item_id"]), r.get("seed")) for r in rows]
+        unique = list(dict.fromkeys(keys))
+        starts = [{"env_id": env_id, "item_id": item_id, **({"seed": seed} if seed is not None else {})}
+                  for env_id, item_id, seed in unique]
+        result = run_rollout(starts, self.greedy_generator, self.chat, self.env_pool, max_turns=budget,
+                             max_turn_tokens=self.args.max_turn_tokens, max_context_tokens=self.args.max_context_tokens,
+                             executor=self.env_executor, truncated_turn=self.args.truncated_turn,
+                             mask_truncated_turns=self.args.mask_truncated_turns,
+                             merged_first_turn=self.args.merged_first_turn)
+        weight = self.reward_weights[0].cpu()
+        episodes = [episode_turns(t, self.args.turn_reward, self.args.invalid_action_penalty)
+                    for t in result.trajectories]
+        outcome = torch.tensor([t.reward for t in result.trajectories]) * weight
+        bonus = outcome if self.args.turn_reward == "outcome" else torch.zeros_like(outcome)
+        rewards, mask, _ = turn_table(episodes, bonus, weight.expand(len(episodes)))
+        returns = adv.discounted_returns(rewards, mask, self.args.turn_gamma)[:, 0].tolist()
+        self._metrics["train"]["remax/greedy_reward"].append(float(outcome.mean()) if len(outcome) else 0.0)
+        by_key = dict(zip(unique, returns))
+        return [by_key[key] for key in keys]
+
+    def _global_turn_table(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every process's episodes as padded turn rewards, turn mask and state ids (in TRL's global row order)."""
+        args = self.args
+        local = [episode_turns(t, args.turn_reward, args.invalid_action_penalty)
+                 for t in self.last_rollout.trajectories]
+        episodes = gather_object(local)
+        per_func = self._rewards_per_func.detach().cpu()
+        weights = self.reward_weights.detach().cpu()
+        total = (per_func * weights).nansum(dim=1)
+        env_part = per_func[:, 0].nan_to_num() * weights[0]
+        # the outcome on the last turn; with per-step env rewards, only what extra reward functions add
+        bonus = total if args.turn_reward == "outcome" else total - env_part
+        return turn_table(episodes, bonus, weights[0].expand(len(episodes)))
+
+    def _local_rows(self, values: torch.Tensor) -> torch.Tensor:
+        count = len(self.last_rollout.trajectories)
+        start = self.accelerator.process_index * count
+        return values[start : start + count]
+
+    def _replace_advantages(self, output: dict[str, Any]) -> None:
+        """Swap TRL's group advantages for the configured estimator's: ``(B,)`` per episode or ``(B, T)`` per token."""
+        args = self.args
+        mask = output["completion_mask"] * output["tool_mask"] if "tool_mask" in output else output["completion_mask"]
+        mask = mask.detach().float().cpu()
+        turn_ends = [t.turn_ends for t in self.last_rollout.trajectories]
+        rewards, turn_mask, states = self._global_turn_table()
+        if args.advantage_estimator in EPISODE_ESTIMATORS:
+            greedy = None
+            if args.advantage_estimator == "remax":
+                greedy = torch.tensor(gather_object(list(self._greedy_returns or [])), dtype=torch.float32)
+            groups = torch.arange(rewards.shape[0]) // self.num_generations
+            advantages = self._local_rows(episode_level_advantages(
+                rewards, turn_mask, states, groups, estimator=args.advantage_estimator, credit=args.turn_credit,
+                turn_gamma=args.turn_gamma, scale=self.scale_rewards, step_weight=args.step_advantage_weight,
+                greedy_returns=greedy))
+            if advantages.dim() == 2:
+                advantages = adv.spread_over_turns(advantages, turn_ends, mask)
+        else:
+            token_rewards = adv.place_on_last_action_token(self._local_rows(rewards), turn_ends, mask)
+            advantages = self._token_advantages(output, token_rewards, mask)
+        output["advantages"] = advantages.to(output["completion_mask"].device)
+        self._log_advantages(advantages, mask)
+
+    def _log_advantages(self, advantages: torch.Tensor, mask: torch.Tensor) -> None:
+        """``advantage/abs_mean`` over action tokens, and the completions table's advantage column (per row)."""
+        device = self.accelerator.device
+        per_token = advantages if advantages.dim() == 2 else advantages[:, None] * mask
+        moments = self.accelerator.reduce(adv.masked_moments(per_token.abs(), mask).to(device), reduction="sum")
+        self._metrics["train"]["advantage/abs_mean"].append(float(moments[0] / moments[2].clamp(min=1.0)))
+        per_row = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+        rows = self.accelerator.gather(per_row.to(device)).tolist()
+        logged = self._logs["advantages"]  # TRL appended its own group advantages of these rows last
+        for _ in range(min(len(rows), len(logged))):
+            logged.pop()
+        logged.extend(rows)
+
+    def _token_advantages(self, output: dict[str, Any], token_rewards: torch.Tensor,
+                          mask: torch.Tensor) -> torch.Tensor:
+        """REINFORCE++ or GAE per action token, whitened over every process's action tokens."""
+        args = self.args
+        device = output["completion_mask"].device
+        if args.advantage_estimator == "reinforce_pp":
+            kl = None
+            if self.beta != 0.0:  # k1 = log pi_old - log pi_ref on the sampled tokens
+                old = output.get("old_per_token_logps", output.get("sampling_per_token_logps"))
+                kl = (old - output["ref_per_token_logps"]).detach().float().cpu()
+                kl_moments = self.accelerator.reduce(adv.masked_moments(kl, mask).to(device), reduction="sum")
+                self._metrics["train"]["kl_in_reward"].append(float(kl_moments[0] / kl_moments[2].clamp(min=1.0)))
+            raw = adv.reinforce_pp_returns(token_rewards, kl, mask, self.beta, args.gamma)
+        else:
+            values = self._value_estimates(output).cpu()
+            raw, targets = adv.gae(token_rewards, values, mask, args.gamma, args.gae_lambda)
+            output["value_targets"] = targets.to(device)
+            value_moments = self.accelerator.reduce(adv.masked_moments(values, mask).to(device), reduction="sum")
+            self._metrics["train"]["value/mean"].append(float(value_moments[0] / value_moments[2].clamp(min=1.0)))
+        moments = self.accelerator.reduce(adv.masked_moments(raw, mask).to(device), reduction="sum")
+        return adv.whiten(raw, mask, moments.cpu())
+
+    def _value_estimates(self, output: dict[str, Any]) -> torch.Tensor:
+        """The critic's ``(B, T)`` estimates of the rollout's states, from one no-grad forward."""
+        ids, attention, width = whole_sequences(output)
+        with torch.no_grad():
+            if self.value_head.critic is not None:
+                return self.value_head.critic_values(ids, attention, width).detach().float()
+            with self.value_head.capture(width) as captured:
+                self._get_per_token_logps_and_entropies(self.model, ids, attention, width,
+                                                        batch_size=self.args.per_device_train_batch_size)
+        return torch.cat(captured, dim=0).detach().float()
+
+    def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        """TRL's loss; REINFORCE++ without TRL's KL term (its KL is in the reward); GAE plus the value loss."""
+        beta = self.beta
+        if self.args.advantage_estimator == "reinforce_pp":
+            self.beta = 0.0
+        try:
+            if self.value_head is None:
+                return super()._compute_loss(model, inputs)
+            loss, values = self._policy_loss_and_values(model, inputs)
+        finally:
+            self.beta = beta
+        if "value_targets" not in inputs:  # evaluation: TRL's advantages, no value targets
+            return loss
+        mask = inputs["completion_mask"] * inputs["tool_mask"] if "tool_mask" in inputs else inputs["completion_mask"]
+        critic_loss = value_loss(values, inputs["value_targets"], mask)
+        self._metrics["train"]["value/loss"].append(float(self.accelerator.gather(critic_loss.detach()).mean()))
+        return loss + self.args.value_coef * critic_loss / self.current_gradient_accumulation_steps
+
+    def _policy_loss_and_values(self, model: Any, inputs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """TRL's policy loss and the critic's values (read from that very forward, or from the separate critic)."""
+        if self.value_head.critic is not None:
+            return super()._compute_loss(model, inputs), self.value_head.critic_values(*whole_sequences(inputs))
+        with self.value_head.capture(inputs["completion_ids"].size(1)) as captured:
+            loss = super()._compute_loss(model, inputs)
+        return loss, torch.cat(captured, dim=0)
+
+    # ---- saving: the value head beside the model (a LoRA checkpoint holds only the adapter) ----------
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        """The model without its value head (so it loads as a plain causal LM), and the head beside it."""
+        output_dir = output_dir if output_dir is not None else self.args.output_dir
+        if self.value_head is not None and state_dict is None and not is_peft_model(self.model):
+            state_dict = {name: value for name, value in self.accelerator.unwrap_model(self.model).state_dict().items()
+                          if not name.startswith(f"{VALUE_HEAD_ATTRIBUTE}.")}
+        super()._save(output_dir, state_dict)
+        if self.value_head is not None and self.args.should_save:
+            torch.save(self.value_head.state_dict(), os.path.join(output_dir, VALUE_HEAD_FILE))
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        path = os.path.join(resume_from_checkpoint, VALUE_HEAD_FILE)
+        if self.value_head is not None and os.path.exists(path):
+            self.value_head.load_state_dict(torch.load(path, map_location="cpu"))
 
     # ---- the loss in micro-batches ---------------------------------------------------------------
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
@@ -245,6 +424,7 @@ class AgentGRPOTrainer(GRPOTrainer):
                 ("top_entropy_quantile < 1", self.top_entropy_quantile < 1.0),
                 ("an MoE aux loss", self.aux_loss_enabled),
                 ("DeepSpeed", self.is_deepspeed_enabled),
+                ("the value head's loss (gae)", self.value_head is not None),
                 # TRL gathers per-row metrics on every call: each process must pass the same number of rows
                 ("several processes", self.accelerator.num_processes > 1),
                 (f"loss_type {self.loss_type!r}", self.loss_type not in MICRO_BATCHED_LOSSES),
@@ -328,6 +508,13 @@ class AgentGRPOTrainer(GRPOTrainer):
         """Release every env the rollouts created (engines, JVMs, browsers)."""
         self.env_pool.close()
 
+
+
+def whole_sequences(batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Prompt + completion ids, their attention mask, and the completion width (TRL's forward inputs)."""
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+    return ids, attention, batch["completion_ids"].size(1)
 
 
 def rows_that_teach(advantages: torch.Tensor) -> list[int]:

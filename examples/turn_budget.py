@@ -151,12 +151,17 @@ def train_arm(config: ExperimentConfig, arm: str) -> None:
     arm_dir = final_model(config, arm)
     if is_trained(config, arm):
         return
-    run([
+    run(grpo_command(config, arm_dir, budget_args(config, arm)), Path(config.out_dir) / "logs" / f"train-{arm}.log")
+    (arm_dir / TRAINED_MARK).write_text(time.strftime("%Y-%m-%d %H:%M:%S\n"), encoding="utf-8")
+
+
+def grpo_command(config: ExperimentConfig, arm_dir: Path, extra: list[str]) -> list[str]:
+    """``examples/grpo.py`` from the start with the experiment's settings; ``extra`` (the arm's) comes last and wins."""
+    return [
         sys.executable, str(EXAMPLES / "grpo.py"),
         "--model_name_or_path", config.start_model,
         "--env_ids", config.env_id,
         "--output_dir", str(arm_dir),
-        *budget_args(config, arm),
         "--max_steps", str(config.steps),
         # one rollout of items_per_step x group_size episodes per optimizer step (micro-batched by token budget)
         "--per_device_train_batch_size", str(config.items_per_step * config.group_size),
@@ -176,8 +181,8 @@ def train_arm(config: ExperimentConfig, arm: str) -> None:
         "--resume_from_checkpoint", "last",
         "--seed", str(config.seed),
         "--clone_episodes", "0", "--eval_items", "0",  # the start is given; this experiment evaluates on its own
-    ], Path(config.out_dir) / "logs" / f"train-{arm}.log")
-    (arm_dir / TRAINED_MARK).write_text(time.strftime("%Y-%m-%d %H:%M:%S\n"), encoding="utf-8")
+        *extra,
+    ]
 
 
 def evaluate(config: ExperimentConfig, name: str, model: str) -> Path:
@@ -245,16 +250,23 @@ def report(config: ExperimentConfig) -> dict:
         "method": "success = Avg@K over every test item; 95% interval = bootstrap over items (10k resamples); "
                   "change = paired over items, p = two-sided sign-flip permutation test",
     }
+    write_results(config, summary, start, {arm: (out / arm, arms[arm]["test"]) for arm in arms},
+                  f"GRPO on {config.env_id.removeprefix('AgentGym/')}: turn budget arms, {config.steps} steps each, "
+                  "from the SFT start")
+    print_table(summary)
+    return summary
+
+
+def write_results(config: ExperimentConfig, summary: dict, start: dict, arms: dict[str, tuple[Path, dict]],
+                  title: str) -> None:
+    """The summary as JSON and, once an arm is tested, the plot of each arm's run (``arms``: folder, test result)."""
     Path(config.results_file).parent.mkdir(parents=True, exist_ok=True)
     Path(config.results_file).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     if arms:
-        evals = [{"label": "start", **start}] + [{"label": arm, **arms[arm]["test"]} for arm in arms]
+        evals = [{"label": "start", **start}] + [{"label": arm, **test} for arm, (_, test) in arms.items()]
         plot = Path(config.plot_file)
-        plot_comparison({arm: out / arm for arm in arms}, plot.parent, evals=evals, file_name=plot.name, window=3,
-                        title=f"GRPO on {config.env_id.removeprefix('AgentGym/')}: turn budget arms, {config.steps} "
-                              f"steps each, from the SFT start")
-    print_table(summary)
-    return summary
+        plot_comparison({arm: folder for arm, (folder, _) in arms.items()}, plot.parent, evals=evals,
+                        file_name=plot.name, window=3, title=title)
 
 
 def replication(out: Path, first_start: dict, first_arms: dict[str, dict]) -> dict:

@@ -29,7 +29,8 @@ it or its record. The record (``Trajectory.to_record``) is one JSON object per e
 =====================  ===================================================================================
 
 Token ids, masks and logprobs (when a model played) live on the ``Trajectory`` for the trainer and
-are not written to the record.
+are not written to the record; so does ``turn_ends`` (per turn, the completion index just past that
+turn's tokens, its end-of-turn token included), which ties per-turn rewards to token positions.
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ class Trajectory:
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    turn_ends: list[int] = field(default_factory=list)
     cut_turns: int = 0
     template_fallbacks: int = 0
 

@@ -1,0 +1,170 @@
+"""The advantage estimators side by side on the learning experiment's task -> results/algorithms.json.
+
+Every arm trains SmolLM2-135M-Instruct from the same behaviour-cloned start (``examples/turn_budget.py``'s,
+made first when missing) on TextCraft depth 1 with the same steps, items per step, group size, turn budget,
+learning rate and seeds; only ``--advantage_estimator`` / ``--turn_credit`` differ:
+
+* ``grpo`` (the baseline), ``rloo``, ``reinforce_pp`` (with its KL in the reward, ``--reinforce_pp_beta``),
+  ``remax`` (one greedy episode per item and step on top: slower per step), ``gae`` (shared value head),
+  ``grpo_step_level`` (GiGPO's step advantage, per-step env rewards).
+
+Each (arm, seed) is one ``examples/grpo.py`` process (its peak RSS measured from its rusage), then tested
+on all depth-1 test items, K samples each; the arm's seeds are pooled per item. Reported per arm: held-out
+success with a 95% bootstrap interval over items, the change against ``grpo`` paired by item (bootstrap
+interval and sign-flip p), seconds per optimizer step and peak memory. Every step resumes: run it again::
+
+    python benchmarks/bench_algorithms.py                          # every arm, seeds 0 and 1
+    python benchmarks/bench_algorithms.py --arms grpo rloo --seeds 0
+    python benchmarks/bench_algorithms.py --report_only true       # table, JSON and plot from finished runs
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+import turn_budget as tb  # noqa: E402
+from transformers import HfArgumentParser  # noqa: E402
+
+from agentgym_envs.evaluation.metrics import compare_success, success_interval  # noqa: E402
+
+NO_SKIP = ["--skip_zero_advantage", "false"]  # gae trains its critic on every row; beta > 0 forbids skipping
+ARMS: dict[str, list[str]] = {
+    "grpo": [],
+    "rloo": ["--advantage_estimator", "rloo"],
+    "reinforce_pp": ["--advantage_estimator", "reinforce_pp", *NO_SKIP],
+    "remax": ["--advantage_estimator", "remax"],
+    "gae": ["--advantage_estimator", "gae", "--value_head", "shared", *NO_SKIP],
+    "grpo_step_level": ["--turn_credit", "step_level", "--turn_reward", "env"],
+}
+PEAK_FILE = "peak_rss.json"
+
+
+@dataclass
+class AlgorithmsConfig(tb.ExperimentConfig):
+    out_dir: str = field(default="runs/algorithms", metadata={"help": "arms, evaluations and logs"})
+    arms: list[str] = field(default_factory=lambda: list(ARMS), metadata={"help": f"arms to run: {list(ARMS)}"})
+    seeds: list[int] = field(default_factory=lambda: [0, 1], metadata={"help": "training seeds of every arm"})
+    train_turns: int = field(default=6, metadata={"help": "turn budget of every arm in training"})
+    reinforce_pp_beta: float = field(default=0.001, metadata={"help": "KL coefficient in REINFORCE++'s reward"})
+    results_file: str = "benchmarks/results/algorithms.json"
+    plot_file: str = "docs/algorithms.png"
+
+
+def arm_args(config: AlgorithmsConfig, arm: str) -> list[str]:
+    extra = ["--max_turns", str(config.train_turns), *ARMS[arm]]
+    if arm == "reinforce_pp":
+        extra += ["--beta", str(config.reinforce_pp_beta)]
+    return extra
+
+
+def run_dir(config: AlgorithmsConfig, arm: str, seed: int) -> Path:
+    return Path(config.out_dir) / f"{arm}-seed{seed}"
+
+
+def eval_dir(config: AlgorithmsConfig, arm: str, seed: int) -> Path:
+    return Path(config.out_dir) / "eval" / f"{arm}-seed{seed}"
+
+
+def run_measured(command: list[str], log: Path) -> float:
+    """Run a child with its output in ``log``; its peak RSS in MB (from its own rusage)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"$ {' '.join(command)}\n  (log: {log})", flush=True)
+    with open(log, "a", encoding="utf-8") as handle:
+        child = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"failed with exit code {code}; see {log}. Run the same command again to resume.")
+    return usage.ru_maxrss / 1024  # kilobytes on Linux
+
+
+def train(config: AlgorithmsConfig, arm: str, seed: int) -> None:
+    folder = run_dir(config, arm, seed)
+    if (folder / tb.TRAINED_MARK).exists():
+        return
+    seeded = AlgorithmsConfig(**{**asdict(config), "seed": seed})
+    command = tb.grpo_command(seeded, folder, arm_args(config, arm))
+    peak_mb = run_measured(command, Path(config.out_dir) / "logs" / f"train-{arm}-seed{seed}.log")
+    (folder / PEAK_FILE).write_text(json.dumps({"peak_rss_mb": round(peak_mb, 1)}) + "\n", encoding="utf-8")
+    (folder / tb.TRAINED_MARK).write_text(time.strftime("%Y-%m-%d %H:%M:%S\n"), encoding="utf-8")
+
+
+def arm_result(config: AlgorithmsConfig, arm: str) -> dict | None:
+    """The arm's seeds pooled per test item, its step time and its peak memory; None until every seed is tested."""
+    if not all((eval_dir(config, arm, s) / "summary.json").is_file() for s in config.seeds):
+        return None
+    per_item: dict = {}
+    step_s, peaks = [], []
+    for seed in config.seeds:
+        for item, successes in tb.test_result(eval_dir(config, arm, seed))["per_item"].items():
+            per_item.setdefault(item, []).extend(successes)
+        curve = tb.training_curve(run_dir(config, arm, seed))
+        step_s += [s for s in curve["step_s"] if s]
+        peaks.append(json.loads((run_dir(config, arm, seed) / PEAK_FILE).read_text())["peak_rss_mb"])
+    return {"test": success_interval(per_item), "per_item": per_item,
+            "step_s_mean": round(sum(step_s) / max(len(step_s), 1), 1), "peak_rss_mb": max(peaks)}
+
+
+def report(config: AlgorithmsConfig) -> dict:
+    if not (Path(config.out_dir) / "eval" / "start" / "summary.json").is_file():
+        sys.exit(f"error: nothing to report in {config.out_dir}: run the benchmark first")
+    start = tb.test_result(Path(config.out_dir) / "eval" / "start")
+    arms = {arm: result for arm in config.arms if (result := arm_result(config, arm)) is not None}
+    baseline = arms.get("grpo")
+    for result in arms.values():
+        result["change_vs_start"] = compare_success(start["per_item"], result["per_item"])
+        if baseline is not None:
+            result["change_vs_grpo"] = compare_success(baseline["per_item"], result["per_item"])
+    summary = {
+        "what": "advantage estimators from one behaviour-cloned start: held-out success, step time, peak memory",
+        "config": asdict(config),
+        "start": {k: v for k, v in start.items() if k != "per_item"},
+        "arms": {arm: {k: v for k, v in result.items() if k != "per_item"} for arm, result in arms.items()},
+        "method": "success = Avg@K over every test item, the seeds pooled per item; 95% interval = bootstrap over "
+                  "items; changes paired over items, p = two-sided sign-flip permutation test",
+    }
+    runs = {arm: (run_dir(config, arm, config.seeds[0]), arms[arm]["test"]) for arm in arms}
+    tb.write_results(config, summary, start, runs, f"advantage estimators on {config.env_id.removeprefix('AgentGym/')}"
+                     f", {config.steps} steps, seeds {config.seeds}")
+    print_table(summary)
+    return summary
+
+
+def print_table(summary: dict) -> None:
+    print("\n| estimator | test success (95% CI) | vs grpo (95% CI), p | vs start, p | s / step | peak RSS MB |")
+    print("|---|---|---|---|---|---|")
+    print(f"| start (SFT) | {tb.pct(summary['start'])} | - | - | - | - |")
+    for arm, entry in summary["arms"].items():
+        versus = tb.change_text(entry["change_vs_grpo"]) if "change_vs_grpo" in entry else "-"
+        print(f"| {arm} | {tb.pct(entry['test'])} | {versus} | {tb.change_text(entry['change_vs_start'])} | "
+              f"{entry['step_s_mean']} | {entry['peak_rss_mb']} |")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    (config,) = HfArgumentParser(AlgorithmsConfig).parse_args_into_dataclasses(args=argv)
+    unknown = set(config.arms) - set(ARMS)
+    if unknown:
+        sys.exit(f"unknown arms {sorted(unknown)}; choose from {list(ARMS)}")
+    if not config.report_only:
+        tb.make_start(config)
+        tb.evaluate(config, "start", config.start_model)
+        for arm in config.arms:
+            for seed in config.seeds:
+                train(config, arm, seed)
+                tb.evaluate(config, f"{arm}-seed{seed}", str(run_dir(config, arm, seed)))
+    return report(config)
+
+
+if __name__ == "__main__":
+    main()
