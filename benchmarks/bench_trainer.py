@@ -192,7 +192,7 @@ def bench_step_time(steps: int) -> dict:
             completion_lengths.extend(len(t.completion_ids) for t in trajectories)
             model_tokens.append(sum(sum(t.env_mask) for t in trajectories))
             for t in trajectories:
-                first_prompts.setdefault(t.item_id, t.messages[:1])
+                first_prompts.setdefault(t.item_id, t.messages[: t.prompt_messages])  # the whole opening
 
     agent.add_callback(Lengths())
     with tqdm(total=1, desc="agent GRPO steps", file=sys.stderr) as bar:
