@@ -20,22 +20,20 @@ import json
 import os
 import re
 import shutil
-import socket
 import sys
 import tempfile
 import threading
 import unicodedata
-import urllib.error
-import urllib.request
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
 from agentgym_envs.core.extras import require
-from agentgym_envs.core.net import redirect_hint, urlopen_no_redirect
+from agentgym_envs.core.net import is_loopback, redirect_hint
 from agentgym_envs.search.data import Corpus, Document, cache_root
 
 BACKENDS = ("bm25", "dense", "remote")
@@ -255,39 +253,31 @@ class DenseRetriever(Retriever):
 
 
 class RemoteRetriever(Retriever):
-    """Client of a Search-R1 style retrieval server (``POST /retrieve``)."""
+    """Client of a Search-R1 style retrieval server (``POST /retrieve``), over httpx.
+
+    The rules of ``core.net``: a redirect is an error, not followed; a loopback server is reached
+    without the environment's proxies. A refused connection is tried once more at once (nothing was
+    sent, so that is safe); a timeout is not retried, so a slow server costs one ``timeout``.
+    """
 
     name = "remote"
+    #: extra connection attempts after a failed connect (httpx.HTTPTransport's retries: the first is immediate)
+    CONNECT_RETRIES = 1
 
     def __init__(self, url: str, timeout: float = 10.0):
+        httpx = require("httpx", extra="search")
         url = url.rstrip("/")
         self.url = url if url.endswith("/retrieve") else url + "/retrieve"
         self.timeout = float(timeout)
+        self._client = httpx.Client(
+            timeout=self.timeout,
+            follow_redirects=False,
+            transport=httpx.HTTPTransport(retries=self.CONNECT_RETRIES),
+            trust_env=not is_loopback(urlsplit(self.url).hostname or ""),
+        )
 
     def search_batch(self, queries: list[str], k: int = 3) -> list[list[Hit]]:
-        payload = json.dumps({"queries": queries, "topk": k, "return_scores": True}).encode()
-        request = urllib.request.Request(
-            self.url, data=payload, headers={"Content-Type": "application/json"}, method="POST"
-        )
-        try:
-            with urlopen_no_redirect(request, timeout=self.timeout) as response:
-                body = response.read()
-        except urllib.error.HTTPError as error:
-            raise RetrievalError(
-                f"the retrieval server at {self.url} answered HTTP {error.code}{redirect_hint(error)}"
-            ) from None
-        except urllib.error.URLError as error:
-            if isinstance(error.reason, (socket.timeout, TimeoutError)):
-                raise RetrievalError(
-                    f"the retrieval server at {self.url} did not answer within {self.timeout:g} s"
-                ) from None
-            raise RetrievalError(f"the retrieval server at {self.url} is unreachable ({error.reason})") from None
-        except (socket.timeout, TimeoutError):
-            raise RetrievalError(
-                f"the retrieval server at {self.url} did not answer within {self.timeout:g} s"
-            ) from None
-        except (ConnectionError, OSError) as error:
-            raise RetrievalError(f"the retrieval server at {self.url} is unreachable ({error})") from None
+        body = self._post({"queries": queries, "topk": k, "return_scores": True})
         try:
             result = json.loads(body)["result"]
             if len(result) != len(queries):
@@ -295,6 +285,25 @@ class RemoteRetriever(Retriever):
             return [[self._hit(item, i) for i, item in enumerate(items[:k])] for items in result]
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise RetrievalError(f"the retrieval server at {self.url} sent a malformed reply ({error})") from None
+
+    def _post(self, payload: dict[str, Any]) -> bytes:
+        """The body of the server's 2xx answer to ``payload``; anything else is a ``RetrievalError``."""
+        import httpx
+
+        try:
+            response = self._client.post(self.url, json=payload)
+        except httpx.TimeoutException:
+            raise RetrievalError(f"the retrieval server at {self.url} did not answer within {self.timeout:g} s") from None
+        except (httpx.TransportError, OSError) as error:
+            raise RetrievalError(f"the retrieval server at {self.url} is unreachable ({error})") from None
+        if not response.is_success:
+            raise RetrievalError(
+                f"the retrieval server at {self.url} answered HTTP {response.status_code}{redirect_hint(response)}"
+            )
+        return response.content
+
+    def close(self) -> None:
+        self._client.close()
 
     @staticmethod
     def _hit(item: dict[str, Any], rank: int) -> Hit:

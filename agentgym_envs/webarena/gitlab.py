@@ -11,9 +11,7 @@ import random
 import sqlite3
 from typing import Iterator
 
-from agentgym_envs.webarena.server import (
-    Request, SiteApp, esc, form, link, redirect, select, table, text_input, textarea, url,
-)
+from agentgym_envs.webarena.server import Request, SiteApp, redirect, url
 from agentgym_envs.webarena.taskgen import Draft, answer_eval, db_eval, q
 
 ME = "byteblaze"
@@ -101,35 +99,33 @@ class GitLabSite(SiteApp):
     def _stars(self, project_id: int) -> int:
         return self.one("SELECT COUNT(*) AS n FROM stars WHERE project_id=?", (project_id,))["n"]
 
-    def _project_table(self, rows) -> str:
-        body = [[link(f"/{r['namespace']}/{r['name']}", f"{r['namespace']} / {r['name']}"), esc(r["description"]), str(self._stars(r["id"]))] for r in rows]
-        return table(["Project", "Description", "Stars"], body)
+    def _with_stars(self, rows: list[sqlite3.Row]) -> list[tuple[sqlite3.Row, int]]:
+        return [(r, self._stars(r["id"])) for r in rows]
 
     def home(self, request: Request) -> str:
         rows = self.query("SELECT DISTINCT projects.* FROM projects JOIN members ON members.project_id=projects.id WHERE username=? ORDER BY projects.id", (ME,))
-        return self.page("Your projects", self._project_table(rows))
+        return self.render("Your projects", "home", projects=self._with_stars(rows))
 
     def explore(self, request: Request) -> str:
         rows = sorted(self.query("SELECT * FROM projects"), key=lambda r: (-self._stars(r["id"]), r["id"]))
-        return self.page("Explore projects", "<p>Sorted by most stars</p>" + self._project_table(rows))
+        return self.render("Explore projects", "explore", projects=self._with_stars(rows))
 
     def user(self, request: Request, username: str) -> str:
         if username not in USERS:
             self.one("SELECT 1 WHERE 0")
         commits = self.one("SELECT COUNT(*) AS n FROM commits WHERE author=?", (username,))["n"]
         starred = self.query("SELECT projects.* FROM stars JOIN projects ON projects.id=project_id WHERE username=? ORDER BY projects.id", (username,))
-        return self.page(f"User {username}", f"<p>Commits: {commits}</p><h2>Starred projects</h2>" + self._project_table(starred))
+        return self.render(f"User {username}", "user", commits=commits, starred=self._with_stars(starred))
 
     def project(self, request: Request, namespace: str, name: str) -> str:
         p = self._project(namespace, name)
         base = f"/{namespace}/{name}"
-        starred = self.query("SELECT 1 FROM stars WHERE project_id=? AND username=?", (p["id"], ME))
+        starred = bool(self.query("SELECT 1 FROM stars WHERE project_id=? AND username=?", (p["id"], ME)))
         files = self.query("SELECT path FROM files WHERE project_id=? ORDER BY path", (p["id"],))
-        links = " | ".join(link(base + suffix, label) for label, suffix in
-                           (("Commits", "/-/commits"), ("Issues", "/-/issues"), ("Merge requests", "/-/merge_requests"), ("Members", "/-/project_members")))
-        file_rows = [[link(f"{base}/-/blob/{f['path']}", f["path"])] for f in files]
-        return self.page(f"{namespace} / {name}", f"<p>{esc(p['description'])}</p><p>Stars: {self._stars(p['id'])}</p>"
-                         + form(base + "/star", "", "Unstar" if starred else "Star") + f"<p>{links}</p>" + table(["Files"], file_rows))
+        sections = [(base + suffix, label) for label, suffix in
+                    (("Commits", "/-/commits"), ("Issues", "/-/issues"), ("Merge requests", "/-/merge_requests"), ("Members", "/-/project_members"))]
+        return self.render(f"{namespace} / {name}", "project", p=p, base=base, stars=self._stars(p["id"]), starred=starred,
+                           sections=sections, files=files)
 
     def star(self, request: Request, namespace: str, name: str):
         p = self._project(namespace, name)
@@ -142,32 +138,27 @@ class GitLabSite(SiteApp):
     def blob(self, request: Request, namespace: str, name: str, path: str) -> str:
         p = self._project(namespace, name)
         f = self.one("SELECT * FROM files WHERE project_id=? AND path=?", (p["id"], path))
-        return self.page(path, f"<pre>{esc(f['content'])}</pre>")
+        return self.render(path, "blob", content=f["content"])
 
     def commits(self, request: Request, namespace: str, name: str) -> str:
         p = self._project(namespace, name)
         author = request.arg("author")
         rows = self.query("SELECT * FROM commits WHERE project_id=? AND (?='' OR author=?) ORDER BY date DESC, id DESC", (p["id"], author, author))
         authors = sorted({r["author"] for r in self.query("SELECT author FROM commits WHERE project_id=?", (p["id"],))})
-        filters = " ".join(link(url(f"/{namespace}/{name}/-/commits", author=a), a) for a in authors)
-        body = [[r["sha"], esc(r["message"]), link(f"/users/{r['author']}", r["author"]), r["date"]] for r in rows]
-        return self.page(f"Commits of {name}", f"<p>Filter by author: {filters}</p><p>{len(rows)} commits</p>"
-                         + table(["SHA", "Message", "Author", "Date"], body))
+        filters = [(url(f"/{namespace}/{name}/-/commits", author=a), a) for a in authors]
+        return self.render(f"Commits of {name}", "commits", filters=filters, rows=rows)
 
     def issues(self, request: Request, namespace: str, name: str) -> str:
         p = self._project(namespace, name)
         state = request.arg("state") or "opened"
         rows = self.query("SELECT * FROM issues WHERE project_id=? AND (?='all' OR state=?) ORDER BY number DESC", (p["id"], state, state))
         base = f"/{namespace}/{name}/-/issues"
-        tabs = " ".join(link(url(base, state=s), label) for s, label in (("opened", "Open"), ("closed", "Closed"), ("all", "All")))
-        body = [[f"#{r['number']}", link(f"{base}/{r['number']}", r["title"]), r["label"], r["author"], r["state"]] for r in rows]
-        return self.page(f"Issues of {name}", f"<p>{tabs}</p><p>{link(base + '/new', 'New issue')}</p><p>{len(rows)} issues</p>"
-                         + table(["#", "Title", "Label", "Author", "State"], body))
+        tabs = [(url(base, state=s), label) for s, label in (("opened", "Open"), ("closed", "Closed"), ("all", "All"))]
+        return self.render(f"Issues of {name}", "issues", base=base, tabs=tabs, rows=rows)
 
     def new_issue(self, request: Request, namespace: str, name: str) -> str:
         self._project(namespace, name)
-        return self.page("New Issue", form(f"/{namespace}/{name}/-/issues", text_input("title", "Title") + textarea("description", "Description")
-                                           + select("label", "Label", ["bug", "feature", "docs"]), "Create issue"))
+        return self.render("New Issue", "new_issue", action=f"/{namespace}/{name}/-/issues")
 
     def create_issue(self, request: Request, namespace: str, name: str):
         p = self._project(namespace, name)
@@ -182,8 +173,7 @@ class GitLabSite(SiteApp):
         p = self._project(namespace, name)
         i = self.one("SELECT * FROM issues WHERE project_id=? AND number=?", (p["id"], int(number)))
         toggle = "Close issue" if i["state"] == "opened" else "Reopen issue"
-        return self.page(f"{i['title']} (#{i['number']})", f"<p>State: {i['state']}</p><p>Opened by {i['author']} on {i['date']}</p>"
-                         f"<p>Label: {i['label']}</p><p>{esc(i['body'])}</p>" + form(f"/{namespace}/{name}/-/issues/{number}/state", "", toggle))
+        return self.render(f"{i['title']} (#{i['number']})", "issue", i=i, action=f"/{namespace}/{name}/-/issues/{number}/state", toggle=toggle)
 
     def issue_state(self, request: Request, namespace: str, name: str, number: str):
         p = self._project(namespace, name)
@@ -193,15 +183,12 @@ class GitLabSite(SiteApp):
     def merge_requests(self, request: Request, namespace: str, name: str) -> str:
         p = self._project(namespace, name)
         rows = self.query("SELECT * FROM merge_requests WHERE project_id=? ORDER BY number DESC", (p["id"],))
-        body = [[f"!{r['number']}", esc(r["title"]), r["author"], r["state"], f"{r['source']} into {r['target']}"] for r in rows]
-        return self.page(f"Merge requests of {name}", table(["!", "Title", "Author", "State", "Branches"], body))
+        return self.render(f"Merge requests of {name}", "merge_requests", rows=rows)
 
     def members(self, request: Request, namespace: str, name: str) -> str:
         p = self._project(namespace, name)
         rows = self.query("SELECT * FROM members WHERE project_id=? ORDER BY rowid", (p["id"],))
-        body = [[link(f"/users/{r['username']}", r["username"]), r["role"]] for r in rows]
-        invite = form(f"/{namespace}/{name}/-/project_members", text_input("username", "Username") + select("role", "Role", ROLES), "Invite")
-        return self.page(f"Members of {name}", table(["Member", "Role"], body) + "<h2>Invite members</h2>" + invite)
+        return self.render(f"Members of {name}", "members", rows=rows, action=f"/{namespace}/{name}/-/project_members", roles=ROLES)
 
     def add_member(self, request: Request, namespace: str, name: str):
         p = self._project(namespace, name)

@@ -12,7 +12,7 @@ import math
 import sqlite3
 from typing import Iterator
 
-from agentgym_envs.webarena.server import Request, SiteApp, esc, link, radio_group, search_form, table, text_input, url
+from agentgym_envs.webarena.server import Request, SiteApp, url
 from agentgym_envs.webarena.taskgen import Draft, answer_eval, q, url_eval
 
 PLACES = [
@@ -88,45 +88,36 @@ class MapsSite(SiteApp):
         return (exact or partial or [None])[0]
 
     def home(self, request: Request) -> str:
-        return self.page("OpenStreetMap", search_form("/search", "Search places") + "<p>" + link("/directions", "Find directions") + "</p>")
+        return self.render("OpenStreetMap", "home")
 
     def search(self, request: Request) -> str:
         term = request.arg("q")
         rows = self.query("SELECT * FROM places WHERE ?<>'' AND (name LIKE ? OR address LIKE ? OR kind LIKE ?) ORDER BY name",
                           (term, f"%{term}%", f"%{term}%", f"%{term}%"))
-        body = [[link(f"/place/{r['id']}", r["name"]), esc(r["kind"]), esc(r["address"])] for r in rows]
-        results = table(["Name", "Type", "Address"], body) if body else "<p>No results found.</p>"
-        return self.page("Search Results", search_form("/search", "Search places", term) + results)
+        return self.render("Search Results", "search", term=term, rows=rows)
 
     def place(self, request: Request, place_id: str) -> str:
         p = self.one("SELECT id, name, kind, lat, lon, address FROM places WHERE id=?", (int(place_id),))
         others = self.query("SELECT id, name, kind, lat, lon, address FROM places WHERE id<>?", (p["id"],))
         nearest = sorted(others, key=lambda o: (haversine_km(p["lat"], p["lon"], o["lat"], o["lon"]), o["name"]))[:5]
-        rows = [[link(f"/place/{o['id']}", o["name"]), f"{haversine_km(p['lat'], p['lon'], o['lat'], o['lon']):.2f} km"] for o in nearest]
-        return self.page(p["name"], f"<p>Type: {esc(p['kind'])}</p><p>Address: {esc(p['address'])}</p>"
-                         f"<p>Coordinates: {p['lat']:.4f}, {p['lon']:.4f}</p>"
-                         + link(url("/directions", **{"from": p["name"]}), "Directions from here") + " "
-                         + link(url("/directions", to=p["name"]), "Directions to here")
-                         + "<h2>Nearby places (straight-line distance)</h2>" + table(["Place", "Distance"], rows))
+        rows = [(o, f"{haversine_km(p['lat'], p['lon'], o['lat'], o['lon']):.2f} km") for o in nearest]
+        return self.render(p["name"], "place", p=p, nearest=rows)
 
     def directions(self, request: Request) -> str:
         source, target, mode = request.arg("from"), request.arg("to"), request.arg("mode") or "car"
         if mode not in MODES:
             raise ValueError(f"mode must be one of {sorted(MODES)}")
-        fields = (text_input("from", "From", source) + text_input("to", "To", target)
-                  + radio_group("mode", "Travel mode", list(MODES), mode))
-        result = ""
+        missing, found = None, None
         if source or target:
             a, b = self._find(source), self._find(target)
             if a is None or b is None:
-                result = '<p role="alert">Could not find ' + esc(source if a is None else target) + ".</p>"
+                missing = source if a is None else target
             else:
                 distance, duration = route((a["id"], a["name"], a["kind"], a["lat"], a["lon"]),
                                            (b["id"], b["name"], b["kind"], b["lat"], b["lon"]), mode)
-                result = (f'<section aria-label="Route"><h2>Route from {esc(a["name"])} to {esc(b["name"])} by {mode}</h2>'
-                          f"<p>Distance: {distance}</p><p>Time: {duration}</p></section>")
-        form_html = f'<form action="/directions" method="get">{fields}<button type="submit">Go</button></form>'
-        return self.page("Directions", form_html + result)
+                found = (a["name"], b["name"], mode, distance, duration)
+        return self.render("Directions", "directions", source=source, target=target, mode=mode, modes=list(MODES),
+                           missing=missing, route=found)
 
 
 def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:

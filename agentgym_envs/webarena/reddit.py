@@ -11,9 +11,7 @@ import random
 import sqlite3
 from typing import Iterator
 
-from agentgym_envs.webarena.server import (
-    Request, SiteApp, esc, form, link, redirect, select, table, text_input, textarea, url,
-)
+from agentgym_envs.webarena.server import Request, SiteApp, redirect, url
 from agentgym_envs.webarena.taskgen import Draft, answer_eval, db_eval, q
 
 ME = "MarvelsGrantMan136"
@@ -88,8 +86,7 @@ class RedditSite(SiteApp):
 
     def forums(self, request: Request) -> str:
         rows = self.query("SELECT forums.*, COUNT(posts.id) AS n FROM forums LEFT JOIN posts ON posts.forum=forums.name GROUP BY forums.name ORDER BY forums.name")
-        body = [[link(f"/f/{r['name']}", r["name"]), esc(r["description"]), str(r["n"])] for r in rows]
-        return self.page("Forums", table(["Forum", "Description", "Submissions"], body))
+        return self.render("Forums", "forums", rows=rows)
 
     def forum(self, request: Request, forum: str) -> str:
         self.one("SELECT 1 FROM forums WHERE name=?", (forum,))
@@ -97,29 +94,16 @@ class RedditSite(SiteApp):
         rows = self.query("SELECT * FROM posts WHERE forum=?", (forum,))
         key = {"new": lambda r: (r["date"], r["id"]), "top": lambda r: (self._score(r["id"]), -r["id"])}.get(sort, lambda r: (self._score(r["id"]) + self._comment_count(r["id"]), -r["id"]))
         rows = sorted(rows, key=key, reverse=True)
-        sorts = " ".join(link(url(f"/f/{forum}", sort=s), s.title()) for s in ("hot", "new", "top"))
-        items = "".join(self._post_summary(forum, r) for r in rows)
-        return self.page(f"f/{forum}", f"<p>Sort by: {sorts}</p>{link(url('/submit', forum=forum), 'Submit a post')}{items}")
-
-    def _post_summary(self, forum: str, r: sqlite3.Row) -> str:
-        title = link(f"/f/{forum}/{r['id']}", r["title"])
-        author = link(f"/user/{r['author']}", r["author"])
-        return (f"<article><h2>{title}</h2><p>Submitted by {author} on {r['date']} | Score: {self._score(r['id'])}"
-                f" | {self._comment_count(r['id'])} comments</p></article>")
+        sorts = [(url(f"/f/{forum}", sort=s), s.title()) for s in ("hot", "new", "top")]
+        posts = [(r, self._score(r["id"]), self._comment_count(r["id"])) for r in rows]
+        return self.render(f"f/{forum}", "forum", forum=forum, sorts=sorts, posts=posts)
 
     def post(self, request: Request, forum: str, post_id: str) -> str:
         p = self.one("SELECT * FROM posts WHERE id=? AND forum=?", (int(post_id), forum))
         comments = self.query("SELECT * FROM comments WHERE post_id=? ORDER BY id", (p["id"],))
         mine = self.query("SELECT value FROM votes WHERE post_id=? AND username=?", (p["id"], ME))
         vote_state = {1: "You upvoted this post.", -1: "You downvoted this post."}.get(mine[0]["value"] if mine else 0, "")
-        votes = form(f"/vote/{p['id']}/up", "", "Upvote") + form(f"/vote/{p['id']}/down", "", "Downvote")
-        comment_items = "".join(
-            "<article><p>" + link(f"/user/{c['author']}", c["author"]) + f" wrote:</p><p>{esc(c['body'])}</p></article>" for c in comments)
-        author, forum_link = link(f"/user/{p['author']}", p["author"]), link(f"/f/{forum}", "f/" + forum)
-        reply = form(f"/f/{forum}/{p['id']}/comment", textarea("body", "Comment"), "Post comment")
-        return self.page(p["title"], f"<p>Submitted by {author} in {forum_link} on {p['date']}</p>"
-                         f"<p>{esc(p['body'])}</p><p>Score: {self._score(p['id'])} {vote_state}</p>{votes}"
-                         f"<section aria-label=\"Comments\"><h2>{len(comments)} comments</h2>{comment_items}</section>{reply}")
+        return self.render(p["title"], "post", p=p, forum=forum, score=self._score(p["id"]), vote_state=vote_state, comments=comments)
 
     def comment(self, request: Request, forum: str, post_id: str):
         if not request.arg("body"):
@@ -136,8 +120,7 @@ class RedditSite(SiteApp):
 
     def submit_form(self, request: Request) -> str:
         forums = [r["name"] for r in self.query("SELECT name FROM forums ORDER BY name")]
-        fields = select("forum", "Forum", forums, request.arg("forum") or None) + text_input("title", "Title") + textarea("body", "Body")
-        return self.page("Create submission", form("/submit", fields, "Create submission"))
+        return self.render("Create submission", "submit_form", forums=forums, selected=request.arg("forum") or None)
 
     def submit(self, request: Request):
         forum, title = request.arg("forum"), request.arg("title")
@@ -152,9 +135,7 @@ class RedditSite(SiteApp):
             self.one("SELECT 1 WHERE 0")
         posts = self.query("SELECT * FROM posts WHERE author=? ORDER BY id", (username,))
         comments = self.one("SELECT COUNT(*) AS n FROM comments WHERE author=?", (username,))["n"]
-        body = [[link(f"/f/{p['forum']}/{p['id']}", p["title"]), f"f/{p['forum']}"] for p in posts]
-        return self.page(f"User {username}", f"<p>{len(posts)} submissions, {comments} comments</p>" + table(["Submission", "Forum"], body))
-
+        return self.render(f"User {username}", "user", posts=posts, comments=comments)
 
 def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
     posts = db.execute("SELECT id, forum, title FROM posts ORDER BY id").fetchall()

@@ -1,8 +1,10 @@
-"""The small web framework the embedded WebArena sites are written in (stdlib only).
+"""The small web framework the embedded WebArena sites are written in (stdlib and jinja2).
 
 Each site is a ``SiteApp``: a SQLite database seeded deterministically once per process and
 copied fresh for every episode (``reset()``, via SQLite's backup API, about a millisecond), plus
-a list of routes that render plain server-rendered HTML. ``SiteServer`` serves one app on a free
+a list of routes that render plain server-rendered HTML from autoescaped jinja2 templates
+(``templates/``: ``layout.html``, the shared macros of ``fragments.html`` and one file of page
+macros per site, so no text reaches a page unescaped). ``SiteServer`` serves one app on a free
 loopback port from a daemon thread; requests are handled one at a time under the app's lock, so
 the database needs no further locking and an evaluator reading it sees a consistent state.
 
@@ -13,7 +15,6 @@ episodes: all state lives in the database, which every episode gets fresh.
 
 from __future__ import annotations
 
-import html
 import re
 import sqlite3
 import threading
@@ -21,9 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 from urllib.parse import quote, urlencode, urlsplit
 
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2.ext import Extension
+from markupsafe import Markup
+
 from agentgym_envs.web.loopback import HtmlResponse, LoopbackHtmlServer, parse_fields
 
-esc = html.escape
+_NOT_FOUND = "The page you requested was not found."
 
 
 @dataclass
@@ -131,29 +136,23 @@ class SiteApp:
                     try:
                         result = handler(request, *match.groups())
                     except NotFound:
-                        return Response(404, self.page("Not found", "<p>The page you requested was not found.</p>"))
+                        return Response(404, self.page("Not found", message(_NOT_FOUND)))
                     except ValueError as error:
-                        return Response(400, self.page("Invalid request", f"<p>Invalid input: {esc(str(error))}</p>"))
+                        return Response(400, self.page("Invalid request", message(f"Invalid input: {error}")))
                     return result if isinstance(result, Response) else Response(200, result)
-            return Response(404, self.page("Not found", "<p>The page you requested was not found.</p>"))
+            return Response(404, self.page("Not found", message(_NOT_FOUND)))
 
-    def page(self, heading: str, body: str) -> str:
-        """A full page: header navigation, a heading, the body."""
-        links = "".join(f'<li><a href="{esc(path)}">{esc(label)}</a></li>' for label, path in self.nav)
-        return (
-            f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">'
-            f"<title>{esc(heading)} | {esc(self.title)}</title><style>{_STYLE}</style></head><body>"
-            f'<header><nav aria-label="{esc(self.title)}"><strong>{esc(self.title)}</strong><ul>{links}</ul></nav></header>'
-            f"<main><h1>{esc(heading)}</h1>{body}</main></body></html>"
-        )
+    def page(self, heading: str, body: Markup) -> str:
+        """A full page: header navigation, a heading, the body (``layout.html``)."""
+        return _TEMPLATES.get_template("layout.html").render(heading=heading, title=self.title, nav=self.nav, body=body)
+
+    def render(self, heading: str, view: str, **context: Any) -> str:
+        """A full page whose body is the macro ``view`` of the site's template ``<name>.html``."""
+        return self.page(heading, macro(f"{self.name}.html", view)(**context))
 
 
 def redirect(location: str) -> Response:
     return Response(303, location=location)
-
-
-def link(href: str, text: str) -> str:
-    return f'<a href="{esc(href)}">{esc(text)}</a>'
 
 
 def url(path: str, **params: Any) -> str:
@@ -161,54 +160,16 @@ def url(path: str, **params: Any) -> str:
     return f"{path}?{urlencode(query, quote_via=quote)}" if query else path
 
 
-def table(headers: list[str], rows: list[list[str]], caption: str = "") -> str:
-    """A table; cells are HTML already (escape text with ``esc``)."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
-    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+@dataclass
+class Pager:
+    """Where a paginated list is: page ``page`` of ``pages``, and (href, label) links to its neighbours."""
+
+    page: int
+    pages: int
+    links: list[tuple[str, str]]
 
 
-def _labelled(name: str, label: str, control: str) -> str:
-    """A form row: the label, then its control (whose id is ``f-<name>``, so the label names it in the tree)."""
-    return f'<p><label for="f-{esc(name)}">{esc(label)}</label> {control}</p>'
-
-
-def text_input(name: str, label: str, value: str = "", kind: str = "text") -> str:
-    return _labelled(name, label, f'<input id="f-{esc(name)}" name="{esc(name)}" type="{kind}" value="{esc(str(value))}">')
-
-
-def textarea(name: str, label: str, value: str = "") -> str:
-    return _labelled(name, label, f'<textarea id="f-{esc(name)}" name="{esc(name)}">{esc(value)}</textarea>')
-
-
-def radio_group(name: str, legend: str, choices: list[str], selected: str | None = None) -> str:
-    items = "".join(
-        f'<label><input type="radio" name="{esc(name)}" value="{esc(c)}"{" checked" if c == selected else ""}> {esc(c)}</label> '
-        for c in choices
-    )
-    return f"<fieldset><legend>{esc(legend)}</legend>{items}</fieldset>"
-
-
-def select(name: str, label: str, choices: list[str], selected: str | None = None) -> str:
-    options = "".join(f'<option value="{esc(c)}"{" selected" if c == selected else ""}>{esc(c)}</option>' for c in choices)
-    return _labelled(name, label, f'<select id="f-{esc(name)}" name="{esc(name)}">{options}</select>')
-
-
-def form(action: str, inner: str, submit: str, method: str = "post", role: str = "") -> str:
-    role_attr = f' role="{role}"' if role else ""
-    return f'<form action="{esc(action)}" method="{method}"{role_attr}>{inner}<button type="submit">{esc(submit)}</button></form>'
-
-
-def search_form(action: str, label: str, value: str = "", name: str = "q") -> str:
-    return (
-        f'<form action="{esc(action)}" method="get" role="search"><label for="search-{esc(name)}">{esc(label)}</label> '
-        f'<input id="search-{esc(name)}" name="{esc(name)}" type="search" value="{esc(value)}">'
-        f"<button type=\"submit\">Search</button></form>"
-    )
-
-
-def paginate(rows: list[Any], request: Request, path: str, size: int = 25, **params: Any) -> tuple[list[Any], str]:
+def paginate(rows: list[Any], request: Request, path: str, size: int = 25, **params: Any) -> tuple[list[Any], Pager]:
     """One page of ``rows`` (``?page=N``) and the links to the neighbouring pages (long lists make huge trees)."""
     pages = max(1, -(-len(rows) // size))
     try:
@@ -217,22 +178,43 @@ def paginate(rows: list[Any], request: Request, path: str, size: int = 25, **par
         page = 1
     links = []
     if page > 1:
-        links.append(link(url(path, page=page - 1, **params), "Previous page"))
+        links.append((url(path, page=page - 1, **params), "Previous page"))
     if page < pages:
-        links.append(link(url(path, page=page + 1, **params), "Next page"))
-    nav = f"<p>Page {page} of {pages} {' '.join(links)}</p>" if pages > 1 else ""
-    return rows[(page - 1) * size: page * size], nav
+        links.append((url(path, page=page + 1, **params), "Next page"))
+    return rows[(page - 1) * size: page * size], Pager(page, pages, links)
 
 
 def money(value: float) -> str:
     return f"${value:,.2f}"
 
 
-_STYLE = (
-    "body{font-family:sans-serif;margin:0;color:#222}header{background:#234;color:#fff;padding:.4em 1em}"
-    "header a{color:#fff}nav ul{display:inline;list-style:none;padding:0;margin:0 0 0 1em}nav li{display:inline;margin-right:1em}"
-    "main{max-width:70em;margin:1em auto;padding:0 1em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em}"
+class _JoinLines(Extension):
+    """Joins a template's lines without whitespace: templates are written one element per line, but the
+    pages' DOM must have no whitespace text between elements (it would show in the accessibility tree)."""
+
+    def preprocess(self, source: str, name: str | None, filename: str | None = None) -> str:
+        return re.sub(r"\n[ \t]*", "", source)
+
+
+#: The sites' templates (``templates/``): autoescaped, and an unknown name is an error, not an empty string.
+_TEMPLATES = Environment(
+    loader=PackageLoader("agentgym_envs.webarena", "templates"),
+    autoescape=True,
+    undefined=StrictUndefined,
+    extensions=[_JoinLines],
 )
+_TEMPLATES.globals["url"] = url
+_TEMPLATES.filters["money"] = money
+
+
+def macro(template: str, name: str) -> Callable[..., Markup]:
+    """The macro ``name`` of ``template``, callable from Python (it returns escaped HTML)."""
+    return getattr(_TEMPLATES.get_template(template).module, name)
+
+
+def message(text: str) -> Markup:
+    """A page body of one paragraph of plain text."""
+    return macro("fragments.html", "paragraph")(text)
 
 
 class SiteServer:
@@ -249,7 +231,7 @@ class SiteServer:
         try:
             response = self.app.handle(Request(method, path, parse_fields(parts.query), form_data))
         except Exception as error:  # a site bug must not kill the server thread
-            response = Response(500, self.app.page("Server error", f"<p>{esc(repr(error))}</p>"))
+            response = Response(500, self.app.page("Server error", message(repr(error))))
         return HtmlResponse(response.status, response.body, response.location)
 
     def shutdown(self) -> None:

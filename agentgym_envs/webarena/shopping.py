@@ -11,9 +11,7 @@ import random
 import sqlite3
 from typing import Iterator
 
-from agentgym_envs.webarena.server import (
-    NotFound, Request, SiteApp, esc, form, link, money, radio_group, redirect, search_form, table, text_input, url,
-)
+from agentgym_envs.webarena.server import NotFound, Request, SiteApp, redirect, url
 from agentgym_envs.webarena.taskgen import Draft, answer_eval, db_eval, html_eval, q, seeded_shuffle, url_eval
 
 CATEGORIES = {
@@ -126,22 +124,15 @@ class ShoppingSite(SiteApp):
             ("GET", "/account", self.account), ("POST", "/account", self.save_account),
         ]
 
-    def _product_rows(self, rows) -> str:
-        body = [[link(f"/product/{r['id']}", r["name"]), esc(money(r["price"])), esc(r["category"])] for r in rows]
-        return table(["Product", "Price", "Category"], body) if body else "<p>Your search returned no results.</p>"
-
     def home(self, request: Request) -> str:
-        categories = "".join(f"<li>{link(f'/category/{slug(c)}', c)}</li>" for c in CATEGORIES)
-        return self.page("Welcome to One Stop Market", search_form("/search", "Search the store")
-                         + f'<h2>Categories</h2><ul>{categories}</ul>')
+        return self.render("Welcome to One Stop Market", "home", categories=[(slug(c), c) for c in CATEGORIES])
 
     def search(self, request: Request) -> str:
         term = request.arg("q")
         words = term.lower().split()
         rows = [r for r in self.query("SELECT * FROM products WHERE status='Enabled' ORDER BY id")
                 if words and all(w in (r["name"] + " " + r["category"]).lower() for w in words)]
-        return self.page(f"Search results for: '{term}'", search_form("/search", "Search the store", term)
-                         + f"<p>{len(rows)} items found</p>" + self._product_rows(rows))
+        return self.render(f"Search results for: '{term}'", "search", term=term, rows=rows)
 
     def category(self, request: Request, category_slug: str) -> str:
         names = {slug(c): c for c in CATEGORIES}
@@ -149,34 +140,22 @@ class ShoppingSite(SiteApp):
             raise NotFound(category_slug)
         order = {"price_asc": "price ASC", "price_desc": "price DESC"}.get(request.arg("sort"), "name ASC")
         rows = self.query(f"SELECT * FROM products WHERE category=? AND status='Enabled' ORDER BY {order}", (names[category_slug],))
-        sorts = " ".join(link(url(f"/category/{category_slug}", sort=key), label) for key, label in
-                         (("price_asc", "Price: low to high"), ("price_desc", "Price: high to low"), ("", "Name")))
-        return self.page(names[category_slug], f"<p>Sort by: {sorts}</p>" + self._product_rows(rows))
+        sorts = [(url(f"/category/{category_slug}", sort=key), label) for key, label in
+                 (("price_asc", "Price: low to high"), ("price_desc", "Price: high to low"), ("", "Name"))]
+        return self.render(names[category_slug], "category", sorts=sorts, rows=rows)
 
     def product(self, request: Request, product_id: str) -> str:
         p = self.one("SELECT * FROM products WHERE id=?", (int(product_id),))
         reviews = self.query("SELECT * FROM reviews WHERE product_id=? ORDER BY id", (p["id"],))
-        options = ""
-        if p["sizes"]:
-            options += radio_group("size", "Size", p["sizes"].split(","))
-        options += radio_group("color", "Color", p["colors"].split(","))
-        options += text_input("qty", "Qty", "1", "number") + f'<input type="hidden" name="product_id" value="{p["id"]}">'
-        review_items = "".join(
-            f"<article><h3>{esc(r['author'])}: {r['rating']} out of 5 stars</h3><p>{esc(r['text'])}</p><p>Posted on {r['date']}</p></article>"
-            for r in reviews)
         average = f"{sum(r['rating'] for r in reviews) / len(reviews):.1f} out of 5" if reviews else "no rating yet"
-        body = (f"<p>Price: {esc(money(p['price']))}</p><p>SKU: {esc(p['sku'])}</p><p>{esc(p['description'])}</p>"
-                f"<p>Rating: {average}</p>" + form("/cart/add", options, "Add to Cart")
-                + f"<section aria-label=\"Reviews\"><h2>{len(reviews)} Reviews</h2>{review_items}</section>")
-        return self.page(p["name"], body)
+        return self.render(p["name"], "product", p=p, reviews=reviews, average=average)
 
     def cart_add(self, request: Request):
         product = self.one("SELECT * FROM products WHERE id=?", (int(request.arg("product_id")),))
         size, color = request.arg("size"), request.arg("color")
         qty = int(request.arg("qty") or 1)
         if product["sizes"] and not size:
-            return self.page(product["name"], "<p role=\"alert\">Please choose a size before adding to the cart.</p>"
-                             + link(f"/product/{product['id']}", "Back to the product"))
+            return self.render(product["name"], "choose_size", p=product)
         if qty < 1:
             raise ValueError("quantity must be at least 1")
         self.execute("INSERT INTO cart (product_id, qty, size, color) VALUES (?,?,?,?)",
@@ -185,13 +164,7 @@ class ShoppingSite(SiteApp):
 
     def cart(self, request: Request) -> str:
         rows = self.query("SELECT cart.*, products.name, products.price FROM cart JOIN products ON products.id=product_id ORDER BY cart.id")
-        if not rows:
-            return self.page("Shopping Cart", "<p>You have no items in your shopping cart.</p>")
-        body = [[link(f"/product/{r['product_id']}", r["name"]), esc(r["size"]), esc(r["color"]), str(r["qty"]),
-                 esc(money(r["price"] * r["qty"])), form(f"/cart/remove/{r['id']}", "", f"Remove {r['name']}")] for r in rows]
-        total = sum(r["price"] * r["qty"] for r in rows)
-        return self.page("Shopping Cart", table(["Item", "Size", "Color", "Qty", "Subtotal", ""], body)
-                         + f"<p>Order total: {esc(money(total))}</p>" + link("/checkout", "Proceed to Checkout"))
+        return self.render("Shopping Cart", "cart", rows=rows, total=sum(r["price"] * r["qty"] for r in rows))
 
     def cart_remove(self, request: Request, row_id: str):
         self.execute("DELETE FROM cart WHERE id=?", (int(row_id),))
@@ -199,11 +172,7 @@ class ShoppingSite(SiteApp):
 
     def checkout(self, request: Request) -> str:
         address = self.one("SELECT address FROM customers WHERE id=?", (self.CUSTOMER_ID,))["address"]
-        rows = self.query("SELECT * FROM cart")
-        if not rows:
-            return self.page("Checkout", "<p>Your cart is empty.</p>")
-        return self.page("Checkout", form("/checkout", text_input("address", "Shipping address", address)
-                                          + radio_group("shipping", "Shipping method", ["Flat Rate", "Express"], "Flat Rate"), "Place Order"))
+        return self.render("Checkout", "checkout", address=address, empty=not self.query("SELECT * FROM cart"))
 
     def place_order(self, request: Request):
         rows = self.query("SELECT cart.*, products.price FROM cart JOIN products ON products.id=product_id ORDER BY cart.id")
@@ -220,22 +189,15 @@ class ShoppingSite(SiteApp):
 
     def orders(self, request: Request) -> str:
         rows = self.query("SELECT * FROM orders WHERE customer_id=? ORDER BY id DESC", (self.CUSTOMER_ID,))
-        body = [[f"{r['id']:06d}", r["date"], esc(money(r["total"])), r["status"], link(f"/orders/{r['id']}", f"View order {r['id']:06d}")]
-                for r in rows]
-        return self.page("My Orders", table(["Order #", "Date", "Order Total", "Status", "Action"], body))
+        return self.render("My Orders", "orders", rows=rows)
 
     def order(self, request: Request, order_id: str) -> str:
         o = self.one("SELECT * FROM orders WHERE id=? AND customer_id=?", (int(order_id), self.CUSTOMER_ID))
         items = self.query("SELECT order_items.*, products.name FROM order_items JOIN products ON products.id=product_id WHERE order_id=?", (o["id"],))
-        body = [[link(f"/product/{i['product_id']}", i["name"]), esc(i["size"]), esc(i["color"]), str(i["qty"]), esc(money(i["price"]))] for i in items]
-        return self.page(f"Order # {o['id']:06d}", f"<p>Status: {o['status']}</p><p>Order Date: {o['date']}</p>"
-                         f"<p>Ship to: {esc(o['address'])}</p>" + table(["Product", "Size", "Color", "Qty", "Price"], body)
-                         + f"<p>Grand Total: {esc(money(o['total']))}</p>")
+        return self.render(f"Order # {o['id']:06d}", "order", o=o, items=items)
 
     def account(self, request: Request) -> str:
-        c = self.one("SELECT * FROM customers WHERE id=?", (self.CUSTOMER_ID,))
-        fields = text_input("name", "Name", c["name"]) + text_input("email", "Email", c["email"]) + text_input("address", "Address", c["address"])
-        return self.page("My Account", form("/account", fields, "Save"))
+        return self.render("My Account", "account", c=self.one("SELECT * FROM customers WHERE id=?", (self.CUSTOMER_ID,)))
 
     def save_account(self, request: Request):
         self.execute("UPDATE customers SET name=?, email=?, address=? WHERE id=?",

@@ -10,9 +10,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Iterator
 
-from agentgym_envs.webarena.server import (
-    Request, SiteApp, esc, form, link, money, paginate, redirect, search_form, select, table, text_input, url,
-)
+from agentgym_envs.webarena.server import Request, SiteApp, paginate, redirect, url
 from agentgym_envs.webarena.shopping import create_shop_schema, seed_shop
 from agentgym_envs.webarena.taskgen import Draft, answer_eval, db_eval, q, seeded_shuffle
 
@@ -52,23 +50,17 @@ class ShoppingAdminSite(SiteApp):
 
     def dashboard(self, request: Request) -> str:
         counts = {s: self.one("SELECT COUNT(*) AS n FROM orders WHERE status=?", (s,))["n"] for s in ORDER_STATUSES}
-        lines = "".join(f"<li>{s} orders: {n}</li>" for s, n in counts.items())
-        return self.page("Dashboard", f"<ul>{lines}</ul>")
+        return self.render("Dashboard", "dashboard", counts=counts)
 
     def products(self, request: Request) -> str:
         term = request.arg("q")
         rows = self.query("SELECT * FROM products WHERE name LIKE ? OR sku LIKE ? ORDER BY id", (f"%{term}%", f"%{term}%"))
         shown, pages = paginate(rows, request, "/products", q=term)
-        body = [[str(r["id"]), esc(r["sku"]), esc(r["name"]), esc(money(r["price"])), str(r["quantity"]), r["status"],
-                 link(f"/products/{r['id']}", f"Edit {r['name']}")] for r in shown]
-        return self.page("Products", search_form("/products", "Search by keyword", term) + f"<p>{len(rows)} records found</p>"
-                         + table(["ID", "SKU", "Name", "Price", "Quantity", "Status", "Action"], body) + pages)
+        return self.render("Products", "products", term=term, rows=rows, shown=shown, pages=pages)
 
     def product(self, request: Request, product_id: str) -> str:
         p = self.one("SELECT * FROM products WHERE id=?", (int(product_id),))
-        fields = (text_input("name", "Product Name", p["name"]) + text_input("price", "Price", f"{p['price']:.2f}")
-                  + text_input("quantity", "Quantity", p["quantity"]) + select("status", "Status", ["Enabled", "Disabled"], p["status"]))
-        return self.page(f"Edit Product: {p['name']}", form(f"/products/{p['id']}", fields, "Save Product"))
+        return self.render(f"Edit Product: {p['name']}", "product", p=p)
 
     def save_product(self, request: Request, product_id: str):
         price, quantity = float(request.arg("price").lstrip("$")), int(request.arg("quantity"))
@@ -86,24 +78,13 @@ class ShoppingAdminSite(SiteApp):
         if term:
             rows = [r for r in rows if term.lower() in f"{r['id']:09d} {r['name']}".lower() or term.lstrip("0") == str(r["id"])]
         shown, pages = paginate(rows, request, "/orders", status=status, q=term)
-        filters = " ".join(link(url("/orders", status=s), s or "All") for s in ["", *ORDER_STATUSES])
-        body = [[f"{r['id']:09d}", r["date"], esc(r["name"]), esc(money(r["total"])), r["status"], link(f"/orders/{r['id']}", f"View {r['id']:09d}")]
-                for r in shown]
-        return self.page("Orders", search_form("/orders", "Search orders by ID or customer", term)
-                         + f"<p>Filter by status: {filters}</p><p>{len(rows)} records found</p>"
-                         + table(["ID", "Purchase Date", "Bill-to Name", "Grand Total", "Status", "Action"], body) + pages)
+        filters = [(url("/orders", status=s), s or "All") for s in ["", *ORDER_STATUSES]]
+        return self.render("Orders", "orders", term=term, filters=filters, rows=rows, shown=shown, pages=pages)
 
     def order(self, request: Request, order_id: str) -> str:
         o = self.one("SELECT orders.*, customers.name FROM orders JOIN customers ON customers.id=customer_id WHERE orders.id=?", (int(order_id),))
         items = self.query("SELECT order_items.*, products.name FROM order_items JOIN products ON products.id=product_id WHERE order_id=?", (o["id"],))
-        body = [[esc(i["name"]), str(i["qty"]), esc(money(i["price"]))] for i in items]
-        actions = ""
-        if o["status"] in ("Pending", "Processing"):
-            actions = (form(f"/orders/{o['id']}/status", '<input type="hidden" name="status" value="Canceled">', "Cancel Order")
-                       + form(f"/orders/{o['id']}/status", '<input type="hidden" name="status" value="Complete">', "Ship"))
-        return self.page(f"Order # {o['id']:09d}", f"<p>Order Status: {o['status']}</p><p>Order Date: {o['date']}</p>"
-                         f"<p>Customer: {esc(o['name'])}</p>" + table(["Product", "Qty", "Price"], body)
-                         + f"<p>Grand Total: {esc(money(o['total']))}</p>" + actions)
+        return self.render(f"Order # {o['id']:09d}", "order", o=o, items=items)
 
     def set_status(self, request: Request, order_id: str):
         status = request.arg("status")
@@ -115,17 +96,12 @@ class ShoppingAdminSite(SiteApp):
     def customers(self, request: Request) -> str:
         term = request.arg("q")
         rows = self.query("SELECT * FROM customers WHERE name LIKE ? OR email LIKE ? ORDER BY id", (f"%{term}%", f"%{term}%"))
-        body = [[str(r["id"]), esc(r["name"]), esc(r["email"]), esc(r["phone"]), link(f"/customers/{r['id']}", f"Edit {r['name']}")] for r in rows]
-        return self.page("Customers", search_form("/customers", "Search customers", term) + f"<p>{len(rows)} records found</p>"
-                         + table(["ID", "Name", "Email", "Phone", "Action"], body))
+        return self.render("Customers", "customers", term=term, rows=rows)
 
     def customer(self, request: Request, customer_id: str) -> str:
         c = self.one("SELECT * FROM customers WHERE id=?", (int(customer_id),))
         orders = self.query("SELECT * FROM orders WHERE customer_id=? ORDER BY id", (c["id"],))
-        fields = "".join(text_input(k, k.title(), c[k]) for k in ("name", "email", "phone", "address"))
-        rows = [[link(f"/orders/{o['id']}", f"{o['id']:09d}"), o["date"], esc(money(o["total"])), o["status"]] for o in orders]
-        return self.page(f"Customer: {c['name']}", form(f"/customers/{c['id']}", fields, "Save Customer")
-                         + "<h2>Orders</h2>" + table(["Order", "Date", "Total", "Status"], rows))
+        return self.render(f"Customer: {c['name']}", "customer", c=c, orders=orders)
 
     def save_customer(self, request: Request, customer_id: str):
         self.execute("UPDATE customers SET name=?, email=?, phone=?, address=? WHERE id=?",
@@ -135,10 +111,7 @@ class ShoppingAdminSite(SiteApp):
     def reviews(self, request: Request) -> str:
         rows = self.query("SELECT reviews.*, products.name FROM reviews JOIN products ON products.id=product_id ORDER BY reviews.id")
         shown, pages = paginate(rows, request, "/reviews")
-        body = [[str(r["id"]), esc(r["name"]), esc(r["author"]), str(r["rating"]), esc(r["text"]),
-                 form(f"/reviews/{r['id']}/delete", "", f"Delete review {r['id']}")] for r in shown]
-        return self.page("Reviews", f"<p>{len(rows)} records found</p>"
-                         + table(["ID", "Product", "Nickname", "Rating", "Review", "Action"], body) + pages)
+        return self.render("Reviews", "reviews", rows=rows, shown=shown, pages=pages)
 
     def delete_review(self, request: Request, review_id: str):
         self.execute("DELETE FROM reviews WHERE id=?", (int(review_id),))
@@ -146,9 +119,9 @@ class ShoppingAdminSite(SiteApp):
 
     def report(self, request: Request) -> str:
         year = request.arg("year") or YEARS[-1]
-        years = " ".join(link(url("/reports/bestsellers", year=y), y) for y in YEARS)
-        rows = [[str(rank), esc(name), str(sold)] for rank, (name, sold) in enumerate(bestsellers(self.db, year), start=1)]
-        return self.page(f"Bestsellers Report {year}", f"<p>Period: {years}</p>" + table(["Rank", "Product", "Quantity Sold"], rows))
+        years = [(url("/reports/bestsellers", year=y), y) for y in YEARS]
+        rows = [(rank, name, sold) for rank, (name, sold) in enumerate(bestsellers(self.db, year), start=1)]
+        return self.render(f"Bestsellers Report {year}", "report", years=years, rows=rows)
 
 
 def _edit_steps(section: str, search: str, name: str, field: str, value: str, save: str) -> list[str]:
