@@ -19,6 +19,7 @@ from typing import Any
 from agentgym_envs.core.episode import CONTEXT
 from agentgym_envs.core.extras import MissingExtraError
 from agentgym_envs.core.loop import BaseAgent, Episode, Reply
+from agentgym_envs.core.net import redirect_hint
 from agentgym_envs.core.openai_chat import EXTRA, base_url_of, chat_client, openai_module
 from agentgym_envs.evaluation.runner import EvalError
 
@@ -75,7 +76,7 @@ class ChatEndpoint:
                 raise ContextLengthError(f"endpoint {self.url}: the conversation is too long: {detail}") from None
             reason = getattr(error.response, "reason_phrase", "")
             raise EvalError(f"endpoint {self.url} failed: HTTP {error.status_code} {reason}: {detail}"
-                            f"{_redirect_note(error.response)}") from None
+                            f"{redirect_hint(error.response)}") from None
         except openai.APIConnectionError as error:  # after the retries (a timeout is one too)
             raise EvalError(f"endpoint {self.url} failed: cannot reach it ({_one_line(error.__cause__ or error)})"
                             ) from None
@@ -92,15 +93,6 @@ class ChatEndpoint:
 
     def close(self) -> None:
         self.client.close()
-
-
-def _redirect_note(response: Any) -> str:
-    """For a 3xx answer: where it pointed and that it was not followed; else ''."""
-    if response is None or not 300 <= response.status_code < 400:
-        return ""
-    location = response.headers.get("location", "?")
-    return (f" (a redirect to {location}; redirects are not followed so credentials stay with the configured "
-            "host: use the final URL)")
 
 
 class EndpointAgent(BaseAgent):
