@@ -101,7 +101,9 @@ class AgentGRPOTrainer(GRPOTrainer):
             raise TypeError(f"AgentGRPOTrainer needs an AgentGRPOConfig, got {type(args).__name__}")
         if "rollout_func" in kwargs or "environment_factory" in kwargs or "tools" in kwargs:
             raise TypeError(
-                "AgentGRPOTrainer supplies its own rollout; do not pass rollout_func/environment_factory/tools"
+                "AgentGRPOTrainer plays the Gymnasium envs of args.env_ids itself (any registered id, remote ones "
+                "included), so it takes no rollout_func / environment_factory / tools: register your environment as a "
+                "text Gymnasium env instead (tool envs give TRL-style schemas with env.unwrapped.tool_schemas())"
             )
         self.schedule = args.turn_schedule()
         self.on_cpu = args.use_cpu or not torch.cuda.is_available()

@@ -271,6 +271,11 @@ def test_bad_dataset_or_config_type_fails_at_start(tmp_path) -> None:
             args=GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False),
             processing_class=tokenizer,
         )
+    # TRL's own environment hooks: one line saying how envs come in instead
+    for hook in ("environment_factory", "tools", "rollout_func"):
+        with pytest.raises(TypeError, match="register your environment as a text Gymnasium env"):
+            AgentGRPOTrainer(tiny_model(tokenizer), args=make_config(tmp_path), processing_class=tokenizer,
+                             **{hook: object()})
 
 
 def test_model_card_names_the_base_model_the_envs_the_curriculum_and_the_results(tmp_path) -> None:
