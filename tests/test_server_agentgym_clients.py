@@ -299,3 +299,46 @@ def test_agentgym_lmrlgym_clients(family: str, env_id: str, key: str) -> None:
             local.close()
         response = requests.get(f"{server.url}/filtered_vocab?id=999", timeout=TIMEOUT)
         assert response.status_code == 404
+
+
+class SqlGymClient:
+    """AgentGym's SqlGym (BIRD) client: the bare env number from ``/create``, ``env_idx``, ``item_id`` episodes,
+    ``state``, and the SQL cut out of the last ```` ```sql ```` block on the client side."""
+
+    def __init__(self, base: str):
+        self.base = base
+        created = requests.post(f"{base}/create", timeout=TIMEOUT)
+        assert created.status_code == 200, created.text
+        self.env_id = created.json()
+
+    def reset(self, item: int) -> Any:
+        return _post(f"{self.base}/reset", {"item_id": item, "env_idx": self.env_id})
+
+    def observe(self) -> Any:
+        response = requests.get(f"{self.base}/observation?env_idx={self.env_id}", timeout=TIMEOUT)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def step(self, response: str) -> tuple[str, float, bool]:
+        action = response.split("```sql")[-1].split("```")[0].strip()
+        reply = _post(f"{self.base}/step", {"action": action, "env_idx": self.env_id})
+        return reply["state"], reply["reward"], reply["done"]
+
+
+# AgentGym's tool clients (Weather, Movie, Academia, TODOList, Sheet) speak SearchQA's shape: {"id": 0} to /create
+# and the bare env number back, env_idx everywhere, the episode as "id" in /reset, the text as "observation".
+@pytest.mark.parametrize("env_id", ["AgentGym/Weather-v0", "AgentGym/Movie-v0", "AgentGym/Academia-v0",
+                                    "AgentGym/TODOList-v0", "AgentGym/Sheet-v0", "AgentGym/BIRD-v0"])
+def test_agentgym_tool_and_sqlgym_clients(env_id: str) -> None:
+    item = agentgym_envs.get_task(env_id).split("test")[0]
+    with LocalServer([env_id]) as server:
+        client = SqlGymClient(server.url) if env_id.endswith("BIRD-v0") else SearchQAClient(server.url)
+        local = gym.make(env_id)
+        try:
+            first, _ = local.reset(seed=0, options={"item_id": item})
+            client.reset(item)
+            assert client.observe() == first
+            remote, here = _play_both(client, local, 12)
+            assert remote == here and here[-1][2] and here[-1][1] > 0  # the oracle solves it through the client
+        finally:
+            local.close()
