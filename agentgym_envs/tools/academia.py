@@ -18,7 +18,7 @@ import numpy as np
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.base import SharedWorldEnv, Step, TaskDraw, ToolTask, draw_item, finish_step, step
 from agentgym_envs.tools.names import METHODS, ORGANIZATIONS, PAPER_QUALIFIERS, PAPER_TASKS, VENUES, unique_names
-from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError, suggest
+from agentgym_envs.tools.toolkit import Service, ToolError, load_tools, suggest
 
 WORLD_SEED = 7_003
 N_PAPERS = 1_000
@@ -83,59 +83,10 @@ def world() -> sqlite3.Connection:
     return db
 
 
-_GRAPH = Param("graph", "string", "which graph", choices=GRAPHS)
-
-
 class AcademiaService(Service):
     """Graph tools over the citation/co-authorship store; the graphs must be loaded first."""
 
-    TOOLS = (
-        Tool(
-            "load_paper_net",
-            "Load PaperNet, the citation graph (nodes: paper titles; edges: citations).",
-            (),
-            "a confirmation with the graph's size",
-        ),
-        Tool(
-            "load_author_net",
-            "Load AuthorNet, the co-authorship graph (nodes: author names; edges: wrote a paper together).",
-            (),
-            "a confirmation with the graph's size",
-        ),
-        Tool(
-            "neighbour_check",
-            "List the neighbours of a node. In PaperNet: the papers it cites and the papers citing it; in AuthorNet: its co-authors.",
-            (
-                _GRAPH,
-                Param("node", "string", "a paper title (PaperNet) or an author name (AuthorNet), exactly as written"),
-            ),
-            'PaperNet: {"references": [titles], "cited_by": [titles]}; AuthorNet: {"coauthors": [names]}',
-        ),
-        Tool(
-            "paper_node_check",
-            "Get a paper's attributes (needs PaperNet).",
-            (Param("node", "string", "the paper title"),),
-            '{"title", "year", "venue", "authors": [names], "citation_count": <papers in PaperNet citing it>}',
-        ),
-        Tool(
-            "author_node_check",
-            "Get an author's attributes (needs AuthorNet).",
-            (Param("node", "string", "the author name"),),
-            '{"name", "organization", "papers": [titles]}',
-        ),
-        Tool(
-            "paper_edge_check",
-            "Check the citation edge between two papers (needs PaperNet).",
-            (Param("node1", "string", "a paper title"), Param("node2", "string", "another paper title")),
-            '{"node1_cites_node2": true/false, "node2_cites_node1": true/false}',
-        ),
-        Tool(
-            "author_edge_check",
-            "Get the papers two authors wrote together (needs AuthorNet).",
-            (Param("node1", "string", "an author name"), Param("node2", "string", "another author name")),
-            '{"papers": [titles]} (empty if they never collaborated)',
-        ),
-    )
+    TOOLS = load_tools("academia")
 
     def __init__(self, db: sqlite3.Connection):
         super().__init__(db)

@@ -30,7 +30,7 @@ from agentgym_envs.tools.names import (
     STUDIOS,
     unique_names,
 )
-from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError
+from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_tools
 
 WORLD_SEED = 7_002
 N_FILMS = 1_200
@@ -213,71 +213,10 @@ def _films(
     return tables
 
 
-_MOVIE = Param("movie_id", "integer", "the film's id (from search_movie)")
-_PERSON = Param("person_id", "integer", "the person's id (from search_person)")
-
-
 class MovieService(Service):
     """TMDB-like film tools over the generated database (read-only)."""
 
-    TOOLS = (
-        Tool(
-            "search_movie",
-            "Search films by title (case-insensitive, part of a title works).",
-            (Param("movie_name", "string", "the title or part of it"),),
-            '{"results": [{"id", "title", "release_date"}, ...]} (at most 20)',
-        ),
-        Tool(
-            "get_movie_details",
-            "Get a film's main facts.",
-            (_MOVIE,),
-            '{"id", "title", "release_date", "runtime" (minutes), "genres", "budget" (USD), "revenue" (USD), "vote_average", "vote_count", "original_language"}',
-        ),
-        Tool(
-            "get_movie_production_companies",
-            "Get the companies that produced a film.",
-            (_MOVIE,),
-            '[{"id", "name", "origin_country"}, ...]',
-        ),
-        Tool(
-            "get_movie_production_countries",
-            "Get the countries a film was produced in.",
-            (_MOVIE,),
-            '[{"iso_3166_1", "name"}, ...]',
-        ),
-        Tool("get_movie_keywords", "Get a film's keywords.", (_MOVIE,), "a list of strings"),
-        Tool(
-            "get_movie_cast",
-            "Get a film's cast in billing order.",
-            (_MOVIE,),
-            '[{"person_id", "name", "character", "order"}, ...]',
-        ),
-        Tool("get_movie_crew", "Get a film's crew.", (_MOVIE,), '[{"person_id", "name", "job", "department"}, ...]'),
-        Tool(
-            "search_person",
-            "Search people (actors and crew) by name (case-insensitive, part of a name works).",
-            (Param("person_name", "string", "the name or part of it"),),
-            '{"results": [{"id", "name", "known_for_department"}, ...]} (at most 20)',
-        ),
-        Tool(
-            "get_person_details",
-            "Get a person's facts.",
-            (_PERSON,),
-            '{"id", "name", "gender", "birthday", "place_of_birth", "known_for_department"}',
-        ),
-        Tool(
-            "get_person_cast",
-            "Get the films a person acted in.",
-            (_PERSON,),
-            '[{"movie_id", "title", "character", "release_date"}, ...] sorted by release date',
-        ),
-        Tool(
-            "get_person_crew",
-            "Get the films a person worked on as crew.",
-            (_PERSON,),
-            '[{"movie_id", "title", "job", "release_date"}, ...] sorted by release date',
-        ),
-    )
+    TOOLS = load_tools("movie")
 
     def example_strings(self) -> list[str]:
         return ["The Silent River", "Harbor", "Garcia", "Maria", "Return to Kyoto"]

@@ -20,7 +20,7 @@ import numpy as np
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.base import ItemWorldEnv, Step, ToolTask, draw_item, finish_step, step
 from agentgym_envs.tools.names import FIRST_NAMES, LAST_NAMES
-from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError
+from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_tools
 
 WORLD_SEED = 7_004
 MAX_ROWS, MAX_COLS = 200, 26
@@ -158,117 +158,10 @@ def _read(db: sqlite3.Connection, sheet_id: int) -> Grid:
     return grid
 
 
-_POS = 'a cell in A1 notation, e.g. "B3"'
-_CONDITIONS = ("==", "!=", ">", ">=", "<", "<=", "contains")
-_OPERATORS = ("SUM", "AVERAGE", "MIN", "MAX", "COUNT", "PRODUCT")
-
-
 class SheetService(Service):
     """Google-Sheets-like tools; edits go to the SQLite ``cells`` table of the open sheet."""
 
-    TOOLS = (
-        Tool("list_sheets", "List the sheets of the workbook.", (), "a list of sheet names"),
-        Tool(
-            "open_sheet",
-            "Open a sheet; the other tools work on the open sheet.",
-            (Param("sheet_name", "string", "the sheet's name"),),
-            "a confirmation with the sheet's size",
-        ),
-        Tool(
-            "get_all_values",
-            "Read every row of the open sheet (row 1 is the header).",
-            (),
-            "a list of rows, each a list of cell values",
-        ),
-        Tool(
-            "get_range",
-            "Read a rectangular block of cells.",
-            (
-                Param("start_position", "string", f"top-left cell, {_POS}"),
-                Param("end_position", "string", "bottom-right cell"),
-            ),
-            "a list of rows of the block",
-        ),
-        Tool(
-            "get_a1_notation",
-            "Convert a row and column number into A1 notation.",
-            (Param("row", "integer", "row number, from 1"), Param("col", "integer", "column number, from 1")),
-            'a string like "C5"',
-        ),
-        Tool(
-            "filter_rows",
-            "Find the data rows (below the header) whose cell in a column meets a condition.",
-            (
-                Param("col_num", "integer", "column number, from 1"),
-                Param("condition", "string", "the comparison", choices=_CONDITIONS),
-                Param("value", "any", "the value to compare with (a number for >, >=, <, <=)"),
-            ),
-            '{"rows": [{"row": <row number>, "values": [cells]}, ...]}',
-        ),
-        Tool(
-            "update_cell",
-            "Write one value into a cell (the sheet grows if needed).",
-            (Param("position", "string", _POS), Param("value", "any", "a string or a number")),
-            "a confirmation",
-        ),
-        Tool(
-            "update_range",
-            "Write a block of values, row by row, into the cells from start_position to end_position.",
-            (
-                Param("start_position", "string", f"top-left cell, {_POS}"),
-                Param("end_position", "string", "bottom-right cell"),
-                Param("values_list", "array", "a list of rows, each a list of values; its shape must match the range"),
-            ),
-            "a confirmation",
-        ),
-        Tool(
-            "insert_rows",
-            "Insert rows before row_idx; the rows below move down (row_idx = number of rows + 1 appends).",
-            (
-                Param("values_list", "array", "a list of rows, each a list of values"),
-                Param("row_idx", "integer", "where to insert, from 2 (the header stays first)"),
-            ),
-            "a confirmation",
-        ),
-        Tool(
-            "insert_cols",
-            "Insert columns before col_idx; the columns to the right move (col_idx = number of columns + 1 appends).",
-            (
-                Param("values_list", "array", "a list of columns, each a list of values from the header down"),
-                Param("col_idx", "integer", "where to insert, from 1"),
-            ),
-            "a confirmation",
-        ),
-        Tool(
-            "delete_batch_data",
-            "Delete whole rows or columns; the rest moves up or left.",
-            (
-                Param("dimension", "string", "what to delete", choices=("row", "col")),
-                Param("index_list", "array", "row or column numbers (as before the deletion)"),
-            ),
-            "a confirmation",
-        ),
-        Tool(
-            "sort_sheet_by_col",
-            "Sort the data rows (the header stays first) by one column; equal values keep their order.",
-            (
-                Param("col_num", "integer", "column number, from 1"),
-                Param("order", "string", "ascending or descending", choices=("asc", "des")),
-            ),
-            "a confirmation",
-        ),
-        Tool(
-            "update_cell_by_formula",
-            "Compute an aggregate over a block of cells and write the result (rounded to 2 decimals) into a cell.",
-            (
-                Param("operator", "string", "the aggregate", choices=_OPERATORS),
-                Param("start_position", "string", f"first cell of the block, {_POS}"),
-                Param("end_position", "string", "last cell of the block"),
-                Param("result_position", "string", "the cell that receives the result"),
-            ),
-            "the computed value",
-        ),
-    )
+    TOOLS = load_tools("sheet")
     WRITE_TOOLS = frozenset(
         {
             "update_cell",

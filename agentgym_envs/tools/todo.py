@@ -16,7 +16,7 @@ import numpy as np
 
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.base import ItemWorldEnv, Step, TaskDraw, ToolTask, draw_item, finish_step, step
-from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError
+from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_tools
 
 WORLD_SEED = 7_005
 PROJECTS: dict[str, tuple[str, ...]] = {
@@ -142,57 +142,10 @@ def create_account(rng: np.random.Generator) -> tuple[sqlite3.Connection, dt.dat
     return db, today
 
 
-_TASK = Param("task_id", "integer", "the task's id (from get_tasks)")
-
-
 class TodoService(Service):
     """Todoist-like tools over one account."""
 
-    TOOLS = (
-        Tool("get_user_current_date", "Get today's date.", (), 'a string "YYYY-MM-DD"'),
-        Tool("get_projects", "List all projects.", (), '[{"id", "name", "color", "is_favorite"}, ...]'),
-        Tool(
-            "update_project",
-            "Mark a project as favourite or not.",
-            (
-                Param("project_id", "integer", "the project's id"),
-                Param("is_favorite", "boolean", "true to favourite it"),
-            ),
-            "a confirmation",
-        ),
-        Tool(
-            "get_tasks",
-            "List the open (not completed) tasks of a project.",
-            (Param("project_id", "integer", "the project's id"),),
-            '[{"id", "content", "due_date" (YYYY-MM-DD or null), "priority" (1 normal ... 4 urgent)}, ...]',
-        ),
-        Tool("get_task_description", "Get a task's description.", (_TASK,), '{"id", "description"}'),
-        Tool(
-            "get_task_duration",
-            "Get a task's expected duration.",
-            (_TASK,),
-            '{"id", "duration": {"amount", "unit": "minute"} or null}',
-        ),
-        Tool("complete_task", "Mark a task as completed (it disappears from get_tasks).", (_TASK,), "a confirmation"),
-        Tool(
-            "update_task",
-            "Change a task's due date.",
-            (_TASK, Param("due_date", "string", "the new due date, YYYY-MM-DD")),
-            "a confirmation",
-        ),
-        Tool("delete_task", "Delete a task.", (_TASK,), "a confirmation"),
-        Tool(
-            "create_task",
-            "Add a task to a project (priority 1 unless given).",
-            (
-                Param("project_id", "integer", "the project's id"),
-                Param("content", "string", "what to do"),
-                Param("due_date", "string", "due date, YYYY-MM-DD", required=False),
-                Param("priority", "integer", "1 (normal) to 4 (urgent)", required=False, choices=(1, 2, 3, 4)),
-            ),
-            '{"id", "content"} of the new task',
-        ),
-    )
+    TOOLS = load_tools("todo")
     WRITE_TOOLS = frozenset({"update_project", "complete_task", "update_task", "delete_task", "create_task"})
 
     def __init__(self, db: sqlite3.Connection, today: dt.date):

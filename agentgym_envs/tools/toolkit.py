@@ -18,6 +18,8 @@ import math
 import re
 import sqlite3
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from typing import Any, ClassVar
 
 from agentgym_envs.core.parsers import ParsedAction, clean_text
@@ -120,6 +122,35 @@ class Tool:
                     )
                 continue
             param.check(self.name, arguments[param.name])
+
+
+@cache
+def _declarations() -> dict[str, Any]:
+    with resources.files(__package__).joinpath("tools.json").open("r", encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _param(declared: dict[str, Any]) -> Param:
+    return Param(declared["name"], declared["type"], declared["description"], declared.get("required", True),
+                 tuple(declared.get("choices", ())))
+
+
+def load_tools(service: str, **values: Any) -> tuple[Tool, ...]:
+    """The tools of ``service`` as declared in ``tools.json``: the declarations are data, kept apart from the code.
+
+    A parameter given by name is one of the service's ``shared_params``; ``values`` fill the
+    ``{name}`` placeholders of the tools' descriptions (limits the code also enforces).
+    """
+    declared = _declarations()[service]
+    shared = {param["name"]: _param(param) for param in declared["shared_params"]}
+    tools = []
+    for tool in declared["tools"]:
+        description = tool["description"]
+        for key, value in values.items():
+            description = description.replace("{" + key + "}", str(value))
+        params = tuple(shared[param] if isinstance(param, str) else _param(param) for param in tool["params"])
+        tools.append(Tool(tool["name"], description, params, tool["returns"]))
+    return tuple(tools)
 
 
 FINISH = Tool(

@@ -20,7 +20,7 @@ import numpy as np
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.base import SharedWorldEnv, Step, TaskDraw, ToolTask, draw_item, finish_step, step
 from agentgym_envs.tools.names import CITIES
-from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError
+from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_tools
 
 FIRST_DAY = dt.date(2022, 1, 1)
 LAST_DAY = dt.date(2024, 12, 31)
@@ -119,124 +119,10 @@ def _parse_date(name: str, value: str) -> dt.date:
         raise ToolError(f"{name} must be a date written YYYY-MM-DD, got {value!r}.") from None
 
 
-_LAT = Param("latitude", "number", "degrees, from get_latitude_longitude")
-_LON = Param("longitude", "number", "degrees, from get_latitude_longitude")
-_START = Param("start_date", "string", "first day, YYYY-MM-DD")
-_END = Param("end_date", "string", "last day (included), YYYY-MM-DD")
-_TODAY = Param("current_date", "string", "today's date, YYYY-MM-DD (from get_user_current_date)")
-
-
-def _range_tool(name: str, what: str, returns: str, when: str) -> Tool:
-    return Tool(
-        name,
-        f"{what} for each day from start_date to end_date ({when}; at most {MAX_RANGE_DAYS} days).",
-        (_LAT, _LON, _START, _END),
-        returns,
-    )
-
-
 class WeatherService(Service):
     """Open-Meteo-like weather tools over the ``daily`` table; knows the user's today and location."""
 
-    TOOLS = (
-        Tool("get_user_current_date", "Get the user's current date (today).", (), 'a string "YYYY-MM-DD"'),
-        Tool(
-            "get_user_current_location",
-            "Get the name of the city the user is in now.",
-            (),
-            "a string with the city name",
-        ),
-        Tool(
-            "get_latitude_longitude",
-            "Look up places by name (case-insensitive, part of a name works).",
-            (Param("name", "string", 'the place name, e.g. "Lyon"'),),
-            '{"results": [{"name", "country", "latitude", "longitude"}, ...]} (empty list if nothing matches)',
-        ),
-        Tool(
-            "get_elevation",
-            "Get the elevation of a location.",
-            (_LAT, _LON),
-            '{"elevation_m": <metres above sea level>}',
-        ),
-        Tool(
-            "get_distance",
-            "Great-circle distance between two coordinates.",
-            (
-                Param("latitude1", "number", "latitude of the first point"),
-                Param("longitude1", "number", "longitude of the first point"),
-                Param("latitude2", "number", "latitude of the second point"),
-                Param("longitude2", "number", "longitude of the second point"),
-            ),
-            '{"distance_km": <kilometres, 1 decimal>}',
-        ),
-        _range_tool(
-            "get_historical_temp",
-            "Daily temperatures in °C",
-            '{"daily": [{"date", "temperature_max", "temperature_min", "temperature_mean"}, ...]}',
-            "only days before today",
-        ),
-        _range_tool(
-            "get_historical_rain",
-            "Daily rainfall in mm",
-            '{"daily": [{"date", "rain_sum"}, ...]}',
-            "only days before today",
-        ),
-        _range_tool(
-            "get_historical_snow",
-            "Daily snowfall in cm",
-            '{"daily": [{"date", "snowfall_sum"}, ...]}',
-            "only days before today",
-        ),
-        _range_tool(
-            "get_historical_air_quality_index",
-            "Daily air-quality index (European AQI)",
-            '{"daily": [{"date", "aqi"}, ...]}',
-            "only days before today",
-        ),
-        _range_tool(
-            "get_temp_forecast",
-            "Forecast daily temperatures in °C",
-            '{"daily": [{"date", "temperature_max", "temperature_min", "temperature_mean"}, ...]}',
-            f"today up to {FORECAST_DAYS - 1} days ahead",
-        ),
-        _range_tool(
-            "get_rain_forecast",
-            "Forecast daily rainfall in mm",
-            '{"daily": [{"date", "rain_sum"}, ...]}',
-            f"today up to {FORECAST_DAYS - 1} days ahead",
-        ),
-        _range_tool(
-            "get_snow_forecast",
-            "Forecast daily snowfall in cm",
-            '{"daily": [{"date", "snowfall_sum"}, ...]}',
-            f"today up to {FORECAST_DAYS - 1} days ahead",
-        ),
-        Tool(
-            "get_current_temp",
-            "Today's temperatures in °C at a location.",
-            (_LAT, _LON, _TODAY),
-            '{"date", "temperature_max", "temperature_min", "temperature_mean"}',
-        ),
-        Tool("get_current_rain", "Today's rainfall in mm at a location.", (_LAT, _LON, _TODAY), '{"date", "rain_sum"}'),
-        Tool(
-            "get_current_snow",
-            "Today's snowfall in cm at a location.",
-            (_LAT, _LON, _TODAY),
-            '{"date", "snowfall_sum"}',
-        ),
-        Tool(
-            "get_current_air_quality_index",
-            "Today's air-quality index at a location.",
-            (_LAT, _LON, _TODAY),
-            '{"date", "aqi"}',
-        ),
-        Tool(
-            "get_air_quality_level",
-            "Translate an air-quality index into its level.",
-            (Param("air_quality_index", "integer", "the index value"),),
-            'one of "good" (0-50), "fair" (51-100), "moderate" (101-150), "poor" (151-200), "very poor" (201-300), "extremely poor" (above 300)',
-        ),
-    )
+    TOOLS = load_tools("weather", max_days=MAX_RANGE_DAYS)
     _COLUMNS = {
         "temp": ("temperature_max", "temperature_min", "temperature_mean"),
         "rain": ("rain_sum",),
