@@ -22,7 +22,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, ClassVar
 
-from agentgym_envs.core.parsers import ParsedAction, clean_text
+from agentgym_envs.core.parsers import ParsedAction, clean_text, find_action_line
 from agentgym_envs.core.safety import decode_json_prefix
 
 JSON_TYPES: dict[str, str] = {
@@ -209,7 +209,6 @@ CALL_HINT = (
     '<JSON object of arguments>\nfor example: Action: finish with Action Input: {"answer": "42"}'
 )
 
-_ACTION_LINE = re.compile(r"^[\s*_#]*action[\s*_]*:[\s*_]*(.*)$", re.IGNORECASE)
 _INPUT_SPLIT = re.compile(r"\s*(?:with\s+)?action[\s_]*input\s*:\s*", re.IGNORECASE)
 _TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -246,22 +245,15 @@ def parse_response(response: str) -> ParsedAction:
     function-calling model's ``<tool_call>`` or JSON call object (``function_call``).
     """
     text = clean_text(response).strip()
-    if not text:
-        return ParsedAction(None, "Your response was empty. " + CALL_HINT)
-    called = function_call(text)
+    called = function_call(text)  # None for an empty response
     if called is not None:
         return ParsedAction(called)
-    lines = text.splitlines()
-    action_lines = [i for i, line in enumerate(lines) if _ACTION_LINE.match(line)]
-    if len(action_lines) > 1:
-        return ParsedAction(
-            None, "Your response has more than one 'Action:' line; call exactly one tool per turn. " + CALL_HINT
-        )
-    if action_lines:
-        index = action_lines[0]
-        first = _ACTION_LINE.match(lines[index]).group(1)
-        body = "\n".join([first, *lines[index + 1 :]]).strip()
-    elif len(lines) == 1 and not text.lower().startswith("thought"):
+    found = find_action_line(text, "call exactly one tool per turn.", CALL_HINT)
+    if isinstance(found, ParsedAction):
+        return found
+    if found.index is not None:
+        body = found.body.strip()
+    elif len(found.lines) == 1 and not text.lower().startswith("thought"):
         body = text
     else:
         return ParsedAction(None, "No 'Action:' line found in your response. " + CALL_HINT)
