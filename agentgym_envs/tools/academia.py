@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import SharedWorldEnv, Step, TaskDraw, ToolTask, draw_item, finish_step, step
+from agentgym_envs.tools.base import SharedWorldEnv, Step, TaskDraw, ToolTask, finish_step, step, template_generator
 from agentgym_envs.tools.names import METHODS, ORGANIZATIONS, PAPER_QUALIFIERS, PAPER_TASKS, VENUES, unique_names
 from agentgym_envs.tools.toolkit import Service, ToolError, load_tools, suggest
 
@@ -224,6 +224,13 @@ class _Generator(TaskDraw):
     def citation_count(self, paper_id: int) -> int:
         return self.one("SELECT COUNT(*) FROM cites WHERE cited = ?", paper_id)[0]
 
+    def pick_pair(self, sql: str, name_sql: str) -> tuple[tuple[Any, ...], list[str]] | None:
+        """A random row of ``sql`` (``None`` when there is none) and the names ``name_sql`` gives its first two ids."""
+        row = self.pick(self.all(sql))
+        if row is None:
+            return None
+        return row, [self.one(name_sql, i)[0] for i in row[:2]]
+
 
 def _coauthors(g: _Generator) -> ToolTask | None:
     row = g.pick(g.all("SELECT id, name FROM authors"))
@@ -248,15 +255,14 @@ def _coauthors(g: _Generator) -> ToolTask | None:
 
 
 def _collaboration_count(g: _Generator) -> ToolTask | None:
-    row = g.pick(
-        g.all(
-            "SELECT a.author_id, b.author_id, COUNT(*) FROM writes a JOIN writes b ON a.paper_id = b.paper_id "
-            "AND a.author_id < b.author_id GROUP BY 1, 2"
-        )
+    drawn = g.pick_pair(
+        "SELECT a.author_id, b.author_id, COUNT(*) FROM writes a JOIN writes b ON a.paper_id = b.paper_id "
+        "AND a.author_id < b.author_id GROUP BY 1, 2",
+        "SELECT name FROM authors WHERE id = ?",
     )
-    if row is None:
+    if drawn is None:
         return None
-    a, b = (g.one("SELECT name FROM authors WHERE id = ?", i)[0] for i in row[:2])
+    row, (a, b) = drawn
     return ToolTask(
         "collaboration_count",
         f"How many papers have {a} and {b} written together?",
@@ -370,15 +376,14 @@ def _citation_count(g: _Generator) -> ToolTask:
 
 
 def _shared_author(g: _Generator) -> ToolTask | None:
-    row = g.pick(
-        g.all(
-            "SELECT a.paper_id, b.paper_id FROM writes a JOIN writes b ON a.author_id = b.author_id AND a.paper_id < b.paper_id "
-            "GROUP BY 1, 2 HAVING COUNT(*) = 1"
-        )
+    drawn = g.pick_pair(
+        "SELECT a.paper_id, b.paper_id FROM writes a JOIN writes b ON a.author_id = b.author_id "
+        "AND a.paper_id < b.paper_id GROUP BY 1, 2 HAVING COUNT(*) = 1",
+        "SELECT title FROM papers WHERE id = ?",
     )
-    if row is None:
+    if drawn is None:
         return None
-    t1, t2 = (g.one("SELECT title FROM papers WHERE id = ?", i)[0] for i in row)
+    row, (t1, t2) = drawn
     name = g.one(
         "SELECT a.name FROM writes x JOIN writes y ON x.author_id = y.author_id JOIN authors a ON a.id = x.author_id "
         "WHERE x.paper_id = ? AND y.paper_id = ?",
@@ -422,8 +427,7 @@ TEMPLATES = (_coauthors, _collaboration_count, _venue, _reference_count, _organi
              _cites, _citation_count, _shared_author, _most_cited_paper)
 
 
-def generate(service: AcademiaService, local: int) -> ToolTask:
-    return draw_item(WORLD_SEED, local, TEMPLATES, lambda template, rng: template(_Generator(service, rng)))
+generate = template_generator(WORLD_SEED, TEMPLATES, _Generator)
 
 
 class AcademiaEnv(SharedWorldEnv):

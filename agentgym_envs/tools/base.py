@@ -89,6 +89,18 @@ def draw_item(
             return drawn
 
 
+def template_generator(
+    seed: int, templates: Sequence[Callable[[Any], ToolTask | None]], draw: Callable[[Any, np.random.Generator], Any]
+) -> Callable[[Any, int], ToolTask]:
+    """The ``generate_task`` of a shared-world env whose templates each read one ``draw(service, rng)``
+    (a ``TaskDraw``): item ``local`` is ``draw_item(seed, local, templates, ...)``."""
+
+    def generate(service: Any, local: int) -> ToolTask:
+        return draw_item(seed, local, templates, lambda template, rng: template(draw(service, rng)))
+
+    return generate
+
+
 class TaskDraw:
     """What a task template reads while it draws: the service (``s``) with its store, and the item's ``rng``."""
 

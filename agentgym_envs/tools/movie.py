@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import SharedWorldEnv, TaskDraw, ToolTask, draw_item, finish_step, step
+from agentgym_envs.tools.base import SharedWorldEnv, TaskDraw, ToolTask, finish_step, step, template_generator
 from agentgym_envs.tools.names import (
     ADJECTIVES,
     CITIES,
@@ -595,8 +595,7 @@ TEMPLATES = (_director, _release_year, _character_actor, _actor_film_count, _bes
              _director_birthplace, _profit, _shared_film, _production_company, _composer_of_latest)
 
 
-def generate(service: MovieService, local: int) -> ToolTask:
-    return draw_item(WORLD_SEED, local, TEMPLATES, lambda template, rng: template(_Generator(service, rng)))
+generate = template_generator(WORLD_SEED, TEMPLATES, _Generator)
 
 
 class MovieEnv(SharedWorldEnv):

@@ -13,7 +13,7 @@ import datetime as dt
 import math
 import sqlite3
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -117,6 +117,16 @@ def _parse_date(name: str, value: str) -> dt.date:
         return dt.date.fromisoformat(value.strip())
     except ValueError:
         raise ToolError(f"{name} must be a date written YYYY-MM-DD, got {value!r}.") from None
+
+
+def _range_method(column: str, past: bool) -> Callable[..., dict[str, Any]]:
+    """A date-range tool of ``WeatherService`` over one column group (history when ``past``, else forecast):
+    the seven such tools differ in nothing else."""
+
+    def tool(self: WeatherService, latitude: float, longitude: float, start_date: str, end_date: str) -> dict[str, Any]:
+        return {"daily": self._daily(column, latitude, longitude, *self._span(start_date, end_date, past))}
+
+    return tool
 
 
 class WeatherService(Service):
@@ -228,28 +238,13 @@ class WeatherService(Service):
                 raise ToolError(f"get_distance: {label} must be between -{limit} and {limit}.")
         return {"distance_km": round(haversine_km(latitude1, longitude1, latitude2, longitude2), 1)}
 
-    def get_historical_temp(self, latitude: float, longitude: float, start_date: str, end_date: str) -> dict[str, Any]:
-        return {"daily": self._daily("temp", latitude, longitude, *self._span(start_date, end_date, True))}
-
-    def get_historical_rain(self, latitude: float, longitude: float, start_date: str, end_date: str) -> dict[str, Any]:
-        return {"daily": self._daily("rain", latitude, longitude, *self._span(start_date, end_date, True))}
-
-    def get_historical_snow(self, latitude: float, longitude: float, start_date: str, end_date: str) -> dict[str, Any]:
-        return {"daily": self._daily("snow", latitude, longitude, *self._span(start_date, end_date, True))}
-
-    def get_historical_air_quality_index(
-        self, latitude: float, longitude: float, start_date: str, end_date: str
-    ) -> dict[str, Any]:
-        return {"daily": self._daily("air_quality_index", latitude, longitude, *self._span(start_date, end_date, True))}
-
-    def get_temp_forecast(self, latitude: float, longitude: float, start_date: str, end_date: str) -> dict[str, Any]:
-        return {"daily": self._daily("temp", latitude, longitude, *self._span(start_date, end_date, False))}
-
-    def get_rain_forecast(self, latitude: float, longitude: float, start_date: str, end_date: str) -> dict[str, Any]:
-        return {"daily": self._daily("rain", latitude, longitude, *self._span(start_date, end_date, False))}
-
-    def get_snow_forecast(self, latitude: float, longitude: float, start_date: str, end_date: str) -> dict[str, Any]:
-        return {"daily": self._daily("snow", latitude, longitude, *self._span(start_date, end_date, False))}
+    #: The date-range tools: history (days before today) and forecast, one per column group.
+    get_historical_temp, get_historical_rain, get_historical_snow, get_historical_air_quality_index = (
+        _range_method(column, past=True) for column in ("temp", "rain", "snow", "air_quality_index")
+    )
+    get_temp_forecast, get_rain_forecast, get_snow_forecast = (
+        _range_method(column, past=False) for column in ("temp", "rain", "snow")
+    )
 
     def get_current_temp(self, latitude: float, longitude: float, current_date: str) -> dict[str, Any]:
         return self._current("temp", latitude, longitude, current_date)
@@ -305,6 +300,11 @@ class _Generator(TaskDraw):
     def coords(city: tuple[Any, ...]) -> dict[str, float]:
         return {"latitude": city[3], "longitude": city[4]}
 
+    @staticmethod
+    def range_step(thought: str, tool: str, city: tuple[Any, ...], start: dt.date, end: dt.date) -> Step:
+        """A call of one of the date-range tools (history or forecast) for ``city``."""
+        return step(thought, tool, **_Generator.coords(city), start_date=_d(start), end_date=_d(end))
+
     def today_step(self) -> Step:
         return step("First I need to know today's date.", "get_user_current_date")
 
@@ -324,13 +324,7 @@ def _forecast_max(g: _Generator) -> ToolTask:
         [
             g.today_step(),
             g.lookup(city),
-            step(
-                f"{when} is {_d(day)}; get the temperature forecast.",
-                "get_temp_forecast",
-                **g.coords(city),
-                start_date=_d(day),
-                end_date=_d(day),
-            ),
+            g.range_step(f"{when} is {_d(day)}; get the temperature forecast.", "get_temp_forecast", city, day, day),
             finish_step(value),
         ],
         Gold(value, "number", tolerance=0.05),
@@ -349,13 +343,7 @@ def _historical_average(g: _Generator) -> ToolTask:
         f"What was the average of the daily mean temperatures in {city[1]} from {_d(start)} to {_d(end)} (inclusive), in °C?",
         [
             g.lookup(city),
-            step(
-                "Get the past daily temperatures for that range.",
-                "get_historical_temp",
-                **g.coords(city),
-                start_date=_d(start),
-                end_date=_d(end),
-            ),
+            g.range_step("Get the past daily temperatures for that range.", "get_historical_temp", city, start, end),
             finish_step(answer, f"The mean of the {length} daily means is {answer}."),
         ],
         Gold(answer, "number", tolerance=0.06),
@@ -377,13 +365,7 @@ def _rainiest_recent_day(g: _Generator) -> ToolTask | None:
             g.today_step(),
             step("And where the user is.", "get_user_current_location"),
             g.lookup(here),
-            step(
-                "Get the rain of the last seven days.",
-                "get_historical_rain",
-                **g.coords(here),
-                start_date=_d(start),
-                end_date=_d(end),
-            ),
+            g.range_step("Get the rain of the last seven days.", "get_historical_rain", here, start, end),
             finish_step(_d(day), f"The most rain fell on {_d(day)}."),
         ],
         Gold(_d(day), "text"),
@@ -410,13 +392,7 @@ def _snow_days(g: _Generator) -> ToolTask | None:
                 f"On how many days in {name} did it snow in {city[1]}?",
                 [
                     g.lookup(city),
-                    step(
-                        f"Get the daily snowfall of {name}.",
-                        "get_historical_snow",
-                        **g.coords(city),
-                        start_date=_d(first),
-                        end_date=_d(last),
-                    ),
+                    g.range_step(f"Get the daily snowfall of {name}.", "get_historical_snow", city, first, last),
                     finish_step(count, f"{count} days had snowfall above zero."),
                 ],
                 Gold(count, "number"),
@@ -439,20 +415,8 @@ def _warmer_tomorrow(g: _Generator) -> ToolTask | None:
             g.today_step(),
             g.lookup(a),
             g.lookup(b),
-            step(
-                f"Forecast for {a[1]} tomorrow ({_d(day)}).",
-                "get_temp_forecast",
-                **g.coords(a),
-                start_date=_d(day),
-                end_date=_d(day),
-            ),
-            step(
-                f"Forecast for {b[1]} tomorrow.",
-                "get_temp_forecast",
-                **g.coords(b),
-                start_date=_d(day),
-                end_date=_d(day),
-            ),
+            g.range_step(f"Forecast for {a[1]} tomorrow ({_d(day)}).", "get_temp_forecast", a, day, day),
+            g.range_step(f"Forecast for {b[1]} tomorrow.", "get_temp_forecast", b, day, day),
             finish_step(winner, f"{a[1]}: {ta} °C, {b[1]}: {tb} °C."),
         ],
         Gold(winner, "text"),
@@ -516,13 +480,7 @@ def _rain_next_days(g: _Generator) -> ToolTask:
         [
             g.today_step(),
             g.lookup(city),
-            step(
-                f"Get the rain forecast from today to {_d(end)}.",
-                "get_rain_forecast",
-                **g.coords(city),
-                start_date=_d(g.s.today),
-                end_date=_d(end),
-            ),
+            g.range_step(f"Get the rain forecast from today to {_d(end)}.", "get_rain_forecast", city, g.s.today, end),
             finish_step(total, f"The daily amounts add up to {total} mm."),
         ],
         Gold(total, "number", tolerance=0.06),
