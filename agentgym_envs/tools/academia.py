@@ -18,7 +18,7 @@ import numpy as np
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.base import SharedWorldEnv, Step, TaskDraw, ToolTask, finish_step, step, template_generator
 from agentgym_envs.tools.names import METHODS, ORGANIZATIONS, PAPER_QUALIFIERS, PAPER_TASKS, VENUES, unique_names
-from agentgym_envs.tools.toolkit import Service, ToolError, load_tools, suggest
+from agentgym_envs.tools.toolkit import Service, ToolError, load_env_texts, load_tools, suggest
 
 WORLD_SEED = 7_003
 N_PAPERS = 1_000
@@ -434,15 +434,8 @@ class AcademiaEnv(SharedWorldEnv):
     """Questions about papers, authors and citations, answered with graph tools."""
 
     subtask = "Academia"
-    intro = (
-        "You are a research assistant with two academic graphs: PaperNet (papers and the citations between them) and "
-        "AuthorNet (authors, linked when they wrote a paper together). Load a graph before you query it. Papers are "
-        "named by their exact title, authors by their exact name. Answer the user's question by calling the tools below."
-    )
-    example_call = "load_paper_net with Action Input: {}"
-    agentgym_hint = (  # AgentGym's, with our tools' names (its instruction says loadPaperNet, loadAuthorNet)
-        'You should call load_paper_net or load_author_net first! If you are finished, you will call "finish" action.'
-    )
+    # agentgym_hint: AgentGym's, with our tools' names (its instruction says loadPaperNet, loadAuthorNet)
+    intro, example_call, agentgym_hint = load_env_texts("academia")
 
     service_class = AcademiaService
     build_world = world

@@ -20,7 +20,7 @@ import numpy as np
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.base import ItemWorldEnv, Step, ToolTask, draw_item, finish_step, step
 from agentgym_envs.tools.names import FIRST_NAMES, LAST_NAMES
-from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_tools
+from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_env_texts, load_tools
 
 WORLD_SEED = 7_004
 MAX_ROWS, MAX_COLS = 200, 26
@@ -812,21 +812,8 @@ class SheetEnv(ItemWorldEnv):
 
     subtask = "Sheet"
     stateful = True
-    intro = (
-        "You are a spreadsheet assistant working on the user's workbook (a few sheets; row 1 of each sheet is its header, "
-        "cells are addressed in A1 notation: column letter then row number). Do what the user asks by calling the tools "
-        "below. Change only what the task asks for: the whole workbook is compared with the expected result."
-    )
-    example_call = 'open_sheet with Action Input: {"sheet_name": "Sales"}'
-    agentgym_hint = (  # AgentGym's without its 4th note ("freeze the first row before sort col": no freeze tool here)
-        "Here are some common senses you may need: \n"
-        "1.You should open sheet mentioned in goal before operating it\n"
-        "2.You should use A1 notation to display the cell position in the sheet.\n"
-        "3.The col and row are start with 1\n"
-        "\n"
-        'Please first open the sheet! Check the sheet content by get_all_values first! If you are finished, you will '
-        'call "finish" action.'
-    )
+    # agentgym_hint: AgentGym's without its 4th note ("freeze the first row before sort col": no freeze tool)
+    intro, example_call, agentgym_hint = load_env_texts("sheet")
 
     def _open_item(self, local: int) -> tuple[SheetService, ToolTask]:
         book, task = generate(local)

@@ -16,7 +16,7 @@ import numpy as np
 
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.base import ItemWorldEnv, Step, TaskDraw, ToolTask, draw_item, finish_step, step
-from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_tools
+from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_env_texts, load_tools
 
 WORLD_SEED = 7_005
 PROJECTS: dict[str, tuple[str, ...]] = {
@@ -482,17 +482,7 @@ class TodoEnv(ItemWorldEnv):
 
     subtask = "TODOList"
     stateful = True
-    intro = (
-        "You are a personal assistant managing the user's to-do list: projects holding tasks with due dates, priorities "
-        "(1 normal to 4 urgent), descriptions and expected durations. Do what the user asks by calling the tools below; "
-        "projects and tasks are referred to by their ids. Change only what the task asks for: the whole to-do list is "
-        "compared with the expected result."
-    )
-    example_call = "get_projects with Action Input: {}"
-    agentgym_hint = (
-        'If you want to get the project_id or task_id, please call "get_projects" or "get_tasks". Do not generate it '
-        'by yourself which maybe wrong. If you are finished, you will call "finish" action. '
-    )
+    intro, example_call, agentgym_hint = load_env_texts("todo")
 
     def _open_item(self, local: int) -> tuple[TodoService, ToolTask]:
         return generate(local)

@@ -145,12 +145,22 @@ def load_tools(service: str, **values: Any) -> tuple[Tool, ...]:
     shared = {param["name"]: _param(param) for param in declared["shared_params"]}
     tools = []
     for tool in declared["tools"]:
-        description = tool["description"]
-        for key, value in values.items():
-            description = description.replace("{" + key + "}", str(value))
         params = tuple(shared[param] if isinstance(param, str) else _param(param) for param in tool["params"])
-        tools.append(Tool(tool["name"], description, params, tool["returns"]))
+        tools.append(Tool(tool["name"], _fill(tool["description"], values), params, tool["returns"]))
     return tuple(tools)
+
+
+def load_env_texts(service: str, **values: Any) -> tuple[str, str, str]:
+    """The ``intro``, ``example_call`` and ``agentgym_hint`` of ``service``'s env as declared in ``tools.json``
+    (the hint is AgentGym's wording); ``values`` fill the intro's ``{name}`` placeholders."""
+    declared = _declarations()[service]
+    return _fill(declared["intro"], values), declared["example_call"], declared["agentgym_hint"]
+
+
+def _fill(text: str, values: dict[str, Any]) -> str:
+    for key, value in values.items():
+        text = text.replace("{" + key + "}", str(value))
+    return text
 
 
 FINISH = Tool(

@@ -20,7 +20,7 @@ import numpy as np
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.base import SharedWorldEnv, Step, TaskDraw, ToolTask, draw_item, finish_step, step
 from agentgym_envs.tools.names import CITIES
-from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_tools
+from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_env_texts, load_tools
 
 FIRST_DAY = dt.date(2022, 1, 1)
 LAST_DAY = dt.date(2024, 12, 31)
@@ -552,16 +552,8 @@ class WeatherEnv(SharedWorldEnv):
     """Weather questions answered with Open-Meteo-like tools (history, forecast, air quality)."""
 
     subtask = "Weather"
-    intro = (
-        "You are a weather assistant. Answer the user's question by calling the weather tools below. They cover "
-        f"{len(CITIES)} cities from {FIRST_DAY} to {LAST_DAY}: history before today, forecasts from today up to "
-        f"{FORECAST_DAYS - 1} days ahead. Relative dates (today, tomorrow, the last 7 days) are relative to the user's "
-        "current date, which you can look up; look places up by name to get their coordinates."
-    )
-    example_call = 'get_latitude_longitude with Action Input: {"name": "Lyon"}'
-    agentgym_hint = (
-        'If you want to get the latitude and longitude information of a city, you must call "get_latitude_longitude"! '
-        'Do not generate it by yourself which maybe wrong. If you are finished, you will call "finish" action.'
+    intro, example_call, agentgym_hint = load_env_texts(
+        "weather", cities=len(CITIES), first_day=FIRST_DAY, last_day=LAST_DAY, forecast_horizon=FORECAST_DAYS - 1
     )
 
     service_class = WeatherService
