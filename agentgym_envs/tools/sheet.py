@@ -513,6 +513,12 @@ class _Generator:
     def open(self) -> Step:
         return step(f"The task is about the sheet '{self.name}'; open it.", "open_sheet", sheet_name=self.name)
 
+    @staticmethod
+    def formula(thought: str, operator: str, col: int, n: int, result_position: str) -> Step:
+        """``operator`` over the values of column ``col`` (rows 2 to ``n``) into ``result_position``."""
+        return step(thought, "update_cell_by_formula", operator=operator, start_position=a1(2, col),
+                    end_position=a1(n, col), result_position=result_position)
+
     def read(self) -> Step:
         return step("Read the sheet to see its layout.", "get_all_values")
 
@@ -548,20 +554,14 @@ def _column_total(g: _Generator) -> ToolTask:
     total = aggregate("SUM", [float(r[col - 1]) for r in g.grid[1:]], n - 1)
     result = [list(r) for r in g.grid] + [[""] * len(g.grid[0])]
     result[n][col - 1] = total
+    thought = f"'{header}' is column {column_letter(col)}, values in rows 2-{n}; put the SUM in {a1(n + 1, col)}."
     return ToolTask(
         "column_total",
         f"In the sheet '{g.name}', write the total of the '{header}' column in the cell directly below its last value.",
         [
             g.open(),
             g.read(),
-            step(
-                f"'{header}' is column {column_letter(col)}, values in rows 2-{n}; put the SUM in {a1(n + 1, col)}.",
-                "update_cell_by_formula",
-                operator="SUM",
-                start_position=a1(2, col),
-                end_position=a1(n, col),
-                result_position=a1(n + 1, col),
-            ),
+            g.formula(thought, "SUM", col, n, a1(n + 1, col)),
         ],
         target=g.target(result),
     )
@@ -776,14 +776,7 @@ def _average_into_cell(g: _Generator) -> ToolTask:
         [
             g.open(),
             g.read(),
-            step(
-                f"Average of {a1(2, col)}:{a1(n, col)} into {where}.",
-                "update_cell_by_formula",
-                operator="AVERAGE",
-                start_position=a1(2, col),
-                end_position=a1(n, col),
-                result_position=where,
-            ),
+            g.formula(f"Average of {a1(2, col)}:{a1(n, col)} into {where}.", "AVERAGE", col, n, where),
         ],
         target=g.target(result),
     )

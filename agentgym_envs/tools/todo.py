@@ -279,6 +279,16 @@ class _Generator(TaskDraw):
             (project_id,),
         ).fetchall()
 
+    def random_task(self, project: tuple[int, str]) -> tuple[Any, ...]:
+        """One of the project's tasks, drawn from the item's stream."""
+        tasks = self.tasks(project[0])
+        return tasks[int(self.rng.integers(len(tasks)))]
+
+    def due_in(self, limit: int, later: str) -> tuple[str, str]:
+        """A due date 1 to ``limit - 1`` days ahead, as YYYY-MM-DD and in words ("tomorrow", else ``later``)."""
+        ahead = int(self.rng.integers(1, limit))
+        return (self.s.today + dt.timedelta(days=ahead)).isoformat(), "tomorrow" if ahead == 1 else later.format(ahead)
+
     def find(self, project: tuple[int, str]) -> list[Step]:
         return [
             step("List the projects to find the id.", "get_projects"),
@@ -346,8 +356,7 @@ def _duration(g: _Generator) -> ToolTask | None:
 
 def _complete_named(g: _Generator) -> ToolTask:
     project = g.project()
-    tasks = g.tasks(project[0])
-    task = tasks[int(g.rng.integers(len(tasks)))]
+    task = g.random_task(project)
     return ToolTask(
         "complete_named",
         f"Mark the task '{task[1]}' in my '{project[1]}' project as done.",
@@ -358,11 +367,8 @@ def _complete_named(g: _Generator) -> ToolTask:
 
 def _reschedule(g: _Generator) -> ToolTask:
     project = g.project()
-    tasks = g.tasks(project[0])
-    task = tasks[int(g.rng.integers(len(tasks)))]
-    ahead = int(g.rng.integers(1, 15))
-    new_due = (g.s.today + dt.timedelta(days=ahead)).isoformat()
-    when = "tomorrow" if ahead == 1 else f"{ahead} days from today"
+    task = g.random_task(project)
+    new_due, when = g.due_in(15, "{} days from today")
     return ToolTask(
         "reschedule",
         f"Move the due date of '{task[1]}' in my '{project[1]}' project to {when}.",
@@ -414,9 +420,7 @@ def _create(g: _Generator) -> ToolTask:
     existing = {t[1] for t in g.tasks(project[0])}
     options = [c for name in PROJECTS for c in PROJECTS[name] if c not in existing]
     content = options[int(g.rng.integers(len(options)))]
-    ahead = int(g.rng.integers(1, 10))
-    due = (g.s.today + dt.timedelta(days=ahead)).isoformat()
-    when = "tomorrow" if ahead == 1 else f"in {ahead} days"
+    due, when = g.due_in(10, "in {} days")
     return ToolTask(
         "create",
         f"Add a task '{content}' to my '{project[1]}' project, due {when} (normal priority).",
