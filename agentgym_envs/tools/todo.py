@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -289,6 +289,23 @@ class _Generator(TaskDraw):
         ahead = int(self.rng.integers(1, limit))
         return (self.s.today + dt.timedelta(days=ahead)).isoformat(), "tomorrow" if ahead == 1 else later.format(ahead)
 
+    def for_each_task(
+        self,
+        template: str,
+        question: str,
+        lead: list[Step],
+        tasks: list[tuple[Any, ...]],
+        thought: Callable[[tuple[Any, ...]], str],
+        tool: str,
+        sql: str,
+    ) -> ToolTask:
+        """A change made task by task: after ``lead``, ``tool`` on each of ``tasks`` (``thought`` says why);
+        graded on the state after ``sql``, which ends in ``WHERE id IN``, over their ids."""
+        ids = [t[0] for t in tasks]
+        plan = lead + [step(thought(t), tool, task_id=t[0]) for t in tasks]
+        target = self.target_after(f"{sql} ({', '.join('?' * len(ids))})", *ids)
+        return ToolTask(template, question, plan, target=target)
+
     def find(self, project: tuple[int, str]) -> list[Step]:
         return [
             step("List the projects to find the id.", "get_projects"),
@@ -339,9 +356,9 @@ def _overdue_count(g: _Generator) -> ToolTask:
 def _duration(g: _Generator) -> ToolTask | None:
     project = g.project()
     timed = [t for t in g.tasks(project[0]) if t[4] is not None]
-    if not timed:
+    task = g.pick(timed)
+    if task is None:
         return None
-    task = timed[int(g.rng.integers(len(timed)))]
     return ToolTask(
         "duration",
         f"How many minutes is the task '{task[1]}' in my '{project[1]}' project expected to take?",
@@ -383,15 +400,14 @@ def _delete_overdue(g: _Generator) -> ToolTask | None:
     overdue = [t for t in g.tasks(project[0]) if t[2] and t[2] < today]
     if not overdue:
         return None
-    ids = [t[0] for t in overdue]
-    plan = [g.today(), *g.find(project)] + [
-        step(f"'{t[1]}' was due {t[2]}; delete it.", "delete_task", task_id=t[0]) for t in overdue
-    ]
-    return ToolTask(
+    return g.for_each_task(
         "delete_overdue",
         f"Delete every overdue task (due before today) in my '{project[1]}' project.",
-        plan,
-        target=g.target_after(f"DELETE FROM tasks WHERE id IN ({', '.join('?' * len(ids))})", *ids),
+        [g.today(), *g.find(project)],
+        overdue,
+        lambda t: f"'{t[1]}' was due {t[2]}; delete it.",
+        "delete_task",
+        "DELETE FROM tasks WHERE id IN",
     )
 
 
@@ -401,9 +417,9 @@ def _favorite(g: _Generator) -> ToolTask | None:
         for p in g.projects
         if not g.s.db.execute("SELECT is_favorite FROM projects WHERE id = ?", (p[0],)).fetchone()[0]
     ]
-    if not candidates:
+    project = g.pick(candidates)
+    if project is None:
         return None
-    project = candidates[int(g.rng.integers(len(candidates)))]
     return ToolTask(
         "favorite",
         f"Add my '{project[1]}' project to my favourites.",
@@ -451,15 +467,14 @@ def _complete_urgent(g: _Generator) -> ToolTask | None:
     chosen = [t for t in g.tasks(project[0]) if t[3] == level]
     if not chosen:
         return None
-    ids = [t[0] for t in chosen]
-    plan = [*g.find(project)] + [
-        step(f"'{t[1]}' has priority {level}; complete it.", "complete_task", task_id=t[0]) for t in chosen
-    ]
-    return ToolTask(
+    return g.for_each_task(
         "complete_urgent",
         f"Complete every task in my '{project[1]}' project whose priority is {PRIORITY_WORDS[level]}.",
-        plan,
-        target=g.target_after(f"UPDATE tasks SET is_completed = 1 WHERE id IN ({', '.join('?' * len(ids))})", *ids),
+        [*g.find(project)],
+        chosen,
+        lambda t: f"'{t[1]}' has priority {level}; complete it.",
+        "complete_task",
+        "UPDATE tasks SET is_completed = 1 WHERE id IN",
     )
 
 
