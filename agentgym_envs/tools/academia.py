@@ -215,6 +215,11 @@ LOAD_PAPERS = step("I need the citation graph.", "load_paper_net")
 LOAD_AUTHORS = step("I need the co-authorship graph.", "load_author_net")
 
 
+def _looked_up(template: str, question: str, load: Step, lookup: Step, answer: Any, kind: str = "text") -> ToolTask:
+    """A question one lookup answers: load the graph, look up, finish with what it read."""
+    return ToolTask(template, question, [load, lookup, finish_step(answer)], Gold(answer, kind))
+
+
 class _Generator(TaskDraw):
     s: AcademiaService
 
@@ -237,21 +242,10 @@ def _coauthors(g: _Generator) -> ToolTask | None:
     names = g.s.coauthors(row[0])
     if not 1 <= len(names) <= 6:
         return None
-    return ToolTask(
-        "coauthors",
-        f"Who are the co-authors of {row[1]}? List all of them.",
-        [
-            LOAD_AUTHORS,
-            step(
-                f"Co-authors are the neighbours of {row[1]} in AuthorNet.",
-                "neighbour_check",
-                graph="AuthorNet",
-                node=row[1],
-            ),
-            finish_step(names),
-        ],
-        Gold(names, "list"),
-    )
+    lookup = step(f"Co-authors are the neighbours of {row[1]} in AuthorNet.", "neighbour_check", graph="AuthorNet",
+                  node=row[1])
+    question = f"Who are the co-authors of {row[1]}? List all of them."
+    return _looked_up("coauthors", question, LOAD_AUTHORS, lookup, names, "list")
 
 
 def _collaboration_count(g: _Generator) -> ToolTask | None:
@@ -263,54 +257,29 @@ def _collaboration_count(g: _Generator) -> ToolTask | None:
     if drawn is None:
         return None
     row, (a, b) = drawn
-    return ToolTask(
-        "collaboration_count",
-        f"How many papers have {a} and {b} written together?",
-        [
-            LOAD_AUTHORS,
-            step("The co-authorship edge lists their joint papers.", "author_edge_check", node1=a, node2=b),
-            finish_step(row[2]),
-        ],
-        Gold(row[2], "number"),
-    )
+    lookup = step("The co-authorship edge lists their joint papers.", "author_edge_check", node1=a, node2=b)
+    return _looked_up("collaboration_count", f"How many papers have {a} and {b} written together?", LOAD_AUTHORS,
+                      lookup, row[2], "number")
 
 
 def _venue(g: _Generator) -> ToolTask:
     paper_id, title, venue = g.pick(g.all("SELECT id, title, venue FROM papers"))
-    return ToolTask(
-        "venue",
-        f"At which venue was the paper '{title}' published?",
-        [LOAD_PAPERS, step("The venue is a node attribute.", "paper_node_check", node=title), finish_step(venue)],
-        Gold(venue),
-    )
+    lookup = step("The venue is a node attribute.", "paper_node_check", node=title)
+    return _looked_up("venue", f"At which venue was the paper '{title}' published?", LOAD_PAPERS, lookup, venue)
 
 
 def _reference_count(g: _Generator) -> ToolTask | None:
     row = g.pick(g.all("SELECT c.citing, p.title, COUNT(*) FROM cites c JOIN papers p ON p.id = c.citing GROUP BY 1"))
-    return ToolTask(
-        "reference_count",
-        f"How many papers in PaperNet does '{row[1]}' cite?",
-        [
-            LOAD_PAPERS,
-            step("Its references are among its neighbours.", "neighbour_check", graph="PaperNet", node=row[1]),
-            finish_step(row[2]),
-        ],
-        Gold(row[2], "number"),
-    )
+    lookup = step("Its references are among its neighbours.", "neighbour_check", graph="PaperNet", node=row[1])
+    return _looked_up("reference_count", f"How many papers in PaperNet does '{row[1]}' cite?", LOAD_PAPERS, lookup,
+                      row[2], "number")
 
 
 def _organization(g: _Generator) -> ToolTask:
     _, name, organization = g.pick(g.all("SELECT id, name, organization FROM authors"))
-    return ToolTask(
-        "organization",
-        f"Which organization is {name} affiliated with?",
-        [
-            LOAD_AUTHORS,
-            step("The organization is a node attribute.", "author_node_check", node=name),
-            finish_step(organization),
-        ],
-        Gold(organization),
-    )
+    lookup = step("The organization is a node attribute.", "author_node_check", node=name)
+    return _looked_up("organization", f"Which organization is {name} affiliated with?", LOAD_AUTHORS, lookup,
+                      organization)
 
 
 def _most_prolific_coauthor(g: _Generator) -> ToolTask | None:
@@ -363,16 +332,9 @@ def _cites(g: _Generator) -> ToolTask | None:
 def _citation_count(g: _Generator) -> ToolTask:
     paper_id, title = g.pick(g.all("SELECT id, title FROM papers WHERE id IN (SELECT cited FROM cites) OR id % 5 = 0"))
     count = g.citation_count(paper_id)
-    return ToolTask(
-        "citation_count",
-        f"How many papers in PaperNet cite '{title}'?",
-        [
-            LOAD_PAPERS,
-            step("The citing papers are among its neighbours.", "neighbour_check", graph="PaperNet", node=title),
-            finish_step(count),
-        ],
-        Gold(count, "number"),
-    )
+    lookup = step("The citing papers are among its neighbours.", "neighbour_check", graph="PaperNet", node=title)
+    return _looked_up("citation_count", f"How many papers in PaperNet cite '{title}'?", LOAD_PAPERS, lookup, count,
+                      "number")
 
 
 def _shared_author(g: _Generator) -> ToolTask | None:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import ItemWorldEnv, Step, ToolTask, draw_item, finish_step, step
+from agentgym_envs.tools.base import ItemWorldEnv, Step, ToolTask, draw_store_item, finish_step, step
 from agentgym_envs.tools.names import FIRST_NAMES, LAST_NAMES
 from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_env_texts, load_tools
 
@@ -789,15 +789,11 @@ TEMPLATES = (_sort, _column_total, _delete_where, _append_row, _update_value, _f
 def generate(local: int) -> tuple[dict[str, Grid], ToolTask]:
     """The workbook and task of item ``local``; the task is about the workbook's first sheet."""
 
-    def attempt(template: Any, rng: np.random.Generator) -> tuple[dict[str, Grid], ToolTask] | None:
+    def make(rng: np.random.Generator) -> tuple[dict[str, Grid], _Generator]:
         book = workbook(rng)
-        task = template(_Generator(book, rng))
-        if task is None:
-            return None
-        task.context = {"sheet": list(book)[0]}
-        return book, task
+        return book, _Generator(book, rng)
 
-    return draw_item(WORLD_SEED, local, TEMPLATES, attempt)
+    return draw_store_item(WORLD_SEED, local, TEMPLATES, make, lambda book: {"sheet": list(book)[0]})
 
 
 class SheetEnv(ItemWorldEnv):

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import ItemWorldEnv, Step, TaskDraw, ToolTask, draw_item, finish_step, step
+from agentgym_envs.tools.base import ItemWorldEnv, Step, TaskDraw, ToolTask, draw_store_item, finish_step, step
 from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_env_texts, load_tools
 
 WORLD_SEED = 7_005
@@ -483,17 +483,15 @@ TEMPLATES = (_earliest_due, _overdue_count, _duration, _complete_named, _resched
 
 
 def generate(local: int) -> tuple[TodoService, ToolTask]:
-    def attempt(template: Any, rng: np.random.Generator) -> tuple[TodoService, ToolTask] | None:
-        db, today = create_account(rng)
-        service = TodoService(db, today)
-        task = template(_Generator(service, rng))
-        if task is None:
-            service.close()
-            return None
-        task.context = {"today": today.isoformat()}
-        return service, task
+    """The account and task of item ``local``; the task's context is the account's today."""
 
-    return draw_item(WORLD_SEED, local, TEMPLATES, attempt)
+    def make(rng: np.random.Generator) -> tuple[TodoService, _Generator]:
+        service = TodoService(*create_account(rng))
+        return service, _Generator(service, rng)
+
+    return draw_store_item(
+        WORLD_SEED, local, TEMPLATES, make, lambda service: {"today": service.today.isoformat()}, TodoService.close
+    )
 
 
 class TodoEnv(ItemWorldEnv):
