@@ -316,8 +316,9 @@ class CallResult:
 class Service:
     """A tool backend over one SQLite connection; each tool is the method of the same name.
 
-    Subclasses list their tools in ``TOOLS`` (without ``finish``, which the env handles) and set
-    ``WRITE_TOOLS`` to the names of the tools that change stored data.
+    Subclasses list their tools in ``TOOLS`` (without ``finish``, which the env handles; the five tool
+    envs declare theirs in ``tools.json``, see ``load_tools``) and set ``WRITE_TOOLS`` to the names of
+    the tools that change stored data.
     """
 
     TOOLS: ClassVar[tuple[Tool, ...]] = ()
