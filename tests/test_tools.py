@@ -617,3 +617,18 @@ def test_bird_loader_names_what_is_missing(tmp_path: Path) -> None:
     (tmp_path / "dev.json").write_text(json.dumps([{"db_id": "gone", "question": "?", "SQL": "SELECT 1"}]))
     with pytest.raises(FileNotFoundError, match="gone.sqlite"):
         load_bird(tmp_path)
+
+
+def test_tool_declarations_agree_with_the_code() -> None:
+    """tools.json holds the declarations; the limits and names the services enforce must match them."""
+    from agentgym_envs.tools import academia, movie, todo, weather
+
+    services = (weather.WeatherService, movie.MovieService, academia.AcademiaService, SheetService, todo.TodoService)
+    for service in services:
+        for tool in service.TOOLS:
+            assert callable(getattr(service, tool.name)), tool.name
+            assert "{max_days}" not in tool.description
+    ranged = [t for t in weather.WeatherService.TOOLS if "start_date" in {p.name for p in t.params}]
+    assert ranged and all(f"at most {weather.MAX_RANGE_DAYS} days" in t.description for t in ranged)
+    graph = next(p for t in academia.AcademiaService.TOOLS for p in t.params if p.name == "graph")
+    assert graph.choices == academia.GRAPHS

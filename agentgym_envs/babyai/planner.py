@@ -14,7 +14,7 @@ Poses are flat indices ``(y * width + x) * 4 + direction`` so the search runs on
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 # MiniGrid's headings and primitive action indices (minigrid.core.actions.Actions)
@@ -68,11 +68,7 @@ class Routes:
         dist, parent, how = self.dist, self._parent, self._how
         dist[source] = 0
         heap = [(0, source)]
-        while heap:
-            d, pose = heapq.heappop(heap)
-            if d > dist[pose]:
-                continue
-            cell, direction = divmod(pose, 4)
+        for d, pose, cell, direction in _settled(heap, dist):
             base = cell * 4
             for new_pose, kind in ((base + (direction - 1) % 4, _BY_LEFT), (base + (direction + 1) % 4, _BY_RIGHT)):
                 if d + 1 < dist[new_pose]:
@@ -119,6 +115,20 @@ class Routes:
         return moves
 
 
+def _settled(heap: list[tuple[int, int]], dist: list[int]) -> Iterator[tuple[int, int, int, int]]:
+    """Dijkstra's pops in cost order, stale entries skipped, as (cost, pose, its cell, its heading).
+
+    Both searches (forward from the start, backward from the goals) share this loop; the caller
+    pushes onto ``heap`` while it iterates.
+    """
+    while heap:
+        d, pose = heapq.heappop(heap)
+        if d > dist[pose]:
+            continue
+        cell, direction = divmod(pose, 4)
+        yield d, pose, cell, direction
+
+
 def costs_to_go(width: int, height: int, costs: Sequence[int], goals: Iterable[int]) -> list[int]:
     """Cost from every pose to the nearest goal pose (a search on reversed moves, for the oracle)."""
     dist = [UNREACHABLE] * (width * height * 4)
@@ -128,11 +138,7 @@ def costs_to_go(width: int, height: int, costs: Sequence[int], goals: Iterable[i
             dist[goal] = 0
             heap.append((0, goal))
     heapq.heapify(heap)
-    while heap:
-        d, pose = heapq.heappop(heap)
-        if d > dist[pose]:
-            continue
-        cell, direction = divmod(pose, 4)
+    for d, pose, cell, direction in _settled(heap, dist):
         base = cell * 4
         # turning left from direction+1 (or right from direction-1) lands on this pose
         for previous in (base + (direction + 1) % 4, base + (direction - 1) % 4):

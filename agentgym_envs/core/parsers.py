@@ -37,6 +37,45 @@ def normalize_command(text: str) -> str:
 _ACTION_LINE = re.compile(r"^[\s*_#]*action[\s*_]*:[\s*_]*(.*)$", re.IGNORECASE)
 
 
+@dataclass(frozen=True)
+class ActionLine:
+    """A response's lines and where its one ``Action:`` line stands (``index`` is ``None`` when it has none)."""
+
+    lines: list[str]
+    index: int | None = None
+
+    @property
+    def first(self) -> str:
+        """What follows ``Action:`` on its own line."""
+        return _ACTION_LINE.match(self.lines[self.index]).group(1)
+
+    @property
+    def following(self) -> list[str]:
+        """The lines after the ``Action:`` line."""
+        return self.lines[self.index + 1 :]
+
+    @property
+    def body(self) -> str:
+        """The rest of the ``Action:`` line and every line after it (a tool call or a query may span lines)."""
+        return "\n".join([self.first, *self.following])
+
+
+def find_action_line(text: str, one_only: str, hint: str) -> ActionLine | ParsedAction:
+    """Where the one ``Action:`` line of a cleaned response stands, or the error for the agent.
+
+    The ReAct, tool-call and SQL parsers share this so that an empty response and a response with
+    several ``Action:`` lines get the same answer everywhere; ``one_only`` says what one action is
+    in that family ("give exactly one action per turn."), ``hint`` shows the format.
+    """
+    if not text:
+        return ParsedAction(None, "Your response was empty. " + hint)
+    lines = text.splitlines()
+    action_lines = [i for i, line in enumerate(lines) if _ACTION_LINE.match(line)]
+    if len(action_lines) > 1:
+        return ParsedAction(None, f"Your response has more than one 'Action:' line; {one_only} " + hint)
+    return ActionLine(lines, action_lines[0] if action_lines else None)
+
+
 def parse_react(response: str) -> ParsedAction:
     """ReAct format: ``Thought: ...`` then ``Action:`` followed by exactly one action.
 
@@ -45,20 +84,16 @@ def parse_react(response: str) -> ParsedAction:
     scripted agents can send plain commands.
     """
     text = clean_text(response).strip()
-    if not text:
-        return ParsedAction(None, "Your response was empty. " + REACT_HINT)
-    lines = text.splitlines()
-    action_lines = [i for i, line in enumerate(lines) if _ACTION_LINE.match(line)]
-    if len(action_lines) > 1:
-        return ParsedAction(None, "Your response has more than one 'Action:' line; give exactly one action per turn. " + REACT_HINT)
-    if not action_lines:
-        if len(lines) == 1 and len(text) <= 200 and not text.lower().startswith("thought"):
+    found = find_action_line(text, "give exactly one action per turn.", REACT_HINT)
+    if isinstance(found, ParsedAction):
+        return found
+    if found.index is None:
+        if len(found.lines) == 1 and len(text) <= 200 and not text.lower().startswith("thought"):
             return ParsedAction(text)
         return ParsedAction(None, "No 'Action:' line found in your response. " + REACT_HINT)
-    index = action_lines[0]
-    action = _ACTION_LINE.match(lines[index]).group(1).strip()
+    action = found.first.strip()
     if not action:
-        following = [line.strip() for line in lines[index + 1 :] if line.strip()]
+        following = [line.strip() for line in found.following if line.strip()]
         action = following[0] if following else ""
     action = action.strip("`").strip()
     if not action:

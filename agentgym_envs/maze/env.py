@@ -19,6 +19,7 @@ such as ``up`` or ``go north``.
 from __future__ import annotations
 
 import re
+from importlib import resources
 
 import numpy as np
 
@@ -30,79 +31,10 @@ from agentgym_envs.maze.mazes import MOVES, SIZES, Maze, item_size, make_maze, n
 AGENTGYM_INSTRUCTION = "You are an expert maze solver."
 
 #: AgentGym's rules and example, which its client puts before the server's first description
-#: (``MazeEnvClient._fully_first_observation``, verbatim: x is the row, y the column, as here).
+#: (``MazeEnvClient._fully_first_observation``, kept verbatim in agentgym_first_observation.txt: x is the row, y
+#: the column, as here).
 FIRST_OBSERVATION = (
-    'Your objective is to reach the goal in as few steps as possible. At each step you will be given '
-    'information about where the goal is, your current position,\n'
-    'and the walls that surround you. \n'
-    '\n'
-    'When you move right you increase your y position by 1, when you move down you increase your x '
-    'position by 1. \n'
-    '\n'
-    'Here is an example.\n'
-    '\n'
-    '```\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 5, 6. There is a '
-    'wall above you.\n'
-    'action: move left\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 5, 5. There are '
-    'walls above you, below you.\n'
-    'action: move left\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 5, 4. There are '
-    'walls above you, below you.\n'
-    'action: move up\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 5, 4. There are '
-    'walls above you, below you.\n'
-    'action: move left\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 5, 3. There are '
-    'walls to your left, below you.\n'
-    'action: move down\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 5, 3. There are '
-    'walls to your left, below you.\n'
-    'action: move left\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 5, 3. There are '
-    'walls to your left, below you.\n'
-    'action: move down\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 5, 3. There are '
-    'walls to your left, below you.\n'
-    'action: move left\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 5, 3. There are '
-    'walls to your left, below you.\n'
-    'action: move right\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 5, 4. There are '
-    'walls above you, below you.\n'
-    'action: move down\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 5, 4. There are '
-    'walls above you, below you.\n'
-    'action: move right\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 5, 5. There are '
-    'walls above you, below you.\n'
-    'action: move right\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 5, 6. There is a '
-    'wall above you.\n'
-    'action: move down\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 6, 6. There are '
-    'walls to your right, to your left.\n'
-    'action: move down\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 7, 6. There are '
-    'walls to your right, to your left.\n'
-    'action: move right\n'
-    'environment: The goal is at position 8, 6. Your current position is at position 7, 6. There are '
-    'walls to your right, to your left.\n'
-    'action: move down\n'
-    'environment: Success\n'
-    '```\n'
-    '\n'
-    'Your possible actions are "move up", "move down", "move left", "move right". Formally, your return '
-    'should be in this format:\n'
-    'Thought:\n'
-    '<Your Thought>\n'
-    '\n'
-    'Action:\n'
-    '<Your Action>\n'
-    '\n'
-    "Now let's start a new game. Return your action and your thought in the format above strictly. Now, "
-    'make the optimal action given the current environment state:'
+    resources.files(__package__).joinpath("agentgym_first_observation.txt").read_text(encoding="utf-8").rstrip("\n")
 )
 
 #: LMRL-Gym's observation at the goal.

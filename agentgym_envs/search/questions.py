@@ -30,87 +30,22 @@ from typing import Any, Callable
 
 from agentgym_envs.search.articles import Encyclopedia
 from agentgym_envs.search.data import Question, contains_phrase, normalize_text
-from agentgym_envs.search.schema import KINDS, OCCUPATIONS, Relation, relation, relations_of
+from agentgym_envs.search.schema import KINDS, OCCUPATIONS, PHRASES, Relation, relation, relations_of
 from agentgym_envs.search.tasks import SUBTASKS, TEST_SIZES, TRAIN_SIZE
 from agentgym_envs.search.world import Entity
 
-INFERENCE: dict[str, tuple[str, str]] = {
-    "paternal grandfather": ("father", "father"),
-    "paternal grandmother": ("father", "mother"),
-    "maternal grandfather": ("mother", "father"),
-    "maternal grandmother": ("mother", "mother"),
-    "father-in-law": ("spouse", "father"),
-    "mother-in-law": ("spouse", "mother"),
-}
-
+# The question wordings are data (``phrases.json``, with the article phrase tables).
+#: relation name -> the two hops that infer it (``INFERENCE["paternal grandfather"] == ("father", "father")``).
+INFERENCE: dict[str, tuple[str, str]] = {name: tuple(hops) for name, hops in PHRASES["inference"].items()}
 #: (kind, attribute) -> (question when the smaller value wins, question when the larger wins)
 COMPARISONS: dict[tuple[str, str], tuple[str, str]] = {
-    ("person", "birth_year"): ("Who was born first, {a} or {b}?", "Who was born later, {a} or {b}?"),
-    ("person", "death_year"): ("Who died first, {a} or {b}?", "Who died later, {a} or {b}?"),
-    ("city", "founded"): ("Which city was founded first, {a} or {b}?", "Which city is younger, {a} or {b}?"),
-    ("city", "population"): (
-        "Which city has the smaller population, {a} or {b}?",
-        "Which city has the larger population, {a} or {b}?",
-    ),
-    ("river", "length"): ("Which river is shorter, {a} or {b}?", "Which river is longer, {a} or {b}?"),
-    ("mountain", "height"): ("Which mountain is lower, {a} or {b}?", "Which mountain is higher, {a} or {b}?"),
-    ("university", "founded"): (
-        "Which university is older, {a} or {b}?",
-        "Which university was founded more recently, {a} or {b}?",
-    ),
-    ("company", "founded"): (
-        "Which company was founded first, {a} or {b}?",
-        "Which company was founded later, {a} or {b}?",
-    ),
-    ("band", "formed"): (
-        "Which band was formed first, {a} or {b}?",
-        "Which band was formed more recently, {a} or {b}?",
-    ),
-    ("club", "founded"): ("Which club was founded first, {a} or {b}?", "Which club is younger, {a} or {b}?"),
-    ("novel", "published"): (
-        "Which novel was published first, {a} or {b}?",
-        "Which novel was published later, {a} or {b}?",
-    ),
-    ("film", "released"): ("Which film came out first, {a} or {b}?", "Which film came out later, {a} or {b}?"),
-    ("album", "released"): (
-        "Which album was released first, {a} or {b}?",
-        "Which album was released later, {a} or {b}?",
-    ),
-    ("painting", "year"): (
-        "Which painting was completed first, {a} or {b}?",
-        "Which painting is more recent, {a} or {b}?",
-    ),
-    ("battle", "year"): ("Which battle was fought first, {a} or {b}?", "Which battle was fought later, {a} or {b}?"),
-    ("festival", "first_held"): (
-        "Which festival is older, {a} or {b}?",
-        "Which festival was first held later, {a} or {b}?",
-    ),
+    (kind, key): tuple(wordings) for kind, key, wordings in PHRASES["comparisons"]
 }
-
 #: (kind, attribute) -> yes/no question whether two entities share the value.
-SAME: dict[tuple[str, str], str] = {
-    ("person", "nationality"): "Are {a} and {b} from the same country?",
-    ("city", "country"): "Are {a} and {b} in the same country?",
-    ("mountain", "country"): "Are {a} and {b} in the same country?",
-    ("band", "genre"): "Do {a} and {b} play the same genre of music?",
-    ("novel", "language"): "Were {a} and {b} written in the same language?",
-}
-
+SAME: dict[tuple[str, str], str] = {(kind, key): question for kind, key, question in PHRASES["same"]}
 #: (kind, path, attribute, pick) -> question (2Wiki bridge comparison); pick "same" is yes/no.
 BRIDGE_COMPARISONS: list[tuple[str, tuple[str, ...], str, str, str]] = [
-    ("film", ("director",), "birth_year", "min", "Which film has the director who was born first, {a} or {b}?"),
-    ("film", ("director",), "birth_year", "max", "Which film has the director who was born later, {a} or {b}?"),
-    ("film", ("director",), "death_year", "min", "Which film has the director who died first, {a} or {b}?"),
-    ("novel", ("author",), "birth_year", "min", "Which novel's author was born first, {a} or {b}?"),
-    ("novel", ("author",), "death_year", "max", "Which novel's author died later, {a} or {b}?"),
-    ("painting", ("painter",), "birth_year", "min", "Which painting's painter was born earlier, {a} or {b}?"),
-    ("company", ("founder",), "birth_year", "min", "Which company's founder was born first, {a} or {b}?"),
-    ("album", ("artist",), "formed", "min", "Which album is by the band that was formed first, {a} or {b}?"),
-    ("person", ("father",), "birth_year", "min", "Whose father was born first, {a} or {b}?"),
-    ("person", ("mother",), "death_year", "max", "Whose mother died later, {a} or {b}?"),
-    ("film", ("director",), "nationality", "same", "Are the directors of {a} and {b} from the same country?"),
-    ("person", ("birthplace",), "country", "same", "Were {a} and {b} born in the same country?"),
-    ("novel", ("author",), "nationality", "same", "Are the authors of {a} and {b} from the same country?"),
+    (kind, tuple(path), key, pick, question) for kind, path, key, pick, question in PHRASES["bridge_comparisons"]
 ]
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import SharedWorldEnv, Step, TaskDraw, ToolTask, draw_item, finish_step, step
+from agentgym_envs.tools.base import SharedWorldEnv, Step, TaskDraw, ToolTask, finish_step, step, template_generator
 from agentgym_envs.tools.names import METHODS, ORGANIZATIONS, PAPER_QUALIFIERS, PAPER_TASKS, VENUES, unique_names
-from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError, suggest
+from agentgym_envs.tools.toolkit import Service, ToolError, load_env_texts, load_tools, suggest
 
 WORLD_SEED = 7_003
 N_PAPERS = 1_000
@@ -83,59 +83,10 @@ def world() -> sqlite3.Connection:
     return db
 
 
-_GRAPH = Param("graph", "string", "which graph", choices=GRAPHS)
-
-
 class AcademiaService(Service):
     """Graph tools over the citation/co-authorship store; the graphs must be loaded first."""
 
-    TOOLS = (
-        Tool(
-            "load_paper_net",
-            "Load PaperNet, the citation graph (nodes: paper titles; edges: citations).",
-            (),
-            "a confirmation with the graph's size",
-        ),
-        Tool(
-            "load_author_net",
-            "Load AuthorNet, the co-authorship graph (nodes: author names; edges: wrote a paper together).",
-            (),
-            "a confirmation with the graph's size",
-        ),
-        Tool(
-            "neighbour_check",
-            "List the neighbours of a node. In PaperNet: the papers it cites and the papers citing it; in AuthorNet: its co-authors.",
-            (
-                _GRAPH,
-                Param("node", "string", "a paper title (PaperNet) or an author name (AuthorNet), exactly as written"),
-            ),
-            'PaperNet: {"references": [titles], "cited_by": [titles]}; AuthorNet: {"coauthors": [names]}',
-        ),
-        Tool(
-            "paper_node_check",
-            "Get a paper's attributes (needs PaperNet).",
-            (Param("node", "string", "the paper title"),),
-            '{"title", "year", "venue", "authors": [names], "citation_count": <papers in PaperNet citing it>}',
-        ),
-        Tool(
-            "author_node_check",
-            "Get an author's attributes (needs AuthorNet).",
-            (Param("node", "string", "the author name"),),
-            '{"name", "organization", "papers": [titles]}',
-        ),
-        Tool(
-            "paper_edge_check",
-            "Check the citation edge between two papers (needs PaperNet).",
-            (Param("node1", "string", "a paper title"), Param("node2", "string", "another paper title")),
-            '{"node1_cites_node2": true/false, "node2_cites_node1": true/false}',
-        ),
-        Tool(
-            "author_edge_check",
-            "Get the papers two authors wrote together (needs AuthorNet).",
-            (Param("node1", "string", "an author name"), Param("node2", "string", "another author name")),
-            '{"papers": [titles]} (empty if they never collaborated)',
-        ),
-    )
+    TOOLS = load_tools("academia")
 
     def __init__(self, db: sqlite3.Connection):
         super().__init__(db)
@@ -264,6 +215,11 @@ LOAD_PAPERS = step("I need the citation graph.", "load_paper_net")
 LOAD_AUTHORS = step("I need the co-authorship graph.", "load_author_net")
 
 
+def _looked_up(template: str, question: str, load: Step, lookup: Step, answer: Any, kind: str = "text") -> ToolTask:
+    """A question one lookup answers: load the graph, look up, finish with what it read."""
+    return ToolTask(template, question, [load, lookup, finish_step(answer)], Gold(answer, kind))
+
+
 class _Generator(TaskDraw):
     s: AcademiaService
 
@@ -273,87 +229,57 @@ class _Generator(TaskDraw):
     def citation_count(self, paper_id: int) -> int:
         return self.one("SELECT COUNT(*) FROM cites WHERE cited = ?", paper_id)[0]
 
+    def pick_pair(self, sql: str, name_sql: str) -> tuple[tuple[Any, ...], list[str]] | None:
+        """A random row of ``sql`` (``None`` when there is none) and the names ``name_sql`` gives its first two ids."""
+        row = self.pick(self.all(sql))
+        if row is None:
+            return None
+        return row, [self.one(name_sql, i)[0] for i in row[:2]]
+
 
 def _coauthors(g: _Generator) -> ToolTask | None:
     row = g.pick(g.all("SELECT id, name FROM authors"))
     names = g.s.coauthors(row[0])
     if not 1 <= len(names) <= 6:
         return None
-    return ToolTask(
-        "coauthors",
-        f"Who are the co-authors of {row[1]}? List all of them.",
-        [
-            LOAD_AUTHORS,
-            step(
-                f"Co-authors are the neighbours of {row[1]} in AuthorNet.",
-                "neighbour_check",
-                graph="AuthorNet",
-                node=row[1],
-            ),
-            finish_step(names),
-        ],
-        Gold(names, "list"),
-    )
+    lookup = step(f"Co-authors are the neighbours of {row[1]} in AuthorNet.", "neighbour_check", graph="AuthorNet",
+                  node=row[1])
+    question = f"Who are the co-authors of {row[1]}? List all of them."
+    return _looked_up("coauthors", question, LOAD_AUTHORS, lookup, names, "list")
 
 
 def _collaboration_count(g: _Generator) -> ToolTask | None:
-    row = g.pick(
-        g.all(
-            "SELECT a.author_id, b.author_id, COUNT(*) FROM writes a JOIN writes b ON a.paper_id = b.paper_id "
-            "AND a.author_id < b.author_id GROUP BY 1, 2"
-        )
+    drawn = g.pick_pair(
+        "SELECT a.author_id, b.author_id, COUNT(*) FROM writes a JOIN writes b ON a.paper_id = b.paper_id "
+        "AND a.author_id < b.author_id GROUP BY 1, 2",
+        "SELECT name FROM authors WHERE id = ?",
     )
-    if row is None:
+    if drawn is None:
         return None
-    a, b = (g.one("SELECT name FROM authors WHERE id = ?", i)[0] for i in row[:2])
-    return ToolTask(
-        "collaboration_count",
-        f"How many papers have {a} and {b} written together?",
-        [
-            LOAD_AUTHORS,
-            step("The co-authorship edge lists their joint papers.", "author_edge_check", node1=a, node2=b),
-            finish_step(row[2]),
-        ],
-        Gold(row[2], "number"),
-    )
+    row, (a, b) = drawn
+    lookup = step("The co-authorship edge lists their joint papers.", "author_edge_check", node1=a, node2=b)
+    return _looked_up("collaboration_count", f"How many papers have {a} and {b} written together?", LOAD_AUTHORS,
+                      lookup, row[2], "number")
 
 
 def _venue(g: _Generator) -> ToolTask:
     paper_id, title, venue = g.pick(g.all("SELECT id, title, venue FROM papers"))
-    return ToolTask(
-        "venue",
-        f"At which venue was the paper '{title}' published?",
-        [LOAD_PAPERS, step("The venue is a node attribute.", "paper_node_check", node=title), finish_step(venue)],
-        Gold(venue),
-    )
+    lookup = step("The venue is a node attribute.", "paper_node_check", node=title)
+    return _looked_up("venue", f"At which venue was the paper '{title}' published?", LOAD_PAPERS, lookup, venue)
 
 
 def _reference_count(g: _Generator) -> ToolTask | None:
     row = g.pick(g.all("SELECT c.citing, p.title, COUNT(*) FROM cites c JOIN papers p ON p.id = c.citing GROUP BY 1"))
-    return ToolTask(
-        "reference_count",
-        f"How many papers in PaperNet does '{row[1]}' cite?",
-        [
-            LOAD_PAPERS,
-            step("Its references are among its neighbours.", "neighbour_check", graph="PaperNet", node=row[1]),
-            finish_step(row[2]),
-        ],
-        Gold(row[2], "number"),
-    )
+    lookup = step("Its references are among its neighbours.", "neighbour_check", graph="PaperNet", node=row[1])
+    return _looked_up("reference_count", f"How many papers in PaperNet does '{row[1]}' cite?", LOAD_PAPERS, lookup,
+                      row[2], "number")
 
 
 def _organization(g: _Generator) -> ToolTask:
     _, name, organization = g.pick(g.all("SELECT id, name, organization FROM authors"))
-    return ToolTask(
-        "organization",
-        f"Which organization is {name} affiliated with?",
-        [
-            LOAD_AUTHORS,
-            step("The organization is a node attribute.", "author_node_check", node=name),
-            finish_step(organization),
-        ],
-        Gold(organization),
-    )
+    lookup = step("The organization is a node attribute.", "author_node_check", node=name)
+    return _looked_up("organization", f"Which organization is {name} affiliated with?", LOAD_AUTHORS, lookup,
+                      organization)
 
 
 def _most_prolific_coauthor(g: _Generator) -> ToolTask | None:
@@ -406,28 +332,20 @@ def _cites(g: _Generator) -> ToolTask | None:
 def _citation_count(g: _Generator) -> ToolTask:
     paper_id, title = g.pick(g.all("SELECT id, title FROM papers WHERE id IN (SELECT cited FROM cites) OR id % 5 = 0"))
     count = g.citation_count(paper_id)
-    return ToolTask(
-        "citation_count",
-        f"How many papers in PaperNet cite '{title}'?",
-        [
-            LOAD_PAPERS,
-            step("The citing papers are among its neighbours.", "neighbour_check", graph="PaperNet", node=title),
-            finish_step(count),
-        ],
-        Gold(count, "number"),
-    )
+    lookup = step("The citing papers are among its neighbours.", "neighbour_check", graph="PaperNet", node=title)
+    return _looked_up("citation_count", f"How many papers in PaperNet cite '{title}'?", LOAD_PAPERS, lookup, count,
+                      "number")
 
 
 def _shared_author(g: _Generator) -> ToolTask | None:
-    row = g.pick(
-        g.all(
-            "SELECT a.paper_id, b.paper_id FROM writes a JOIN writes b ON a.author_id = b.author_id AND a.paper_id < b.paper_id "
-            "GROUP BY 1, 2 HAVING COUNT(*) = 1"
-        )
+    drawn = g.pick_pair(
+        "SELECT a.paper_id, b.paper_id FROM writes a JOIN writes b ON a.author_id = b.author_id "
+        "AND a.paper_id < b.paper_id GROUP BY 1, 2 HAVING COUNT(*) = 1",
+        "SELECT title FROM papers WHERE id = ?",
     )
-    if row is None:
+    if drawn is None:
         return None
-    t1, t2 = (g.one("SELECT title FROM papers WHERE id = ?", i)[0] for i in row)
+    row, (t1, t2) = drawn
     name = g.one(
         "SELECT a.name FROM writes x JOIN writes y ON x.author_id = y.author_id JOIN authors a ON a.id = x.author_id "
         "WHERE x.paper_id = ? AND y.paper_id = ?",
@@ -471,23 +389,15 @@ TEMPLATES = (_coauthors, _collaboration_count, _venue, _reference_count, _organi
              _cites, _citation_count, _shared_author, _most_cited_paper)
 
 
-def generate(service: AcademiaService, local: int) -> ToolTask:
-    return draw_item(WORLD_SEED, local, TEMPLATES, lambda template, rng: template(_Generator(service, rng)))
+generate = template_generator(WORLD_SEED, TEMPLATES, _Generator)
 
 
 class AcademiaEnv(SharedWorldEnv):
     """Questions about papers, authors and citations, answered with graph tools."""
 
     subtask = "Academia"
-    intro = (
-        "You are a research assistant with two academic graphs: PaperNet (papers and the citations between them) and "
-        "AuthorNet (authors, linked when they wrote a paper together). Load a graph before you query it. Papers are "
-        "named by their exact title, authors by their exact name. Answer the user's question by calling the tools below."
-    )
-    example_call = "load_paper_net with Action Input: {}"
-    agentgym_hint = (  # AgentGym's, with our tools' names (its instruction says loadPaperNet, loadAuthorNet)
-        'You should call load_paper_net or load_author_net first! If you are finished, you will call "finish" action.'
-    )
+    # agentgym_hint: AgentGym's, with our tools' names (its instruction says loadPaperNet, loadAuthorNet)
+    intro, example_call, agentgym_hint = load_env_texts("academia")
 
     service_class = AcademiaService
     build_world = world

@@ -89,6 +89,45 @@ def draw_item(
             return drawn
 
 
+Store = TypeVar("Store")
+
+
+def draw_store_item(
+    seed: int,
+    local: int,
+    templates: Sequence[Callable[[Any], ToolTask | None]],
+    make: Callable[[np.random.Generator], tuple[Store, Any]],
+    context: Callable[[Store], dict[str, Any]],
+    discard: Callable[[Store], None] = lambda store: None,
+) -> tuple[Store, ToolTask]:
+    """Item ``local`` of an env whose every item has a store of its own: ``make(rng)`` builds the store
+    and what the templates read; a refused draw discards that store and the same stream builds another.
+    ``context(store)`` is the task's context (what the instruction needs besides the question)."""
+
+    def attempt(template: Callable[[Any], ToolTask | None], rng: np.random.Generator) -> tuple[Store, ToolTask] | None:
+        store, drawn = make(rng)
+        task = template(drawn)
+        if task is None:
+            discard(store)
+            return None
+        task.context = context(store)
+        return store, task
+
+    return draw_item(seed, local, templates, attempt)
+
+
+def template_generator(
+    seed: int, templates: Sequence[Callable[[Any], ToolTask | None]], draw: Callable[[Any, np.random.Generator], Any]
+) -> Callable[[Any, int], ToolTask]:
+    """The ``generate_task`` of a shared-world env whose templates each read one ``draw(service, rng)``
+    (a ``TaskDraw``): item ``local`` is ``draw_item(seed, local, templates, ...)``."""
+
+    def generate(service: Any, local: int) -> ToolTask:
+        return draw_item(seed, local, templates, lambda template, rng: template(draw(service, rng)))
+
+    return generate
+
+
 class TaskDraw:
     """What a task template reads while it draws: the service (``s``) with its store, and the item's ``rng``."""
 

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, clean_text
+from agentgym_envs.core.parsers import find_action_line
 from agentgym_envs.tools import bird_data
 from agentgym_envs.tools.dbutil import QueryError, ReadOnlySQL, clone
 from agentgym_envs.tools.tasks import ENVS, ITEMS_PER_ENV
@@ -75,7 +76,6 @@ Action:
 SELECT ...
 ```"""
 
-_ACTION_LINE = re.compile(r"^[\s*_#]*action[\s*_]*:[\s*_]*(.*)$", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:sql|sqlite)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _SQL_START = re.compile(r"^\s*(select|with)\b", re.IGNORECASE)
 SQL_HINT = "Answer with one SQL query:\nThought: <your reasoning>\n\nAction:\n```sql\nSELECT ...\n```"
@@ -84,22 +84,16 @@ SQL_HINT = "Answer with one SQL query:\nThought: <your reasoning>\n\nAction:\n``
 def parse_sql_response(response: str) -> ParsedAction:
     """The SQL after ``Action:`` (fenced or not, may span lines), a ```sql block, or a bare SELECT."""
     text = clean_text(response).strip()
-    if not text:
-        return ParsedAction(None, "Your response was empty. " + SQL_HINT)
-    lines = text.splitlines()
-    action_lines = [i for i, line in enumerate(lines) if _ACTION_LINE.match(line)]
-    if len(action_lines) > 1:
-        return ParsedAction(
-            None, "Your response has more than one 'Action:' line; give exactly one SQL query. " + SQL_HINT
-        )
-    if action_lines:
-        index = action_lines[0]
-        body = "\n".join([_ACTION_LINE.match(lines[index]).group(1), *lines[index + 1 :]])
+    found = find_action_line(text, "give exactly one SQL query.", SQL_HINT)
+    if isinstance(found, ParsedAction):
+        return found
+    if found.index is not None:
+        body = found.body
     else:
         fenced = _FENCE.search(text)
         if fenced:
             body = fenced.group(1)
-        elif _SQL_START.match(text) or (len(lines) == 1 and not text.lower().startswith("thought")):
+        elif _SQL_START.match(text) or (len(found.lines) == 1 and not text.lower().startswith("thought")):
             body = text
         else:
             return ParsedAction(None, "No 'Action:' line or ```sql block found in your response. " + SQL_HINT)

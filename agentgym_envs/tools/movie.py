@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import SharedWorldEnv, TaskDraw, ToolTask, draw_item, finish_step, step
+from agentgym_envs.tools.base import SharedWorldEnv, TaskDraw, ToolTask, finish_step, step, template_generator
 from agentgym_envs.tools.names import (
     ADJECTIVES,
     CITIES,
@@ -30,7 +30,7 @@ from agentgym_envs.tools.names import (
     STUDIOS,
     unique_names,
 )
-from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError
+from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_env_texts, load_tools
 
 WORLD_SEED = 7_002
 N_FILMS = 1_200
@@ -213,71 +213,10 @@ def _films(
     return tables
 
 
-_MOVIE = Param("movie_id", "integer", "the film's id (from search_movie)")
-_PERSON = Param("person_id", "integer", "the person's id (from search_person)")
-
-
 class MovieService(Service):
     """TMDB-like film tools over the generated database (read-only)."""
 
-    TOOLS = (
-        Tool(
-            "search_movie",
-            "Search films by title (case-insensitive, part of a title works).",
-            (Param("movie_name", "string", "the title or part of it"),),
-            '{"results": [{"id", "title", "release_date"}, ...]} (at most 20)',
-        ),
-        Tool(
-            "get_movie_details",
-            "Get a film's main facts.",
-            (_MOVIE,),
-            '{"id", "title", "release_date", "runtime" (minutes), "genres", "budget" (USD), "revenue" (USD), "vote_average", "vote_count", "original_language"}',
-        ),
-        Tool(
-            "get_movie_production_companies",
-            "Get the companies that produced a film.",
-            (_MOVIE,),
-            '[{"id", "name", "origin_country"}, ...]',
-        ),
-        Tool(
-            "get_movie_production_countries",
-            "Get the countries a film was produced in.",
-            (_MOVIE,),
-            '[{"iso_3166_1", "name"}, ...]',
-        ),
-        Tool("get_movie_keywords", "Get a film's keywords.", (_MOVIE,), "a list of strings"),
-        Tool(
-            "get_movie_cast",
-            "Get a film's cast in billing order.",
-            (_MOVIE,),
-            '[{"person_id", "name", "character", "order"}, ...]',
-        ),
-        Tool("get_movie_crew", "Get a film's crew.", (_MOVIE,), '[{"person_id", "name", "job", "department"}, ...]'),
-        Tool(
-            "search_person",
-            "Search people (actors and crew) by name (case-insensitive, part of a name works).",
-            (Param("person_name", "string", "the name or part of it"),),
-            '{"results": [{"id", "name", "known_for_department"}, ...]} (at most 20)',
-        ),
-        Tool(
-            "get_person_details",
-            "Get a person's facts.",
-            (_PERSON,),
-            '{"id", "name", "gender", "birthday", "place_of_birth", "known_for_department"}',
-        ),
-        Tool(
-            "get_person_cast",
-            "Get the films a person acted in.",
-            (_PERSON,),
-            '[{"movie_id", "title", "character", "release_date"}, ...] sorted by release date',
-        ),
-        Tool(
-            "get_person_crew",
-            "Get the films a person worked on as crew.",
-            (_PERSON,),
-            '[{"movie_id", "title", "job", "release_date"}, ...] sorted by release date',
-        ),
-    )
+    TOOLS = load_tools("movie")
 
     def example_strings(self) -> list[str]:
         return ["The Silent River", "Harbor", "Garcia", "Maria", "Return to Kyoto"]
@@ -299,6 +238,10 @@ class MovieService(Service):
             raise ToolError(f"no person with id {person_id}; find ids with search_person.")
         return row
 
+    def _records(self, sql: str, key: int | str, names: tuple[str, ...]) -> list[dict[str, Any]]:
+        """The rows of ``sql`` (one ``?``, bound to ``key``) as the tools' JSON objects, columns named by ``names``."""
+        return [dict(zip(names, row)) for row in self.db.execute(sql, (key,)).fetchall()]
+
     @staticmethod
     def _needle(text: str, what: str) -> str:
         needle = " ".join(text.split()).lower()
@@ -308,11 +251,8 @@ class MovieService(Service):
 
     def search_movie(self, movie_name: str) -> dict[str, Any]:
         needle = self._needle(movie_name, "movie_name")
-        rows = self.db.execute(
-            "SELECT id, title, release_date FROM movies WHERE instr(lower(title), ?) > 0 ORDER BY title LIMIT 20",
-            (needle,),
-        ).fetchall()
-        return {"results": [{"id": r[0], "title": r[1], "release_date": r[2]} for r in rows]}
+        sql = "SELECT id, title, release_date FROM movies WHERE instr(lower(title), ?) > 0 ORDER BY title LIMIT 20"
+        return {"results": self._records(sql, needle, ("id", "title", "release_date"))}
 
     def get_movie_details(self, movie_id: int) -> dict[str, Any]:
         row = self._movie(movie_id)
@@ -337,19 +277,20 @@ class MovieService(Service):
 
     def get_movie_production_companies(self, movie_id: int) -> list[dict[str, Any]]:
         self._movie(movie_id)
-        rows = self.db.execute(
+        return self._records(
             "SELECT c.id, c.name, c.origin_country FROM movie_companies m JOIN companies c ON c.id = m.company_id "
             "WHERE m.movie_id = ? ORDER BY m.rowid",
-            (movie_id,),
-        ).fetchall()
-        return [{"id": r[0], "name": r[1], "origin_country": r[2]} for r in rows]
+            movie_id,
+            ("id", "name", "origin_country"),
+        )
 
     def get_movie_production_countries(self, movie_id: int) -> list[dict[str, Any]]:
         self._movie(movie_id)
-        rows = self.db.execute(
-            "SELECT iso_3166_1, name FROM movie_countries WHERE movie_id = ? ORDER BY rowid", (movie_id,)
-        ).fetchall()
-        return [{"iso_3166_1": r[0], "name": r[1]} for r in rows]
+        return self._records(
+            "SELECT iso_3166_1, name FROM movie_countries WHERE movie_id = ? ORDER BY rowid",
+            movie_id,
+            ("iso_3166_1", "name"),
+        )
 
     def get_movie_keywords(self, movie_id: int) -> list[str]:
         self._movie(movie_id)
@@ -362,29 +303,26 @@ class MovieService(Service):
 
     def get_movie_cast(self, movie_id: int) -> list[dict[str, Any]]:
         self._movie(movie_id)
-        rows = self.db.execute(
+        return self._records(
             "SELECT c.person_id, p.name, c.character, c.cast_order FROM cast_credits c JOIN people p ON p.id = c.person_id "
             "WHERE c.movie_id = ? ORDER BY c.cast_order",
-            (movie_id,),
-        ).fetchall()
-        return [{"person_id": r[0], "name": r[1], "character": r[2], "order": r[3]} for r in rows]
+            movie_id,
+            ("person_id", "name", "character", "order"),
+        )
 
     def get_movie_crew(self, movie_id: int) -> list[dict[str, Any]]:
         self._movie(movie_id)
-        rows = self.db.execute(
+        return self._records(
             "SELECT c.person_id, p.name, c.job, c.department FROM crew_credits c JOIN people p ON p.id = c.person_id "
             "WHERE c.movie_id = ? ORDER BY c.rowid",
-            (movie_id,),
-        ).fetchall()
-        return [{"person_id": r[0], "name": r[1], "job": r[2], "department": r[3]} for r in rows]
+            movie_id,
+            ("person_id", "name", "job", "department"),
+        )
 
     def search_person(self, person_name: str) -> dict[str, Any]:
         needle = self._needle(person_name, "person_name")
-        rows = self.db.execute(
-            "SELECT id, name, known_for_department FROM people WHERE instr(lower(name), ?) > 0 ORDER BY name LIMIT 20",
-            (needle,),
-        ).fetchall()
-        return {"results": [{"id": r[0], "name": r[1], "known_for_department": r[2]} for r in rows]}
+        sql = "SELECT id, name, known_for_department FROM people WHERE instr(lower(name), ?) > 0 ORDER BY name LIMIT 20"
+        return {"results": self._records(sql, needle, ("id", "name", "known_for_department"))}
 
     def get_person_details(self, person_id: int) -> dict[str, Any]:
         return dict(
@@ -393,21 +331,21 @@ class MovieService(Service):
 
     def get_person_cast(self, person_id: int) -> list[dict[str, Any]]:
         self._person(person_id)
-        rows = self.db.execute(
+        return self._records(
             "SELECT m.id, m.title, c.character, m.release_date FROM cast_credits c JOIN movies m ON m.id = c.movie_id "
             "WHERE c.person_id = ? ORDER BY m.release_date, m.id",
-            (person_id,),
-        ).fetchall()
-        return [{"movie_id": r[0], "title": r[1], "character": r[2], "release_date": r[3]} for r in rows]
+            person_id,
+            ("movie_id", "title", "character", "release_date"),
+        )
 
     def get_person_crew(self, person_id: int) -> list[dict[str, Any]]:
         self._person(person_id)
-        rows = self.db.execute(
+        return self._records(
             "SELECT m.id, m.title, c.job, m.release_date FROM crew_credits c JOIN movies m ON m.id = c.movie_id "
             "WHERE c.person_id = ? ORDER BY m.release_date, m.id, c.job",
-            (person_id,),
-        ).fetchall()
-        return [{"movie_id": r[0], "title": r[1], "job": r[2], "release_date": r[3]} for r in rows]
+            person_id,
+            ("movie_id", "title", "job", "release_date"),
+        )
 
 
 # ---- task generation ---------------------------------------------------------------------------
@@ -656,24 +594,15 @@ TEMPLATES = (_director, _release_year, _character_actor, _actor_film_count, _bes
              _director_birthplace, _profit, _shared_film, _production_company, _composer_of_latest)
 
 
-def generate(service: MovieService, local: int) -> ToolTask:
-    return draw_item(WORLD_SEED, local, TEMPLATES, lambda template, rng: template(_Generator(service, rng)))
+generate = template_generator(WORLD_SEED, TEMPLATES, _Generator)
 
 
 class MovieEnv(SharedWorldEnv):
     """Film questions answered with TMDB-like tools."""
 
     subtask = "Movie"
-    intro = (
-        "You are a film expert with access to a movie database: films (release dates, runtimes, budgets, revenues, "
-        "ratings, genres, companies, countries, keywords), people (actors and crew) and their credits. Answer the "
-        "user's question by calling the tools below; films and people are referred to by ids you get from the search tools."
-    )
-    example_call = 'search_movie with Action Input: {"movie_name": "The Silent River"}'
-    agentgym_hint = (  # AgentGym's, with our search tools' names (its are get_search_person, get_search_movie)
-        'If you want to get the movie_id or person_id, Please call "search_person", "search_movie"! Do not generate '
-        'it by yourself which maybe wrong. If you are finished, you will call "finish" action. '
-    )
+    # agentgym_hint: AgentGym's, with our search tools' names (its are get_search_person, get_search_movie)
+    intro, example_call, agentgym_hint = load_env_texts("movie")
 
     service_class = MovieService
     build_world = world

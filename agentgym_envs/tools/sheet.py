@@ -18,9 +18,9 @@ from typing import Any, Callable
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import ItemWorldEnv, Step, ToolTask, draw_item, finish_step, step
+from agentgym_envs.tools.base import ItemWorldEnv, Step, ToolTask, draw_store_item, finish_step, step
 from agentgym_envs.tools.names import FIRST_NAMES, LAST_NAMES
-from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError
+from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_env_texts, load_tools
 
 WORLD_SEED = 7_004
 MAX_ROWS, MAX_COLS = 200, 26
@@ -158,117 +158,10 @@ def _read(db: sqlite3.Connection, sheet_id: int) -> Grid:
     return grid
 
 
-_POS = 'a cell in A1 notation, e.g. "B3"'
-_CONDITIONS = ("==", "!=", ">", ">=", "<", "<=", "contains")
-_OPERATORS = ("SUM", "AVERAGE", "MIN", "MAX", "COUNT", "PRODUCT")
-
-
 class SheetService(Service):
     """Google-Sheets-like tools; edits go to the SQLite ``cells`` table of the open sheet."""
 
-    TOOLS = (
-        Tool("list_sheets", "List the sheets of the workbook.", (), "a list of sheet names"),
-        Tool(
-            "open_sheet",
-            "Open a sheet; the other tools work on the open sheet.",
-            (Param("sheet_name", "string", "the sheet's name"),),
-            "a confirmation with the sheet's size",
-        ),
-        Tool(
-            "get_all_values",
-            "Read every row of the open sheet (row 1 is the header).",
-            (),
-            "a list of rows, each a list of cell values",
-        ),
-        Tool(
-            "get_range",
-            "Read a rectangular block of cells.",
-            (
-                Param("start_position", "string", f"top-left cell, {_POS}"),
-                Param("end_position", "string", "bottom-right cell"),
-            ),
-            "a list of rows of the block",
-        ),
-        Tool(
-            "get_a1_notation",
-            "Convert a row and column number into A1 notation.",
-            (Param("row", "integer", "row number, from 1"), Param("col", "integer", "column number, from 1")),
-            'a string like "C5"',
-        ),
-        Tool(
-            "filter_rows",
-            "Find the data rows (below the header) whose cell in a column meets a condition.",
-            (
-                Param("col_num", "integer", "column number, from 1"),
-                Param("condition", "string", "the comparison", choices=_CONDITIONS),
-                Param("value", "any", "the value to compare with (a number for >, >=, <, <=)"),
-            ),
-            '{"rows": [{"row": <row number>, "values": [cells]}, ...]}',
-        ),
-        Tool(
-            "update_cell",
-            "Write one value into a cell (the sheet grows if needed).",
-            (Param("position", "string", _POS), Param("value", "any", "a string or a number")),
-            "a confirmation",
-        ),
-        Tool(
-            "update_range",
-            "Write a block of values, row by row, into the cells from start_position to end_position.",
-            (
-                Param("start_position", "string", f"top-left cell, {_POS}"),
-                Param("end_position", "string", "bottom-right cell"),
-                Param("values_list", "array", "a list of rows, each a list of values; its shape must match the range"),
-            ),
-            "a confirmation",
-        ),
-        Tool(
-            "insert_rows",
-            "Insert rows before row_idx; the rows below move down (row_idx = number of rows + 1 appends).",
-            (
-                Param("values_list", "array", "a list of rows, each a list of values"),
-                Param("row_idx", "integer", "where to insert, from 2 (the header stays first)"),
-            ),
-            "a confirmation",
-        ),
-        Tool(
-            "insert_cols",
-            "Insert columns before col_idx; the columns to the right move (col_idx = number of columns + 1 appends).",
-            (
-                Param("values_list", "array", "a list of columns, each a list of values from the header down"),
-                Param("col_idx", "integer", "where to insert, from 1"),
-            ),
-            "a confirmation",
-        ),
-        Tool(
-            "delete_batch_data",
-            "Delete whole rows or columns; the rest moves up or left.",
-            (
-                Param("dimension", "string", "what to delete", choices=("row", "col")),
-                Param("index_list", "array", "row or column numbers (as before the deletion)"),
-            ),
-            "a confirmation",
-        ),
-        Tool(
-            "sort_sheet_by_col",
-            "Sort the data rows (the header stays first) by one column; equal values keep their order.",
-            (
-                Param("col_num", "integer", "column number, from 1"),
-                Param("order", "string", "ascending or descending", choices=("asc", "des")),
-            ),
-            "a confirmation",
-        ),
-        Tool(
-            "update_cell_by_formula",
-            "Compute an aggregate over a block of cells and write the result (rounded to 2 decimals) into a cell.",
-            (
-                Param("operator", "string", "the aggregate", choices=_OPERATORS),
-                Param("start_position", "string", f"first cell of the block, {_POS}"),
-                Param("end_position", "string", "last cell of the block"),
-                Param("result_position", "string", "the cell that receives the result"),
-            ),
-            "the computed value",
-        ),
-    )
+    TOOLS = load_tools("sheet")
     WRITE_TOOLS = frozenset(
         {
             "update_cell",
@@ -620,6 +513,12 @@ class _Generator:
     def open(self) -> Step:
         return step(f"The task is about the sheet '{self.name}'; open it.", "open_sheet", sheet_name=self.name)
 
+    @staticmethod
+    def formula(thought: str, operator: str, col: int, n: int, result_position: str) -> Step:
+        """``operator`` over the values of column ``col`` (rows 2 to ``n``) into ``result_position``."""
+        return step(thought, "update_cell_by_formula", operator=operator, start_position=a1(2, col),
+                    end_position=a1(n, col), result_position=result_position)
+
     def read(self) -> Step:
         return step("Read the sheet to see its layout.", "get_all_values")
 
@@ -655,20 +554,14 @@ def _column_total(g: _Generator) -> ToolTask:
     total = aggregate("SUM", [float(r[col - 1]) for r in g.grid[1:]], n - 1)
     result = [list(r) for r in g.grid] + [[""] * len(g.grid[0])]
     result[n][col - 1] = total
+    thought = f"'{header}' is column {column_letter(col)}, values in rows 2-{n}; put the SUM in {a1(n + 1, col)}."
     return ToolTask(
         "column_total",
         f"In the sheet '{g.name}', write the total of the '{header}' column in the cell directly below its last value.",
         [
             g.open(),
             g.read(),
-            step(
-                f"'{header}' is column {column_letter(col)}, values in rows 2-{n}; put the SUM in {a1(n + 1, col)}.",
-                "update_cell_by_formula",
-                operator="SUM",
-                start_position=a1(2, col),
-                end_position=a1(n, col),
-                result_position=a1(n + 1, col),
-            ),
+            g.formula(thought, "SUM", col, n, a1(n + 1, col)),
         ],
         target=g.target(result),
     )
@@ -883,14 +776,7 @@ def _average_into_cell(g: _Generator) -> ToolTask:
         [
             g.open(),
             g.read(),
-            step(
-                f"Average of {a1(2, col)}:{a1(n, col)} into {where}.",
-                "update_cell_by_formula",
-                operator="AVERAGE",
-                start_position=a1(2, col),
-                end_position=a1(n, col),
-                result_position=where,
-            ),
+            g.formula(f"Average of {a1(2, col)}:{a1(n, col)} into {where}.", "AVERAGE", col, n, where),
         ],
         target=g.target(result),
     )
@@ -903,15 +789,11 @@ TEMPLATES = (_sort, _column_total, _delete_where, _append_row, _update_value, _f
 def generate(local: int) -> tuple[dict[str, Grid], ToolTask]:
     """The workbook and task of item ``local``; the task is about the workbook's first sheet."""
 
-    def attempt(template: Any, rng: np.random.Generator) -> tuple[dict[str, Grid], ToolTask] | None:
+    def make(rng: np.random.Generator) -> tuple[dict[str, Grid], _Generator]:
         book = workbook(rng)
-        task = template(_Generator(book, rng))
-        if task is None:
-            return None
-        task.context = {"sheet": list(book)[0]}
-        return book, task
+        return book, _Generator(book, rng)
 
-    return draw_item(WORLD_SEED, local, TEMPLATES, attempt)
+    return draw_store_item(WORLD_SEED, local, TEMPLATES, make, lambda book: {"sheet": list(book)[0]})
 
 
 class SheetEnv(ItemWorldEnv):
@@ -919,21 +801,8 @@ class SheetEnv(ItemWorldEnv):
 
     subtask = "Sheet"
     stateful = True
-    intro = (
-        "You are a spreadsheet assistant working on the user's workbook (a few sheets; row 1 of each sheet is its header, "
-        "cells are addressed in A1 notation: column letter then row number). Do what the user asks by calling the tools "
-        "below. Change only what the task asks for: the whole workbook is compared with the expected result."
-    )
-    example_call = 'open_sheet with Action Input: {"sheet_name": "Sales"}'
-    agentgym_hint = (  # AgentGym's without its 4th note ("freeze the first row before sort col": no freeze tool here)
-        "Here are some common senses you may need: \n"
-        "1.You should open sheet mentioned in goal before operating it\n"
-        "2.You should use A1 notation to display the cell position in the sheet.\n"
-        "3.The col and row are start with 1\n"
-        "\n"
-        'Please first open the sheet! Check the sheet content by get_all_values first! If you are finished, you will '
-        'call "finish" action.'
-    )
+    # agentgym_hint: AgentGym's without its 4th note ("freeze the first row before sort col": no freeze tool)
+    intro, example_call, agentgym_hint = load_env_texts("sheet")
 
     def _open_item(self, local: int) -> tuple[SheetService, ToolTask]:
         book, task = generate(local)

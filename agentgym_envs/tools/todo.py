@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import ItemWorldEnv, Step, TaskDraw, ToolTask, draw_item, finish_step, step
-from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError
+from agentgym_envs.tools.base import ItemWorldEnv, Step, TaskDraw, ToolTask, draw_store_item, finish_step, step
+from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_env_texts, load_tools
 
 WORLD_SEED = 7_005
 PROJECTS: dict[str, tuple[str, ...]] = {
@@ -142,57 +142,10 @@ def create_account(rng: np.random.Generator) -> tuple[sqlite3.Connection, dt.dat
     return db, today
 
 
-_TASK = Param("task_id", "integer", "the task's id (from get_tasks)")
-
-
 class TodoService(Service):
     """Todoist-like tools over one account."""
 
-    TOOLS = (
-        Tool("get_user_current_date", "Get today's date.", (), 'a string "YYYY-MM-DD"'),
-        Tool("get_projects", "List all projects.", (), '[{"id", "name", "color", "is_favorite"}, ...]'),
-        Tool(
-            "update_project",
-            "Mark a project as favourite or not.",
-            (
-                Param("project_id", "integer", "the project's id"),
-                Param("is_favorite", "boolean", "true to favourite it"),
-            ),
-            "a confirmation",
-        ),
-        Tool(
-            "get_tasks",
-            "List the open (not completed) tasks of a project.",
-            (Param("project_id", "integer", "the project's id"),),
-            '[{"id", "content", "due_date" (YYYY-MM-DD or null), "priority" (1 normal ... 4 urgent)}, ...]',
-        ),
-        Tool("get_task_description", "Get a task's description.", (_TASK,), '{"id", "description"}'),
-        Tool(
-            "get_task_duration",
-            "Get a task's expected duration.",
-            (_TASK,),
-            '{"id", "duration": {"amount", "unit": "minute"} or null}',
-        ),
-        Tool("complete_task", "Mark a task as completed (it disappears from get_tasks).", (_TASK,), "a confirmation"),
-        Tool(
-            "update_task",
-            "Change a task's due date.",
-            (_TASK, Param("due_date", "string", "the new due date, YYYY-MM-DD")),
-            "a confirmation",
-        ),
-        Tool("delete_task", "Delete a task.", (_TASK,), "a confirmation"),
-        Tool(
-            "create_task",
-            "Add a task to a project (priority 1 unless given).",
-            (
-                Param("project_id", "integer", "the project's id"),
-                Param("content", "string", "what to do"),
-                Param("due_date", "string", "due date, YYYY-MM-DD", required=False),
-                Param("priority", "integer", "1 (normal) to 4 (urgent)", required=False, choices=(1, 2, 3, 4)),
-            ),
-            '{"id", "content"} of the new task',
-        ),
-    )
+    TOOLS = load_tools("todo")
     WRITE_TOOLS = frozenset({"update_project", "complete_task", "update_task", "delete_task", "create_task"})
 
     def __init__(self, db: sqlite3.Connection, today: dt.date):
@@ -326,6 +279,33 @@ class _Generator(TaskDraw):
             (project_id,),
         ).fetchall()
 
+    def random_task(self, project: tuple[int, str]) -> tuple[Any, ...]:
+        """One of the project's tasks, drawn from the item's stream."""
+        tasks = self.tasks(project[0])
+        return tasks[int(self.rng.integers(len(tasks)))]
+
+    def due_in(self, limit: int, later: str) -> tuple[str, str]:
+        """A due date 1 to ``limit - 1`` days ahead, as YYYY-MM-DD and in words ("tomorrow", else ``later``)."""
+        ahead = int(self.rng.integers(1, limit))
+        return (self.s.today + dt.timedelta(days=ahead)).isoformat(), "tomorrow" if ahead == 1 else later.format(ahead)
+
+    def for_each_task(
+        self,
+        template: str,
+        question: str,
+        lead: list[Step],
+        tasks: list[tuple[Any, ...]],
+        thought: Callable[[tuple[Any, ...]], str],
+        tool: str,
+        sql: str,
+    ) -> ToolTask:
+        """A change made task by task: after ``lead``, ``tool`` on each of ``tasks`` (``thought`` says why);
+        graded on the state after ``sql``, which ends in ``WHERE id IN``, over their ids."""
+        ids = [t[0] for t in tasks]
+        plan = lead + [step(thought(t), tool, task_id=t[0]) for t in tasks]
+        target = self.target_after(f"{sql} ({', '.join('?' * len(ids))})", *ids)
+        return ToolTask(template, question, plan, target=target)
+
     def find(self, project: tuple[int, str]) -> list[Step]:
         return [
             step("List the projects to find the id.", "get_projects"),
@@ -376,9 +356,9 @@ def _overdue_count(g: _Generator) -> ToolTask:
 def _duration(g: _Generator) -> ToolTask | None:
     project = g.project()
     timed = [t for t in g.tasks(project[0]) if t[4] is not None]
-    if not timed:
+    task = g.pick(timed)
+    if task is None:
         return None
-    task = timed[int(g.rng.integers(len(timed)))]
     return ToolTask(
         "duration",
         f"How many minutes is the task '{task[1]}' in my '{project[1]}' project expected to take?",
@@ -393,8 +373,7 @@ def _duration(g: _Generator) -> ToolTask | None:
 
 def _complete_named(g: _Generator) -> ToolTask:
     project = g.project()
-    tasks = g.tasks(project[0])
-    task = tasks[int(g.rng.integers(len(tasks)))]
+    task = g.random_task(project)
     return ToolTask(
         "complete_named",
         f"Mark the task '{task[1]}' in my '{project[1]}' project as done.",
@@ -405,11 +384,8 @@ def _complete_named(g: _Generator) -> ToolTask:
 
 def _reschedule(g: _Generator) -> ToolTask:
     project = g.project()
-    tasks = g.tasks(project[0])
-    task = tasks[int(g.rng.integers(len(tasks)))]
-    ahead = int(g.rng.integers(1, 15))
-    new_due = (g.s.today + dt.timedelta(days=ahead)).isoformat()
-    when = "tomorrow" if ahead == 1 else f"{ahead} days from today"
+    task = g.random_task(project)
+    new_due, when = g.due_in(15, "{} days from today")
     return ToolTask(
         "reschedule",
         f"Move the due date of '{task[1]}' in my '{project[1]}' project to {when}.",
@@ -424,15 +400,14 @@ def _delete_overdue(g: _Generator) -> ToolTask | None:
     overdue = [t for t in g.tasks(project[0]) if t[2] and t[2] < today]
     if not overdue:
         return None
-    ids = [t[0] for t in overdue]
-    plan = [g.today(), *g.find(project)] + [
-        step(f"'{t[1]}' was due {t[2]}; delete it.", "delete_task", task_id=t[0]) for t in overdue
-    ]
-    return ToolTask(
+    return g.for_each_task(
         "delete_overdue",
         f"Delete every overdue task (due before today) in my '{project[1]}' project.",
-        plan,
-        target=g.target_after(f"DELETE FROM tasks WHERE id IN ({', '.join('?' * len(ids))})", *ids),
+        [g.today(), *g.find(project)],
+        overdue,
+        lambda t: f"'{t[1]}' was due {t[2]}; delete it.",
+        "delete_task",
+        "DELETE FROM tasks WHERE id IN",
     )
 
 
@@ -442,9 +417,9 @@ def _favorite(g: _Generator) -> ToolTask | None:
         for p in g.projects
         if not g.s.db.execute("SELECT is_favorite FROM projects WHERE id = ?", (p[0],)).fetchone()[0]
     ]
-    if not candidates:
+    project = g.pick(candidates)
+    if project is None:
         return None
-    project = candidates[int(g.rng.integers(len(candidates)))]
     return ToolTask(
         "favorite",
         f"Add my '{project[1]}' project to my favourites.",
@@ -461,9 +436,7 @@ def _create(g: _Generator) -> ToolTask:
     existing = {t[1] for t in g.tasks(project[0])}
     options = [c for name in PROJECTS for c in PROJECTS[name] if c not in existing]
     content = options[int(g.rng.integers(len(options)))]
-    ahead = int(g.rng.integers(1, 10))
-    due = (g.s.today + dt.timedelta(days=ahead)).isoformat()
-    when = "tomorrow" if ahead == 1 else f"in {ahead} days"
+    due, when = g.due_in(10, "in {} days")
     return ToolTask(
         "create",
         f"Add a task '{content}' to my '{project[1]}' project, due {when} (normal priority).",
@@ -494,15 +467,14 @@ def _complete_urgent(g: _Generator) -> ToolTask | None:
     chosen = [t for t in g.tasks(project[0]) if t[3] == level]
     if not chosen:
         return None
-    ids = [t[0] for t in chosen]
-    plan = [*g.find(project)] + [
-        step(f"'{t[1]}' has priority {level}; complete it.", "complete_task", task_id=t[0]) for t in chosen
-    ]
-    return ToolTask(
+    return g.for_each_task(
         "complete_urgent",
         f"Complete every task in my '{project[1]}' project whose priority is {PRIORITY_WORDS[level]}.",
-        plan,
-        target=g.target_after(f"UPDATE tasks SET is_completed = 1 WHERE id IN ({', '.join('?' * len(ids))})", *ids),
+        [*g.find(project)],
+        chosen,
+        lambda t: f"'{t[1]}' has priority {level}; complete it.",
+        "complete_task",
+        "UPDATE tasks SET is_completed = 1 WHERE id IN",
     )
 
 
@@ -511,17 +483,15 @@ TEMPLATES = (_earliest_due, _overdue_count, _duration, _complete_named, _resched
 
 
 def generate(local: int) -> tuple[TodoService, ToolTask]:
-    def attempt(template: Any, rng: np.random.Generator) -> tuple[TodoService, ToolTask] | None:
-        db, today = create_account(rng)
-        service = TodoService(db, today)
-        task = template(_Generator(service, rng))
-        if task is None:
-            service.close()
-            return None
-        task.context = {"today": today.isoformat()}
-        return service, task
+    """The account and task of item ``local``; the task's context is the account's today."""
 
-    return draw_item(WORLD_SEED, local, TEMPLATES, attempt)
+    def make(rng: np.random.Generator) -> tuple[TodoService, _Generator]:
+        service = TodoService(*create_account(rng))
+        return service, _Generator(service, rng)
+
+    return draw_store_item(
+        WORLD_SEED, local, TEMPLATES, make, lambda service: {"today": service.today.isoformat()}, TodoService.close
+    )
 
 
 class TodoEnv(ItemWorldEnv):
@@ -529,17 +499,7 @@ class TodoEnv(ItemWorldEnv):
 
     subtask = "TODOList"
     stateful = True
-    intro = (
-        "You are a personal assistant managing the user's to-do list: projects holding tasks with due dates, priorities "
-        "(1 normal to 4 urgent), descriptions and expected durations. Do what the user asks by calling the tools below; "
-        "projects and tasks are referred to by their ids. Change only what the task asks for: the whole to-do list is "
-        "compared with the expected result."
-    )
-    example_call = "get_projects with Action Input: {}"
-    agentgym_hint = (
-        'If you want to get the project_id or task_id, please call "get_projects" or "get_tasks". Do not generate it '
-        'by yourself which maybe wrong. If you are finished, you will call "finish" action. '
-    )
+    intro, example_call, agentgym_hint = load_env_texts("todo")
 
     def _open_item(self, local: int) -> tuple[TodoService, ToolTask]:
         return generate(local)

@@ -18,9 +18,11 @@ import math
 import re
 import sqlite3
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from typing import Any, ClassVar
 
-from agentgym_envs.core.parsers import ParsedAction, clean_text
+from agentgym_envs.core.parsers import ParsedAction, clean_text, find_action_line
 from agentgym_envs.core.safety import decode_json_prefix
 
 JSON_TYPES: dict[str, str] = {
@@ -122,6 +124,45 @@ class Tool:
             param.check(self.name, arguments[param.name])
 
 
+@cache
+def _declarations() -> dict[str, Any]:
+    with resources.files(__package__).joinpath("tools.json").open("r", encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _param(declared: dict[str, Any]) -> Param:
+    return Param(declared["name"], declared["type"], declared["description"], declared.get("required", True),
+                 tuple(declared.get("choices", ())))
+
+
+def load_tools(service: str, **values: Any) -> tuple[Tool, ...]:
+    """The tools of ``service`` as declared in ``tools.json``: the declarations are data, kept apart from the code.
+
+    A parameter given by name is one of the service's ``shared_params``; ``values`` fill the
+    ``{name}`` placeholders of the tools' descriptions (limits the code also enforces).
+    """
+    declared = _declarations()[service]
+    shared = {param["name"]: _param(param) for param in declared["shared_params"]}
+    tools = []
+    for tool in declared["tools"]:
+        params = tuple(shared[param] if isinstance(param, str) else _param(param) for param in tool["params"])
+        tools.append(Tool(tool["name"], _fill(tool["description"], values), params, tool["returns"]))
+    return tuple(tools)
+
+
+def load_env_texts(service: str, **values: Any) -> tuple[str, str, str]:
+    """The ``intro``, ``example_call`` and ``agentgym_hint`` of ``service``'s env as declared in ``tools.json``
+    (the hint is AgentGym's wording); ``values`` fill the intro's ``{name}`` placeholders."""
+    declared = _declarations()[service]
+    return _fill(declared["intro"], values), declared["example_call"], declared["agentgym_hint"]
+
+
+def _fill(text: str, values: dict[str, Any]) -> str:
+    for key, value in values.items():
+        text = text.replace("{" + key + "}", str(value))
+    return text
+
+
 FINISH = Tool(
     "finish",
     "End the task. For a question, give your final answer; for a task that changes data, call it once the change is made.",
@@ -178,7 +219,6 @@ CALL_HINT = (
     '<JSON object of arguments>\nfor example: Action: finish with Action Input: {"answer": "42"}'
 )
 
-_ACTION_LINE = re.compile(r"^[\s*_#]*action[\s*_]*:[\s*_]*(.*)$", re.IGNORECASE)
 _INPUT_SPLIT = re.compile(r"\s*(?:with\s+)?action[\s_]*input\s*:\s*", re.IGNORECASE)
 _TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -215,22 +255,15 @@ def parse_response(response: str) -> ParsedAction:
     function-calling model's ``<tool_call>`` or JSON call object (``function_call``).
     """
     text = clean_text(response).strip()
-    if not text:
-        return ParsedAction(None, "Your response was empty. " + CALL_HINT)
-    called = function_call(text)
+    called = function_call(text)  # None for an empty response
     if called is not None:
         return ParsedAction(called)
-    lines = text.splitlines()
-    action_lines = [i for i, line in enumerate(lines) if _ACTION_LINE.match(line)]
-    if len(action_lines) > 1:
-        return ParsedAction(
-            None, "Your response has more than one 'Action:' line; call exactly one tool per turn. " + CALL_HINT
-        )
-    if action_lines:
-        index = action_lines[0]
-        first = _ACTION_LINE.match(lines[index]).group(1)
-        body = "\n".join([first, *lines[index + 1 :]]).strip()
-    elif len(lines) == 1 and not text.lower().startswith("thought"):
+    found = find_action_line(text, "call exactly one tool per turn.", CALL_HINT)
+    if isinstance(found, ParsedAction):
+        return found
+    if found.index is not None:
+        body = found.body.strip()
+    elif len(found.lines) == 1 and not text.lower().startswith("thought"):
         body = text
     else:
         return ParsedAction(None, "No 'Action:' line found in your response. " + CALL_HINT)
@@ -283,8 +316,9 @@ class CallResult:
 class Service:
     """A tool backend over one SQLite connection; each tool is the method of the same name.
 
-    Subclasses list their tools in ``TOOLS`` (without ``finish``, which the env handles) and set
-    ``WRITE_TOOLS`` to the names of the tools that change stored data.
+    Subclasses list their tools in ``TOOLS`` (without ``finish``, which the env handles; the five tool
+    envs declare theirs in ``tools.json``, see ``load_tools``) and set ``WRITE_TOOLS`` to the names of
+    the tools that change stored data.
     """
 
     TOOLS: ClassVar[tuple[Tool, ...]] = ()

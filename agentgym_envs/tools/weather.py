@@ -13,14 +13,14 @@ import datetime as dt
 import math
 import sqlite3
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.base import SharedWorldEnv, Step, TaskDraw, ToolTask, draw_item, finish_step, step
 from agentgym_envs.tools.names import CITIES
-from agentgym_envs.tools.toolkit import Param, Service, Tool, ToolError
+from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_env_texts, load_tools
 
 FIRST_DAY = dt.date(2022, 1, 1)
 LAST_DAY = dt.date(2024, 12, 31)
@@ -119,124 +119,20 @@ def _parse_date(name: str, value: str) -> dt.date:
         raise ToolError(f"{name} must be a date written YYYY-MM-DD, got {value!r}.") from None
 
 
-_LAT = Param("latitude", "number", "degrees, from get_latitude_longitude")
-_LON = Param("longitude", "number", "degrees, from get_latitude_longitude")
-_START = Param("start_date", "string", "first day, YYYY-MM-DD")
-_END = Param("end_date", "string", "last day (included), YYYY-MM-DD")
-_TODAY = Param("current_date", "string", "today's date, YYYY-MM-DD (from get_user_current_date)")
+def _range_method(column: str, past: bool) -> Callable[..., dict[str, Any]]:
+    """A date-range tool of ``WeatherService`` over one column group (history when ``past``, else forecast):
+    the seven such tools differ in nothing else."""
 
+    def tool(self: WeatherService, latitude: float, longitude: float, start_date: str, end_date: str) -> dict[str, Any]:
+        return {"daily": self._daily(column, latitude, longitude, *self._span(start_date, end_date, past))}
 
-def _range_tool(name: str, what: str, returns: str, when: str) -> Tool:
-    return Tool(
-        name,
-        f"{what} for each day from start_date to end_date ({when}; at most {MAX_RANGE_DAYS} days).",
-        (_LAT, _LON, _START, _END),
-        returns,
-    )
+    return tool
 
 
 class WeatherService(Service):
     """Open-Meteo-like weather tools over the ``daily`` table; knows the user's today and location."""
 
-    TOOLS = (
-        Tool("get_user_current_date", "Get the user's current date (today).", (), 'a string "YYYY-MM-DD"'),
-        Tool(
-            "get_user_current_location",
-            "Get the name of the city the user is in now.",
-            (),
-            "a string with the city name",
-        ),
-        Tool(
-            "get_latitude_longitude",
-            "Look up places by name (case-insensitive, part of a name works).",
-            (Param("name", "string", 'the place name, e.g. "Lyon"'),),
-            '{"results": [{"name", "country", "latitude", "longitude"}, ...]} (empty list if nothing matches)',
-        ),
-        Tool(
-            "get_elevation",
-            "Get the elevation of a location.",
-            (_LAT, _LON),
-            '{"elevation_m": <metres above sea level>}',
-        ),
-        Tool(
-            "get_distance",
-            "Great-circle distance between two coordinates.",
-            (
-                Param("latitude1", "number", "latitude of the first point"),
-                Param("longitude1", "number", "longitude of the first point"),
-                Param("latitude2", "number", "latitude of the second point"),
-                Param("longitude2", "number", "longitude of the second point"),
-            ),
-            '{"distance_km": <kilometres, 1 decimal>}',
-        ),
-        _range_tool(
-            "get_historical_temp",
-            "Daily temperatures in °C",
-            '{"daily": [{"date", "temperature_max", "temperature_min", "temperature_mean"}, ...]}',
-            "only days before today",
-        ),
-        _range_tool(
-            "get_historical_rain",
-            "Daily rainfall in mm",
-            '{"daily": [{"date", "rain_sum"}, ...]}',
-            "only days before today",
-        ),
-        _range_tool(
-            "get_historical_snow",
-            "Daily snowfall in cm",
-            '{"daily": [{"date", "snowfall_sum"}, ...]}',
-            "only days before today",
-        ),
-        _range_tool(
-            "get_historical_air_quality_index",
-            "Daily air-quality index (European AQI)",
-            '{"daily": [{"date", "aqi"}, ...]}',
-            "only days before today",
-        ),
-        _range_tool(
-            "get_temp_forecast",
-            "Forecast daily temperatures in °C",
-            '{"daily": [{"date", "temperature_max", "temperature_min", "temperature_mean"}, ...]}',
-            f"today up to {FORECAST_DAYS - 1} days ahead",
-        ),
-        _range_tool(
-            "get_rain_forecast",
-            "Forecast daily rainfall in mm",
-            '{"daily": [{"date", "rain_sum"}, ...]}',
-            f"today up to {FORECAST_DAYS - 1} days ahead",
-        ),
-        _range_tool(
-            "get_snow_forecast",
-            "Forecast daily snowfall in cm",
-            '{"daily": [{"date", "snowfall_sum"}, ...]}',
-            f"today up to {FORECAST_DAYS - 1} days ahead",
-        ),
-        Tool(
-            "get_current_temp",
-            "Today's temperatures in °C at a location.",
-            (_LAT, _LON, _TODAY),
-            '{"date", "temperature_max", "temperature_min", "temperature_mean"}',
-        ),
-        Tool("get_current_rain", "Today's rainfall in mm at a location.", (_LAT, _LON, _TODAY), '{"date", "rain_sum"}'),
-        Tool(
-            "get_current_snow",
-            "Today's snowfall in cm at a location.",
-            (_LAT, _LON, _TODAY),
-            '{"date", "snowfall_sum"}',
-        ),
-        Tool(
-            "get_current_air_quality_index",
-            "Today's air-quality index at a location.",
-            (_LAT, _LON, _TODAY),
-            '{"date", "aqi"}',
-        ),
-        Tool(
-            "get_air_quality_level",
-            "Translate an air-quality index into its level.",
-            (Param("air_quality_index", "integer", "the index value"),),
-            'one of "good" (0-50), "fair" (51-100), "moderate" (101-150), "poor" (151-200), "very poor" (201-300), "extremely poor" (above 300)',
-        ),
-    )
+    TOOLS = load_tools("weather", max_days=MAX_RANGE_DAYS)
     _COLUMNS = {
         "temp": ("temperature_max", "temperature_min", "temperature_mean"),
         "rain": ("rain_sum",),
@@ -342,28 +238,13 @@ class WeatherService(Service):
                 raise ToolError(f"get_distance: {label} must be between -{limit} and {limit}.")
         return {"distance_km": round(haversine_km(latitude1, longitude1, latitude2, longitude2), 1)}
 
-    def get_historical_temp(self, latitude: float, longitude: float, start_date: str, end_date: str) -> dict[str, Any]:
-        return {"daily": self._daily("temp", latitude, longitude, *self._span(start_date, end_date, True))}
-
-    def get_historical_rain(self, latitude: float, longitude: float, start_date: str, end_date: str) -> dict[str, Any]:
-        return {"daily": self._daily("rain", latitude, longitude, *self._span(start_date, end_date, True))}
-
-    def get_historical_snow(self, latitude: float, longitude: float, start_date: str, end_date: str) -> dict[str, Any]:
-        return {"daily": self._daily("snow", latitude, longitude, *self._span(start_date, end_date, True))}
-
-    def get_historical_air_quality_index(
-        self, latitude: float, longitude: float, start_date: str, end_date: str
-    ) -> dict[str, Any]:
-        return {"daily": self._daily("air_quality_index", latitude, longitude, *self._span(start_date, end_date, True))}
-
-    def get_temp_forecast(self, latitude: float, longitude: float, start_date: str, end_date: str) -> dict[str, Any]:
-        return {"daily": self._daily("temp", latitude, longitude, *self._span(start_date, end_date, False))}
-
-    def get_rain_forecast(self, latitude: float, longitude: float, start_date: str, end_date: str) -> dict[str, Any]:
-        return {"daily": self._daily("rain", latitude, longitude, *self._span(start_date, end_date, False))}
-
-    def get_snow_forecast(self, latitude: float, longitude: float, start_date: str, end_date: str) -> dict[str, Any]:
-        return {"daily": self._daily("snow", latitude, longitude, *self._span(start_date, end_date, False))}
+    #: The date-range tools: history (days before today) and forecast, one per column group.
+    get_historical_temp, get_historical_rain, get_historical_snow, get_historical_air_quality_index = (
+        _range_method(column, past=True) for column in ("temp", "rain", "snow", "air_quality_index")
+    )
+    get_temp_forecast, get_rain_forecast, get_snow_forecast = (
+        _range_method(column, past=False) for column in ("temp", "rain", "snow")
+    )
 
     def get_current_temp(self, latitude: float, longitude: float, current_date: str) -> dict[str, Any]:
         return self._current("temp", latitude, longitude, current_date)
@@ -419,6 +300,11 @@ class _Generator(TaskDraw):
     def coords(city: tuple[Any, ...]) -> dict[str, float]:
         return {"latitude": city[3], "longitude": city[4]}
 
+    @staticmethod
+    def range_step(thought: str, tool: str, city: tuple[Any, ...], start: dt.date, end: dt.date) -> Step:
+        """A call of one of the date-range tools (history or forecast) for ``city``."""
+        return step(thought, tool, **_Generator.coords(city), start_date=_d(start), end_date=_d(end))
+
     def today_step(self) -> Step:
         return step("First I need to know today's date.", "get_user_current_date")
 
@@ -438,13 +324,7 @@ def _forecast_max(g: _Generator) -> ToolTask:
         [
             g.today_step(),
             g.lookup(city),
-            step(
-                f"{when} is {_d(day)}; get the temperature forecast.",
-                "get_temp_forecast",
-                **g.coords(city),
-                start_date=_d(day),
-                end_date=_d(day),
-            ),
+            g.range_step(f"{when} is {_d(day)}; get the temperature forecast.", "get_temp_forecast", city, day, day),
             finish_step(value),
         ],
         Gold(value, "number", tolerance=0.05),
@@ -463,13 +343,7 @@ def _historical_average(g: _Generator) -> ToolTask:
         f"What was the average of the daily mean temperatures in {city[1]} from {_d(start)} to {_d(end)} (inclusive), in °C?",
         [
             g.lookup(city),
-            step(
-                "Get the past daily temperatures for that range.",
-                "get_historical_temp",
-                **g.coords(city),
-                start_date=_d(start),
-                end_date=_d(end),
-            ),
+            g.range_step("Get the past daily temperatures for that range.", "get_historical_temp", city, start, end),
             finish_step(answer, f"The mean of the {length} daily means is {answer}."),
         ],
         Gold(answer, "number", tolerance=0.06),
@@ -491,13 +365,7 @@ def _rainiest_recent_day(g: _Generator) -> ToolTask | None:
             g.today_step(),
             step("And where the user is.", "get_user_current_location"),
             g.lookup(here),
-            step(
-                "Get the rain of the last seven days.",
-                "get_historical_rain",
-                **g.coords(here),
-                start_date=_d(start),
-                end_date=_d(end),
-            ),
+            g.range_step("Get the rain of the last seven days.", "get_historical_rain", here, start, end),
             finish_step(_d(day), f"The most rain fell on {_d(day)}."),
         ],
         Gold(_d(day), "text"),
@@ -524,13 +392,7 @@ def _snow_days(g: _Generator) -> ToolTask | None:
                 f"On how many days in {name} did it snow in {city[1]}?",
                 [
                     g.lookup(city),
-                    step(
-                        f"Get the daily snowfall of {name}.",
-                        "get_historical_snow",
-                        **g.coords(city),
-                        start_date=_d(first),
-                        end_date=_d(last),
-                    ),
+                    g.range_step(f"Get the daily snowfall of {name}.", "get_historical_snow", city, first, last),
                     finish_step(count, f"{count} days had snowfall above zero."),
                 ],
                 Gold(count, "number"),
@@ -553,20 +415,8 @@ def _warmer_tomorrow(g: _Generator) -> ToolTask | None:
             g.today_step(),
             g.lookup(a),
             g.lookup(b),
-            step(
-                f"Forecast for {a[1]} tomorrow ({_d(day)}).",
-                "get_temp_forecast",
-                **g.coords(a),
-                start_date=_d(day),
-                end_date=_d(day),
-            ),
-            step(
-                f"Forecast for {b[1]} tomorrow.",
-                "get_temp_forecast",
-                **g.coords(b),
-                start_date=_d(day),
-                end_date=_d(day),
-            ),
+            g.range_step(f"Forecast for {a[1]} tomorrow ({_d(day)}).", "get_temp_forecast", a, day, day),
+            g.range_step(f"Forecast for {b[1]} tomorrow.", "get_temp_forecast", b, day, day),
             finish_step(winner, f"{a[1]}: {ta} °C, {b[1]}: {tb} °C."),
         ],
         Gold(winner, "text"),
@@ -630,13 +480,7 @@ def _rain_next_days(g: _Generator) -> ToolTask:
         [
             g.today_step(),
             g.lookup(city),
-            step(
-                f"Get the rain forecast from today to {_d(end)}.",
-                "get_rain_forecast",
-                **g.coords(city),
-                start_date=_d(g.s.today),
-                end_date=_d(end),
-            ),
+            g.range_step(f"Get the rain forecast from today to {_d(end)}.", "get_rain_forecast", city, g.s.today, end),
             finish_step(total, f"The daily amounts add up to {total} mm."),
         ],
         Gold(total, "number", tolerance=0.06),
@@ -708,16 +552,8 @@ class WeatherEnv(SharedWorldEnv):
     """Weather questions answered with Open-Meteo-like tools (history, forecast, air quality)."""
 
     subtask = "Weather"
-    intro = (
-        "You are a weather assistant. Answer the user's question by calling the weather tools below. They cover "
-        f"{len(CITIES)} cities from {FIRST_DAY} to {LAST_DAY}: history before today, forecasts from today up to "
-        f"{FORECAST_DAYS - 1} days ahead. Relative dates (today, tomorrow, the last 7 days) are relative to the user's "
-        "current date, which you can look up; look places up by name to get their coordinates."
-    )
-    example_call = 'get_latitude_longitude with Action Input: {"name": "Lyon"}'
-    agentgym_hint = (
-        'If you want to get the latitude and longitude information of a city, you must call "get_latitude_longitude"! '
-        'Do not generate it by yourself which maybe wrong. If you are finished, you will call "finish" action.'
+    intro, example_call, agentgym_hint = load_env_texts(
+        "weather", cities=len(CITIES), first_day=FIRST_DAY, last_day=LAST_DAY, forecast_horizon=FORECAST_DAYS - 1
     )
 
     service_class = WeatherService
