@@ -5,7 +5,7 @@ call goes ``Action: <tool> with Action Input: <JSON object>`` (AgentGym's tool f
 function-calling model's own forms work too: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
 (Hermes / Qwen chat templates) or that JSON object alone (OpenAI's, ``arguments`` may be a JSON
 string). ``Tool.schema()`` describes each tool in OpenAI's function-calling format (the JSON Schema
-of its arguments, which ``check_arguments`` enforces). Anything wrong with a call (unknown tool,
+of its arguments, which ``check_arguments`` enforces with ``jsonschema``). Anything wrong with a call (unknown tool,
 missing or extra arguments, wrong types, bad JSON, a row that does not exist) comes back as the
 tool's error text, never as an exception.
 """
@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import re
 import sqlite3
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from typing import Any, ClassVar
+
+import jsonschema
 
 from agentgym_envs.core.parsers import ParsedAction, clean_text, find_action_line
 from agentgym_envs.core.safety import decode_json_prefix
@@ -34,6 +35,15 @@ JSON_TYPES: dict[str, str] = {
     "object": "a JSON object",
     "any": "any JSON value",
 }
+
+
+# JSON Schema 2020-12 with strict integers: 7.0 is a number, not an integer (the tools compute with ints).
+_ARGUMENTS_VALIDATOR = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
+    ),
+)
 
 
 class ToolError(Exception):
@@ -50,15 +60,14 @@ class Param:
     required: bool = True
     choices: tuple[Any, ...] = ()
 
-    def check(self, tool: str, value: Any) -> None:
-        """Raise ``ToolError`` when ``value`` does not have this parameter's JSON type."""
-        if not _has_type(value, self.type):
-            raise ToolError(f"{tool}: argument '{self.name}' must be {JSON_TYPES[self.type]}, got {_describe(value)}.")
-        if self.type in ("integer", "number") and not (math.isfinite(value) and abs(value) < 2**53):
-            raise ToolError(f"{tool}: argument '{self.name}' is out of range ({value}).")
-        if self.choices and value not in self.choices:
+    def problem(self, tool: str, value: Any, rule: str) -> str:
+        """The agent-facing message for ``value`` breaking this parameter's schema ``rule`` (a JSON Schema keyword)."""
+        if rule in ("minimum", "maximum"):
+            return f"{tool}: argument '{self.name}' is out of range ({value})."
+        if rule == "enum":
             options = ", ".join(json.dumps(c) for c in self.choices)
-            raise ToolError(f"{tool}: argument '{self.name}' must be one of {options}, got {json.dumps(value)}.")
+            return f"{tool}: argument '{self.name}' must be one of {options}, got {json.dumps(value)}."
+        return f"{tool}: argument '{self.name}' must be {JSON_TYPES[self.type]}, got {_describe(value)}."
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of this argument (``any`` is any JSON value but null)."""
@@ -106,7 +115,17 @@ class Tool:
         return {"type": "function", "function": {"name": self.name, "description": description,
                                                  "parameters": parameters}}
 
+    @cached_property
+    def validator(self) -> Any:
+        """The JSON Schema validator of ``schema()``'s parameters: the schema the env exposes is the one enforced."""
+        return _ARGUMENTS_VALIDATOR(self.schema()["function"]["parameters"])
+
     def check_arguments(self, arguments: dict[str, Any]) -> None:
+        """``ToolError`` with one message for the agent: unknown arguments first, then missing ones, then the first
+        parameter (in declaration order) whose value breaks its schema (type before range before choices)."""
+        errors = list(self.validator.iter_errors(arguments))
+        if not errors:
+            return
         known = {p.name for p in self.params}
         unknown = sorted(set(arguments) - known)
         if unknown:
@@ -115,14 +134,14 @@ class Tool:
                 f"{self.name}: unknown argument(s) {', '.join(repr(u) for u in unknown)}; its parameters are: {allowed}."
             )
         for param in self.params:
-            if param.name not in arguments:
-                if param.required:
-                    raise ToolError(
-                        f"{self.name}: missing required argument '{param.name}' ({JSON_TYPES[param.type]})."
-                    )
-                continue
-            param.check(self.name, arguments[param.name])
-
+            if param.required and param.name not in arguments:
+                raise ToolError(f"{self.name}: missing required argument '{param.name}' ({JSON_TYPES[param.type]}).")
+        for param in self.params:
+            rules = {error.validator for error in errors if list(error.path)[:1] == [param.name]}
+            for rule in ("type", "not", "minimum", "maximum", "enum"):
+                if rule in rules:
+                    raise ToolError(param.problem(self.name, arguments[param.name], rule))
+        raise ToolError(f"{self.name}: {errors[0].message}")
 
 @cache
 def _declarations() -> dict[str, Any]:
@@ -169,17 +188,6 @@ FINISH = Tool(
     (Param("answer", "any", "the final answer: a number, a string, true/false, or a list of strings", required=False),),
     "nothing: the episode ends and is graded",
 )
-
-
-def _has_type(value: Any, kind: str) -> bool:
-    if kind == "any":
-        return value is not None
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    python = {"string": str, "boolean": bool, "array": list, "object": dict}[kind]
-    return isinstance(value, python)
 
 
 def _describe(value: Any) -> str:
