@@ -24,6 +24,13 @@ from agentgym_envs.server.app import LocalServer  # noqa: E402
 TIMEOUT = 120
 
 
+def _observation(base: str, env_idx: int) -> Any:
+    """``GET /observation?env_idx=``, as the env_idx-style clients (SearchQA, WebArena, WebShop, SqlGym) ask."""
+    response = requests.get(f"{base}/observation?env_idx={env_idx}", timeout=TIMEOUT)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
 def _post(url: str, body: dict[str, Any]) -> Any:
     response = requests.post(url, json=body, timeout=TIMEOUT)
     assert response.status_code == 200, response.text
@@ -63,9 +70,7 @@ class SearchQAClient:
         self.env_id = created.json()
 
     def observe(self) -> Any:
-        response = requests.get(f"{self.base}/observation?env_idx={self.env_id}", timeout=TIMEOUT)
-        assert response.status_code == 200, response.text
-        return response.json()
+        return _observation(self.base, self.env_id)
 
     def reset(self, item: int) -> Any:
         return _post(f"{self.base}/reset", {"id": item, "env_idx": self.env_id})
@@ -91,9 +96,7 @@ class WebArenaClient:
         self.env_id = created.json()["env_idx"]
 
     def observe(self) -> Any:
-        response = requests.get(f"{self.base}/observation?env_idx={self.env_id}", timeout=TIMEOUT)
-        assert response.status_code == 200, response.text
-        return response.json()
+        return _observation(self.base, self.env_id)
 
     def reset(self, idx: int) -> dict[str, Any]:
         reply = _post(f"{self.base}/reset", {"seed": 0, "idx": idx, "env_idx": self.env_id})
@@ -212,9 +215,7 @@ class WebShopClient:
         _post(f"{self.base}/reset", {"session_id": idx, "env_idx": self.env_id})
 
     def observe(self) -> Any:
-        response = requests.get(f"{self.base}/observation?env_idx={self.env_id}", timeout=TIMEOUT)
-        assert response.status_code == 200, response.text
-        return response.json()
+        return _observation(self.base, self.env_id)
 
     def step(self, action: str) -> tuple[str, float, bool]:
         reply = _post(f"{self.base}/step", {"action": action, "env_idx": self.env_id})
@@ -301,28 +302,15 @@ def test_agentgym_lmrlgym_clients(family: str, env_id: str, key: str) -> None:
         assert response.status_code == 404
 
 
-class SqlGymClient:
-    """AgentGym's SqlGym (BIRD) client: the bare env number from ``/create``, ``env_idx``, ``item_id`` episodes,
-    ``state``, and the SQL cut out of the last ```` ```sql ```` block on the client side."""
+class SqlGymClient(WebShopClient):
+    """AgentGym's SqlGym (BIRD) client: WebShop's shape (the bare env number, ``env_idx``, ``state``) with
+    ``item_id`` episodes, and the SQL cut out of the last ```` ```sql ```` block on the client side."""
 
-    def __init__(self, base: str):
-        self.base = base
-        created = requests.post(f"{base}/create", timeout=TIMEOUT)
-        assert created.status_code == 200, created.text
-        self.env_id = created.json()
-
-    def reset(self, item: int) -> Any:
-        return _post(f"{self.base}/reset", {"item_id": item, "env_idx": self.env_id})
-
-    def observe(self) -> Any:
-        response = requests.get(f"{self.base}/observation?env_idx={self.env_id}", timeout=TIMEOUT)
-        assert response.status_code == 200, response.text
-        return response.json()
+    def reset(self, item: int) -> None:
+        _post(f"{self.base}/reset", {"item_id": item, "env_idx": self.env_id})
 
     def step(self, response: str) -> tuple[str, float, bool]:
-        action = response.split("```sql")[-1].split("```")[0].strip()
-        reply = _post(f"{self.base}/step", {"action": action, "env_idx": self.env_id})
-        return reply["state"], reply["reward"], reply["done"]
+        return super().step(response.split("```sql")[-1].split("```")[0].strip())
 
 
 # AgentGym's tool clients (Weather, Movie, Academia, TODOList, Sheet) speak SearchQA's shape: {"id": 0} to /create
