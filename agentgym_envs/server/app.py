@@ -380,9 +380,9 @@ def _add_agentgym_routes(app: FastAPI, manager: SessionManager) -> None:
         return agentgym_session(p.AgentGymId(id=id, env_idx=env_idx)).observation
 
     @app.get("/filtered_vocab", response_model=list[str], **agentgym)
-    def agentgym_vocabulary(id: p.QueryInt = Query(..., ge=0, le=p.MAX_ID)) -> list[str]:
+    def agentgym_vocabulary(id: Optional[p.QueryInt] = Query(None, ge=0, le=p.MAX_ID)) -> list[str]:
         """The vocabulary of a Wordle env (what LMRL-Gym's Wordle client lists in its first observation)."""
-        try:
+        try:  # the same declaration as /observation's id: digits only, so '0.0' is refused
             return compat.vocabulary(agentgym_session(p.AgentGymId(id=id)).env)
         except KeyError as error:
             raise ServerError(404, "no_vocabulary", str(error).strip("'\"")) from error
