@@ -74,9 +74,10 @@ class RandomAgent(BaseAgent):
         return {"kind": self.name, "seed": self.seed}
 
     def begin(self, episodes: Sequence[Episode]) -> None:
-        for episode in episodes:
-            trajectory = episode.trajectory
-            self._rngs[id(trajectory)] = np.random.default_rng([self.seed, trajectory.item_id, trajectory.sample])
+        self._rngs = {  # a new batch: the previous one's episodes are over
+            id(e.trajectory): np.random.default_rng([self.seed, e.trajectory.item_id, e.trajectory.sample])
+            for e in episodes
+        }
 
     def act_one(self, episode: Episode) -> str:
         return episode.env.unwrapped.random_action(self._rngs[id(episode.trajectory)])

@@ -103,6 +103,7 @@ class ModelAgent(BaseAgent):
         if self.seed is not None:
             keys = repr([e.start.key for e in episodes]).encode()
             torch.manual_seed(self.seed * 1_000_003 + zlib.crc32(keys))
+        self._rendered = {}  # a new batch: the previous one's episodes are over
         for episode in episodes:
             t = episode.trajectory
             t.prompt_ids, self._rendered[id(t)] = self.encoder.start(t.messages)
