@@ -572,3 +572,23 @@ def test_instruction_is_agentgyms_by_default_and_ours_on_request() -> None:
     _, info = detailed.reset(options={"split": "test", "index": 0})
     assert "buy now" in info["instruction"] and "reward" in info["instruction"]
     detailed.close()
+
+
+def test_site_pages_are_autoescaped_templates() -> None:
+    """The browser mode's pages come from a jinja2 template: text is escaped, segments stay machine-readable."""
+    from agentgym_envs.webshop import site
+
+    page = site._message_page('a <script>x</script> & "q"')
+    assert "<script>" not in page and "&lt;script&gt;" in page and page.count("data-seg") == 1
+    env = gym.make("AgentGym/WebShop-v0")
+    try:
+        env.reset(seed=0, options={"item_id": agentgym_envs.get_task("AgentGym/WebShop-v0").split("test")[0]})
+        core = env.unwrapped
+        for _ in range(15):
+            *_, terminated, truncated, _ = env.step(core.oracle_action())
+            if terminated or truncated:
+                break
+        done = site.render_html("s1", core.shop.view(core._page.state, core._goal))
+        assert 'data-kind="done"' in done and f'data-score="{core._page.reward!r}"' in done
+    finally:
+        env.close()

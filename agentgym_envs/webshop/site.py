@@ -14,11 +14,14 @@ env (``acquire_site()`` / ``release_site()``), and stops when the last env close
 
 from __future__ import annotations
 
-import html
 import json
 import secrets
 import threading
+from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
+
+import jinja2
+import markupsafe
 
 from agentgym_envs.web.loopback import HtmlResponse, LoopbackHtmlServer, parse_fields
 from agentgym_envs.webshop.catalogue import Goal
@@ -64,39 +67,53 @@ def path_to_state(path: str) -> tuple[str, PageState]:
     return pieces[1], PageState(pieces[2], keywords, max(1, page), query.get("a", ""), options, query.get("d", ""))
 
 
+# The pages, autoescaped: every segment in order (``data-seg``), buttons as links to their target state
+# (``data-click``), the exact reward on the done page (``data-score``). One line each, so no whitespace text
+# lands between the segments the browser mode reads back.
+_PAGES = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined).from_string(
+    "{% macro segment(s) %}"
+    "{% if s.kind == 'form' %}"
+    '<form id="search-form" action="{{ s.action }}" method="get">'
+    '<input id="search-input" name="k" type="text" autocomplete="off" size="60">'
+    '<button type="submit" data-seg>{{ s.text }}</button></form>'
+    "{% elif s.kind == 'link' %}"
+    '<a class="{{ s.role }}" data-seg data-click="{{ s.click }}" href="{{ s.href }}">{{ s.text }}</a>'
+    "{% else %}"
+    '<{{ s.tag }} class="{{ s.role }}" data-seg{% if s.score is not none %} data-score="{{ s.score }}"{% endif %}>'
+    "{{ s.text }}</{{ s.tag }}>"
+    "{% endif %}"
+    "{% endmacro %}"
+    "{% if message is defined %}"
+    '<!DOCTYPE html><html><body><main id="ws-page"><div data-seg>{{ message }}</div></main></body></html>'
+    "{% else %}"
+    '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">'
+    "<title>WebShop</title><style>{{ style }}</style></head>"
+    '<body data-kind="{{ kind }}"><main id="ws-page">{% for s in segments %}{{ segment(s) }}{% endfor %}</main>'
+    "</body></html>"
+    "{% endif %}"
+)
+
+
 def render_html(session: str, view: PageView) -> str:
     """The page as HTML: every segment in order, buttons as links to their target state."""
-    body = []
-    for segment in view.segments:
-        piece = _render_segment(session, segment)
-        if segment.role == "score" and view.reward is not None:  # the exact reward, for the env to read back
-            piece = piece.replace(" data-seg>", f' data-seg data-score="{view.reward.reward!r}">', 1)
-        body.append(piece)
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">'
-        f"<title>WebShop</title><style>{_STYLE}</style></head>"
-        f"<body data-kind=\"{view.state.kind}\"><main id=\"ws-page\">{''.join(body)}</main></body></html>"
-    )
+    score = repr(view.reward.reward) if view.reward is not None else None
+    segments = [_segment(session, segment, score if segment.role == "score" else None) for segment in view.segments]
+    return _PAGES.render(style=markupsafe.Markup(_STYLE), kind=view.state.kind, segments=segments)
 
 
-def _render_segment(session: str, segment: Segment) -> str:
-    text = html.escape(segment.text)
+def _segment(session: str, segment: Segment, score: str | None) -> dict[str, Any]:
+    """What the template needs of a segment: a search form, a link to its target state, or a block."""
     if segment.role == "submit":
-        action = html.escape(f"/s/{session}/results")
-        return (
-            f'<form id="search-form" action="{action}" method="get">'
-            '<input id="search-input" name="k" type="text" autocomplete="off" size="60">'
-            f'<button type="submit" data-seg>{text}</button></form>'
-        )
+        return {"kind": "form", "text": segment.text, "action": f"/s/{session}/results"}
     if segment.click is not None and segment.target is not None:
-        href = html.escape(state_to_path(session, segment.target))
-        return f'<a class="{segment.role}" data-seg data-click="{html.escape(segment.click)}" href="{href}">{text}</a>'
+        return {"kind": "link", "role": segment.role, "text": segment.text, "click": segment.click,
+                "href": state_to_path(session, segment.target)}
     tag = {"heading": "h3", "title": "h2"}.get(segment.role, "div")
-    return f'<{tag} class="{segment.role}" data-seg>{text}</{tag}>'
+    return {"kind": "block", "role": segment.role, "text": segment.text, "tag": tag, "score": score}
 
 
 def _message_page(text: str) -> str:
-    return f'<!DOCTYPE html><html><body><main id="ws-page"><div data-seg>{html.escape(text)}</div></main></body></html>'
+    return _PAGES.render(message=text)
 
 
 class ShopSite:
