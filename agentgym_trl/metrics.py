@@ -22,7 +22,7 @@ from agentgym_envs.core.episode import CONTEXT, ENV_ERROR, MAX_TURNS, TURN_TOKEN
 TRUNCATED_METRIC = "agent/truncated_frac"
 
 
-def episode_stats(trajectory: Trajectory, budget: int) -> dict[str, Any]:
+def episode_stats(trajectory: Trajectory) -> dict[str, Any]:
     """What the metrics need of one episode (small and picklable, for ``gather_object``)."""
     return {
         "env_id": trajectory.env_id,
@@ -35,7 +35,7 @@ def episode_stats(trajectory: Trajectory, budget: int) -> dict[str, Any]:
         "stop_reason": trajectory.stop_reason,
         "model_tokens": trajectory.model_tokens,
         "completion_tokens": len(trajectory.completion_ids),
-        "budget": int(budget),
+        "budget": int(trajectory.max_turns),
     }
 
 

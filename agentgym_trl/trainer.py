@@ -204,25 +204,13 @@ class AgentGRPOTrainer(GRPOTrainer):
         if rows is None or len(rows) != len(prompts):
             raise RuntimeError("the agent rollout runs only inside AgentGRPOTrainer._generate_and_score_completions")
         mode = "train" if self.model.training else "eval"
-        eval_budgets = {self.args.eval_max_turns or env_turn_cap(env_id) for env_id in self.args.env_ids}
         if mode == "train":
             budget: int | list[int] = self.curriculum.budget
+            eval_budgets = {self._eval_budget(env_id) for env_id in self.args.env_ids}
             self.env_pool.drop_other_budgets({budget, *eval_budgets})  # envs of finished curriculum stages go
         else:
-            budget = [self.args.eval_max_turns or env_turn_cap(str(r["env_id"])) for r in rows]
-        result = run_rollout(
-            rows,
-            self.generator,
-            self.chat,
-            self.env_pool,
-            max_turns=budget,
-            max_turn_tokens=self.args.max_turn_tokens,
-            max_context_tokens=self.args.max_context_tokens,
-            executor=self.env_executor,
-            truncated_turn=self.args.truncated_turn,
-            mask_truncated_turns=self.args.mask_truncated_turns,
-            merged_first_turn=self.args.merged_first_turn,
-        )
+            budget = [self._eval_budget(str(r["env_id"])) for r in rows]
+        result = self._play(rows, self.generator, budget)
         output = result.to_trl()
         validate_rollout_output(output, len(rows))
         if self.args.release_memory and self.on_cpu:  # the generation caches are garbage now
@@ -235,6 +223,17 @@ class AgentGRPOTrainer(GRPOTrainer):
         self._record_rollout_metrics(result, mode)
         return output
 
+    def _eval_budget(self, env_id: str) -> int:
+        return self.args.eval_max_turns or env_turn_cap(env_id)
+
+    def _play(self, rows: Sequence[dict[str, Any]], generator: Generator, budget: int | list[int]) -> RolloutResult:
+        """One batch of episodes with ``generator`` under the config's token limits and opening."""
+        return run_rollout(rows, generator, self.chat, self.env_pool, max_turns=budget,
+                           max_turn_tokens=self.args.max_turn_tokens, max_context_tokens=self.args.max_context_tokens,
+                           executor=self.env_executor, truncated_turn=self.args.truncated_turn,
+                           mask_truncated_turns=self.args.mask_truncated_turns,
+                           merged_first_turn=self.args.merged_first_turn)
+
     # ---- advantage estimators other than TRL's GRPO ------------------------------------------------
     def _greedy_rollout(self, rows: Sequence[dict[str, Any]], budget: int) -> list[float]:
         """ReMax's baseline: one greedy episode per distinct item among this process's rows (never trained on)."""
@@ -242,11 +241,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         unique = list(dict.fromkeys(keys))
         starts = [{"env_id": env_id, "item_id": item_id, **({"seed": seed} if seed is not None else {})}
                   for env_id, item_id, seed in unique]
-        result = run_rollout(starts, self.greedy_generator, self.chat, self.env_pool, max_turns=budget,
-                             max_turn_tokens=self.args.max_turn_tokens, max_context_tokens=self.args.max_context_tokens,
-                             executor=self.env_executor, truncated_turn=self.args.truncated_turn,
-                             mask_truncated_turns=self.args.mask_truncated_turns,
-                             merged_first_turn=self.args.merged_first_turn)
+        result = self._play(starts, self.greedy_generator, budget)
         weight = self.reward_weights[0].cpu()
         episodes = [episode_turns(t, self.args.turn_reward, self.args.invalid_action_penalty)
                     for t in result.trajectories]
@@ -469,7 +464,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         )
 
     def _record_rollout_metrics(self, result: RolloutResult, mode: str) -> None:
-        stats = gather_object([episode_stats(t, t.max_turns) for t in result.trajectories])
+        stats = gather_object([episode_stats(t) for t in result.trajectories])
         if mode == "train" and len({s["budget"] for s in stats}) > 1:
             raise RuntimeError(
                 f"processes disagree on the turn budget ({sorted({s['budget'] for s in stats})}); every rank must "
