@@ -218,19 +218,3 @@ class Trajectory:
             "time": now_iso(),
             **extra,
         }
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Trajectory:
-        """A trajectory back from its record (without token ids)."""
-        info = record.get("info") or {}
-        return cls(
-            env_id=str(record["env_id"]), item_id=int(record["item_id"]), seed=record.get("seed"),
-            sample=int(record.get("sample", 0)), max_turns=int(record.get("max_turns", 0)),
-            split=str(record.get("split", "")), subtask=record.get("subtask"), agent=str(record.get("agent", "")),
-            messages=[dict(m) for m in record.get("messages", [])],
-            prompt_messages=int(record.get("prompt_messages", 0)),
-            actions=list(record.get("actions", [])), rewards=[float(r) for r in record.get("rewards", [])],
-            valid=[bool(v) for v in record.get("valid", [])], scores=[float(s) for s in record.get("scores", [])],
-            final_observation=record.get("final_observation"), success=bool(info.get("success", False)),
-            stop_reason=info.get("stop_reason"), tokens=record.get("tokens"), timing=dict(record.get("timing", {})),
-        )
