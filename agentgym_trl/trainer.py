@@ -343,22 +343,34 @@ class AgentGRPOTrainer(GRPOTrainer):
         return torch.cat(captured, dim=0).detach().float()
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
-        """TRL's loss; REINFORCE++ without TRL's KL term (its KL is in the reward); GAE plus the value loss."""
+        """The whole batch's loss, as TRL's training step asks for it: the policy loss plus any value loss."""
+        policy, critic = self._loss_parts(model, inputs)
+        return policy if critic is None else policy + self._weighted_value_loss(critic)
+
+    def _loss_parts(self, model: Any, inputs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """TRL's policy loss (REINFORCE++'s without TRL's KL term: its KL is in the reward) and GAE's value loss.
+
+        They are kept apart because they average differently: the policy loss as the ``loss_type`` says, the
+        value loss over rows, so a micro-batch weighs each by its own share of the batch.
+        """
         beta = self.beta
         if self.args.advantage_estimator == "reinforce_pp":
             self.beta = 0.0
         try:
             if self.value_head is None:
-                return super()._compute_loss(model, inputs)
+                return super()._compute_loss(model, inputs), None
             loss, values = self._policy_loss_and_values(model, inputs)
         finally:
             self.beta = beta
         if "value_targets" not in inputs:  # evaluation: TRL's advantages, no value targets
-            return loss
+            return loss, None
         mask = inputs["completion_mask"] * inputs["tool_mask"] if "tool_mask" in inputs else inputs["completion_mask"]
         critic_loss = value_loss(values, inputs["value_targets"], mask)
         self._metrics["train"]["value/loss"].append(float(self.accelerator.gather(critic_loss.detach()).mean()))
-        return loss + self.args.value_coef * critic_loss / self.current_gradient_accumulation_steps
+        return loss, critic_loss
+
+    def _weighted_value_loss(self, critic_loss: torch.Tensor) -> torch.Tensor:
+        return self.args.value_coef * critic_loss / self.current_gradient_accumulation_steps
 
     def _policy_loss_and_values(self, model: Any, inputs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """TRL's policy loss and the critic's values (read from that very forward, or from the separate critic)."""
@@ -400,13 +412,21 @@ class AgentGRPOTrainer(GRPOTrainer):
         if groups is None:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         shares = micro_batch_shares(self.loss_type, inputs, groups)
+        batch = int(inputs["prompt_ids"].shape[0])
         done = torch.zeros((), device=self.accelerator.device)
         for rows, share in zip(groups[:-1], shares[:-1]):
             with self.accelerator.no_sync(model):
-                loss = self._compute_loss(model, take_rows(inputs, rows)) * share
+                loss = self._micro_batch_loss(model, inputs, rows, share, len(rows) / batch)
                 self.accelerator.backward(loss)
             done = done + loss.detach().float()
-        return self._compute_loss(model, take_rows(inputs, groups[-1])) * shares[-1] + done
+        return self._micro_batch_loss(model, inputs, groups[-1], shares[-1], len(groups[-1]) / batch) + done
+
+    def _micro_batch_loss(self, model: Any, inputs: dict[str, Any], rows: list[int], policy_share: float,
+                          row_share: float) -> torch.Tensor:
+        """The part of the batch's loss that ``rows`` make: the policy loss by its share, the value loss by rows."""
+        policy, critic = self._loss_parts(model, take_rows(inputs, rows))
+        loss = policy * policy_share
+        return loss if critic is None else loss + self._weighted_value_loss(critic) * row_share
 
     def _loss_plan(self, inputs: dict[str, Any]) -> list[list[int]] | None:
         """The row groups to run the loss on, or None to hand the batch to TRL whole."""
@@ -421,7 +441,6 @@ class AgentGRPOTrainer(GRPOTrainer):
                 ("top_entropy_quantile < 1", self.top_entropy_quantile < 1.0),
                 ("an MoE aux loss", self.aux_loss_enabled),
                 ("DeepSpeed", self.is_deepspeed_enabled),
-                ("the value head's loss (gae)", self.value_head is not None),
                 # TRL gathers per-row metrics on every call: each process must pass the same number of rows
                 ("several processes", self.accelerator.num_processes > 1),
                 (f"loss_type {self.loss_type!r}", self.loss_type not in MICRO_BATCHED_LOSSES),

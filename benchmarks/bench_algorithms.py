@@ -16,6 +16,11 @@ interval and sign-flip p), seconds per optimizer step and peak memory. Every ste
     python benchmarks/bench_algorithms.py                          # every arm, seeds 0 and 1
     python benchmarks/bench_algorithms.py --arms grpo rloo --seeds 0
     python benchmarks/bench_algorithms.py --report_only true       # table, JSON and plot from finished runs
+
+Two processes can share the machine: disjoint ``--arms``, ``--evaluate_start false`` in the second, each
+with ``OMP_NUM_THREADS=1 ... --cpu_threads 1`` (the trainer otherwise takes every core, and two such
+processes slow each other down several times). ``--conditions`` records the layout in the JSON, since the
+step times depend on it.
 """
 
 from __future__ import annotations
@@ -55,14 +60,23 @@ class AlgorithmsConfig(tb.ExperimentConfig):
     out_dir: str = field(default="runs/algorithms", metadata={"help": "arms, evaluations and logs"})
     arms: list[str] = field(default_factory=lambda: list(ARMS), metadata={"help": f"arms to run: {list(ARMS)}"})
     seeds: list[int] = field(default_factory=lambda: [0, 1], metadata={"help": "training seeds of every arm"})
+    steps: int = field(default=16, metadata={"help": "steps of every arm (16 x 8 episodes: six arms fit a session)"})
     train_turns: int = field(default=6, metadata={"help": "turn budget of every arm in training"})
     reinforce_pp_beta: float = field(default=0.001, metadata={"help": "KL coefficient in REINFORCE++'s reward"})
+    evaluate_start: bool = field(default=True, metadata={
+        "help": "test the start first (false in a second process running other arms beside the first)"})
+    cpu_threads: int = field(default=0, metadata={
+        "help": "torch threads of each training process (0: the trainer's default, all cores); 1 side by side"})
+    conditions: str = field(default="one process, all cores", metadata={
+        "help": "how the runs shared the machine, recorded in the JSON beside the step times"})
     results_file: str = "benchmarks/results/algorithms.json"
     plot_file: str = "docs/algorithms.png"
 
 
 def arm_args(config: AlgorithmsConfig, arm: str) -> list[str]:
     extra = ["--max_turns", str(config.train_turns), *ARMS[arm]]
+    if config.cpu_threads:
+        extra += ["--cpu_threads", str(config.cpu_threads)]
     if arm == "reinforce_pp":
         extra += ["--beta", str(config.reinforce_pp_beta)]
     return extra
@@ -133,6 +147,7 @@ def report(config: AlgorithmsConfig) -> dict:
         "arms": {arm: {k: v for k, v in result.items() if k != "per_item"} for arm, result in arms.items()},
         "method": "success = Avg@K over every test item, the seeds pooled per item; 95% interval = bootstrap over "
                   "items; changes paired over items, p = two-sided sign-flip permutation test",
+        "conditions": config.conditions,
     }
     runs = {arm: (run_dir(config, arm, config.seeds[0]), arms[arm]["test"]) for arm in arms}
     tb.write_results(config, summary, start, runs, f"advantage estimators on {config.env_id.removeprefix('AgentGym/')}"
@@ -158,7 +173,8 @@ def main(argv: list[str] | None = None) -> dict:
         sys.exit(f"unknown arms {sorted(unknown)}; choose from {list(ARMS)}")
     if not config.report_only:
         tb.make_start(config)
-        tb.evaluate(config, "start", config.start_model)
+        if config.evaluate_start:
+            tb.evaluate(config, "start", config.start_model)
         for arm in config.arms:
             for seed in config.seeds:
                 train(config, arm, seed)

@@ -86,6 +86,8 @@ RULES = [
          skip="tests the learning experiment's models (an hour to make); covered by tests/test_eval.py"),
     Rule(r"^python examples/turn_budget\.py",
          skip="the learning experiment (hours); covered by tests/test_turn_budget.py"),
+    Rule(r"^(OMP_NUM_THREADS=1 )?python benchmarks/bench_algorithms\.py",
+         skip="the estimators compared (hours); covered by tests/test_algorithms.py (shortened)"),
     # shortened: a model's evaluation on one item, one turn; fewer expert episodes
     Rule(r"^agentgym eval --model default", append=tuple(SHORT_EVAL), needs=("transformers",)),
     Rule(r"evaluate_model\(\"default\"", replace=(("max_turns=[5, 10, 20])", "max_turns=[1], limit=1, "

@@ -66,12 +66,41 @@ def test_micro_batches_give_the_whole_batch_gradients(tmp_path, loss_type: str) 
 
     trainer.args.micro_batch_tokens = 2 * max(lengths)  # two rows or fewer per micro-batch
     calls = []
-    compute = trainer._compute_loss
-    trainer._compute_loss = lambda model, batch: calls.append(batch["prompt_ids"].shape) or compute(model, batch)
+    compute = trainer._loss_parts
+    trainer._loss_parts = lambda model, batch: calls.append(batch["prompt_ids"].shape) or compute(model, batch)
     split_loss, split = gradients(trainer, inputs)
 
     assert len(calls) >= 4, "the batch of 8 rows was cut into micro-batches"
     assert all(shape[0] <= 2 for shape in calls)
+    assert torch.allclose(split_loss, whole_loss, rtol=1e-5, atol=1e-7)
+    assert torch.allclose(split, whole, rtol=1e-4, atol=1e-7), (split - whole).abs().max()
+
+
+@pytest.mark.parametrize("value_head", ["shared", "detached"])
+def test_gae_micro_batches_give_the_whole_batch_gradients(tmp_path, value_head: str) -> None:
+    """The value loss averages over rows, the policy loss as its loss_type says: each is weighed on its own."""
+    trainer = make_trainer(tmp_path, truncated_turn="step", max_turn_tokens=10, bf16=False, beta=0.0,
+                           micro_batch_tokens=0, advantage_estimator="gae", value_head=value_head)
+    inputs = scored_batch(trainer)
+    assert "value_targets" in inputs
+    lengths = row_lengths(inputs)
+    parameters = list({id(p): p for p in [*trainer.model.parameters(), *trainer.value_head.parameters()]}.values())
+
+    def loss_and_gradients() -> tuple[torch.Tensor, torch.Tensor]:
+        for parameter in parameters:
+            parameter.grad = None
+        loss = trainer.compute_loss(trainer.model, inputs)
+        loss.backward()
+        return loss.detach(), torch.cat([p.grad.flatten() for p in parameters if p.grad is not None])
+
+    whole_loss, whole = loss_and_gradients()
+    trainer.args.micro_batch_tokens = 2 * max(lengths)
+    calls = []
+    compute = trainer._loss_parts
+    trainer._loss_parts = lambda model, batch: calls.append(batch["prompt_ids"].shape[0]) or compute(model, batch)
+    split_loss, split = loss_and_gradients()
+
+    assert len(calls) >= 4 and max(calls) <= 2, "the batch of 8 rows was cut into micro-batches"
     assert torch.allclose(split_loss, whole_loss, rtol=1e-5, atol=1e-7)
     assert torch.allclose(split, whole, rtol=1e-4, atol=1e-7), (split - whole).abs().max()
 
@@ -81,8 +110,8 @@ def test_micro_batches_are_skipped_where_they_would_change_the_loss(tmp_path, ca
                            entropy_coef=0.01, micro_batch_tokens=1)
     inputs = scored_batch(trainer)
     calls = []
-    compute = trainer._compute_loss
-    trainer._compute_loss = lambda model, batch: calls.append(1) or compute(model, batch)
+    compute = trainer._loss_parts
+    trainer._loss_parts = lambda model, batch: calls.append(1) or compute(model, batch)
     with caplog.at_level(logging.WARNING, logger="agentgym_trl.trainer"):
         gradients(trainer, inputs)
     assert calls == [1], "an entropy bonus is averaged per call in TRL: the batch trains in one piece"
@@ -100,8 +129,8 @@ def test_skipping_zero_advantage_rows_keeps_the_gradients(tmp_path, loss_type: s
 
     trainer.args.skip_zero_advantage = True
     rows_seen = []
-    compute = trainer._compute_loss
-    trainer._compute_loss = lambda model, batch: rows_seen.append(batch["prompt_ids"].shape[0]) or compute(model, batch)
+    compute = trainer._loss_parts
+    trainer._loss_parts = lambda model, batch: rows_seen.append(batch["prompt_ids"].shape[0]) or compute(model, batch)
     skip_loss, skipped = gradients(trainer, inputs)
 
     assert sum(rows_seen) == 4, "only the group with a non-zero advantage went through the model"
