@@ -17,10 +17,10 @@ interval and sign-flip p), seconds per optimizer step and peak memory. Every ste
     python benchmarks/bench_algorithms.py --arms grpo rloo --seeds 0
     python benchmarks/bench_algorithms.py --report_only true       # table, JSON and plot from finished runs
 
-Two processes can share the machine: disjoint ``--arms``, ``--evaluate_start false`` in the second, each
-with ``OMP_NUM_THREADS=1 ... --cpu_threads 1`` (the trainer otherwise takes every core, and two such
-processes slow each other down several times). ``--conditions`` records the layout in the JSON, since the
-step times depend on it.
+Two processes can share the machine: disjoint ``--arms``, ``--evaluate_start false`` in the second (it
+waits for the first to make the start), each with ``OMP_NUM_THREADS=1 ... --cpu_threads 1`` (the trainer
+otherwise takes every core, and two such processes slow each other down several times). ``--conditions``
+records the layout in the JSON, since the step times depend on it.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class AlgorithmsConfig(tb.ExperimentConfig):
     train_turns: int = field(default=6, metadata={"help": "turn budget of every arm in training"})
     reinforce_pp_beta: float = field(default=0.001, metadata={"help": "KL coefficient in REINFORCE++'s reward"})
     evaluate_start: bool = field(default=True, metadata={
-        "help": "test the start first (false in a second process running other arms beside the first)"})
+        "help": "make and test the start first; false in a second process beside the first: it waits for the start"})
     cpu_threads: int = field(default=0, metadata={
         "help": "torch threads of each training process (0: the trainer's default, all cores); 1 side by side"})
     conditions: str = field(default="one process, all cores", metadata={
@@ -166,15 +166,26 @@ def print_table(summary: dict) -> None:
               f"{entry['step_s_mean']} | {entry['peak_rss_mb']} |")
 
 
+def wait_for_start(config: AlgorithmsConfig, poll_s: float = 10.0) -> None:
+    if tb.is_reloadable(config.start_model):
+        return
+    print(f"waiting for {config.start_model} (made by the process with --evaluate_start true)", flush=True)
+    while not tb.is_reloadable(config.start_model):
+        time.sleep(poll_s)
+    time.sleep(poll_s)  # the weights may still be being written
+
+
 def main(argv: list[str] | None = None) -> dict:
     (config,) = HfArgumentParser(AlgorithmsConfig).parse_args_into_dataclasses(args=argv)
     unknown = set(config.arms) - set(ARMS)
     if unknown:
         sys.exit(f"unknown arms {sorted(unknown)}; choose from {list(ARMS)}")
     if not config.report_only:
-        tb.make_start(config)
         if config.evaluate_start:
+            tb.make_start(config)
             tb.evaluate(config, "start", config.start_model)
+        else:  # the second of two processes: the first makes the start
+            wait_for_start(config)
         for arm in config.arms:
             for seed in config.seeds:
                 train(config, arm, seed)
