@@ -345,7 +345,10 @@ class AgentGRPOTrainer(GRPOTrainer):
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         """The whole batch's loss, as TRL's training step asks for it: the policy loss plus any value loss."""
         policy, critic = self._loss_parts(model, inputs)
-        return policy if critic is None else policy + self._weighted_value_loss(critic)
+        if critic is None:
+            return policy
+        self._log_value_loss(critic)
+        return policy + self._weighted_value_loss(critic)
 
     def _loss_parts(self, model: Any, inputs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
         """TRL's policy loss (REINFORCE++'s without TRL's KL term: its KL is in the reward) and GAE's value loss.
@@ -365,12 +368,13 @@ class AgentGRPOTrainer(GRPOTrainer):
         if "value_targets" not in inputs:  # evaluation: TRL's advantages, no value targets
             return loss, None
         mask = inputs["completion_mask"] * inputs["tool_mask"] if "tool_mask" in inputs else inputs["completion_mask"]
-        critic_loss = value_loss(values, inputs["value_targets"], mask)
-        self._metrics["train"]["value/loss"].append(float(self.accelerator.gather(critic_loss.detach()).mean()))
-        return loss, critic_loss
+        return loss, value_loss(values, inputs["value_targets"], mask)
 
     def _weighted_value_loss(self, critic_loss: torch.Tensor) -> torch.Tensor:
         return self.args.value_coef * critic_loss / self.current_gradient_accumulation_steps
+
+    def _log_value_loss(self, critic_loss: torch.Tensor) -> None:
+        self._metrics["train"]["value/loss"].append(float(self.accelerator.gather(critic_loss.detach()).mean()))
 
     def _policy_loss_and_values(self, model: Any, inputs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """TRL's policy loss and the critic's values (read from that very forward, or from the separate critic)."""
@@ -414,19 +418,26 @@ class AgentGRPOTrainer(GRPOTrainer):
         shares = micro_batch_shares(self.loss_type, inputs, groups)
         batch = int(inputs["prompt_ids"].shape[0])
         done = torch.zeros((), device=self.accelerator.device)
+        value_parts: list[torch.Tensor] = []
         for rows, share in zip(groups[:-1], shares[:-1]):
             with self.accelerator.no_sync(model):
-                loss = self._micro_batch_loss(model, inputs, rows, share, len(rows) / batch)
+                loss = self._micro_batch_loss(model, inputs, rows, share, len(rows) / batch, value_parts)
                 self.accelerator.backward(loss)
             done = done + loss.detach().float()
-        return self._micro_batch_loss(model, inputs, groups[-1], shares[-1], len(groups[-1]) / batch) + done
+        loss = self._micro_batch_loss(model, inputs, groups[-1], shares[-1], len(groups[-1]) / batch, value_parts)
+        if value_parts:  # the whole batch's value loss, as an unsplit batch logs it
+            self._log_value_loss(torch.stack(value_parts).sum())
+        return loss + done
 
     def _micro_batch_loss(self, model: Any, inputs: dict[str, Any], rows: list[int], policy_share: float,
-                          row_share: float) -> torch.Tensor:
+                          row_share: float, value_parts: list[torch.Tensor]) -> torch.Tensor:
         """The part of the batch's loss that ``rows`` make: the policy loss by its share, the value loss by rows."""
         policy, critic = self._loss_parts(model, take_rows(inputs, rows))
         loss = policy * policy_share
-        return loss if critic is None else loss + self._weighted_value_loss(critic) * row_share
+        if critic is None:
+            return loss
+        value_parts.append(critic.detach() * row_share)
+        return loss + self._weighted_value_loss(critic) * row_share
 
     def _loss_plan(self, inputs: dict[str, Any]) -> list[list[int]] | None:
         """The row groups to run the loss on, or None to hand the batch to TRL whole."""

@@ -94,6 +94,8 @@ def test_gae_micro_batches_give_the_whole_batch_gradients(tmp_path, value_head: 
         return loss.detach(), torch.cat([p.grad.flatten() for p in parameters if p.grad is not None])
 
     whole_loss, whole = loss_and_gradients()
+    logged = trainer._metrics["train"]["value/loss"]
+    whole_value_loss = logged[-1]
     trainer.args.micro_batch_tokens = 2 * max(lengths)
     calls = []
     compute = trainer._loss_parts
@@ -103,6 +105,7 @@ def test_gae_micro_batches_give_the_whole_batch_gradients(tmp_path, value_head: 
     assert len(calls) >= 4 and max(calls) <= 2, "the batch of 8 rows was cut into micro-batches"
     assert torch.allclose(split_loss, whole_loss, rtol=1e-5, atol=1e-7)
     assert torch.allclose(split, whole, rtol=1e-4, atol=1e-7), (split - whole).abs().max()
+    assert len(logged) == 2 and logged[-1] == pytest.approx(whole_value_loss, rel=1e-5), "one value loss per batch"
 
 
 def test_micro_batches_are_skipped_where_they_would_change_the_loss(tmp_path, caplog) -> None:
