@@ -418,26 +418,27 @@ class AgentGRPOTrainer(GRPOTrainer):
         shares = micro_batch_shares(self.loss_type, inputs, groups)
         batch = int(inputs["prompt_ids"].shape[0])
         done = torch.zeros((), device=self.accelerator.device)
-        value_parts: list[torch.Tensor] = []
+        value_parts = []
         for rows, share in zip(groups[:-1], shares[:-1]):
             with self.accelerator.no_sync(model):
-                loss = self._micro_batch_loss(model, inputs, rows, share, len(rows) / batch, value_parts)
+                loss, value_part = self._micro_batch_loss(model, inputs, rows, share, len(rows) / batch)
                 self.accelerator.backward(loss)
             done = done + loss.detach().float()
-        loss = self._micro_batch_loss(model, inputs, groups[-1], shares[-1], len(groups[-1]) / batch, value_parts)
-        if value_parts:  # the whole batch's value loss, as an unsplit batch logs it
-            self._log_value_loss(torch.stack(value_parts).sum())
+            value_parts.append(value_part)
+        loss, value_part = self._micro_batch_loss(model, inputs, groups[-1], shares[-1], len(groups[-1]) / batch)
+        if value_part is not None:  # the whole batch's value loss, as an unsplit batch logs it
+            self._log_value_loss(torch.stack([*value_parts, value_part]).sum())
         return loss + done
 
     def _micro_batch_loss(self, model: Any, inputs: dict[str, Any], rows: list[int], policy_share: float,
-                          row_share: float, value_parts: list[torch.Tensor]) -> torch.Tensor:
-        """The part of the batch's loss that ``rows`` make: the policy loss by its share, the value loss by rows."""
+                          row_share: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The part of the batch's loss that ``rows`` make (the policy loss by its share, the value loss by rows),
+        and their part of the batch's value loss, detached for the log (None without a critic)."""
         policy, critic = self._loss_parts(model, take_rows(inputs, rows))
         loss = policy * policy_share
         if critic is None:
-            return loss
-        value_parts.append(critic.detach() * row_share)
-        return loss + self._weighted_value_loss(critic) * row_share
+            return loss, None
+        return loss + self._weighted_value_loss(critic) * row_share, critic.detach() * row_share
 
     def _loss_plan(self, inputs: dict[str, Any]) -> list[list[int]] | None:
         """The row groups to run the loss on, or None to hand the batch to TRL whole."""

@@ -84,23 +84,16 @@ def test_gae_micro_batches_give_the_whole_batch_gradients(tmp_path, value_head: 
     inputs = scored_batch(trainer)
     assert "value_targets" in inputs
     lengths = row_lengths(inputs)
-    parameters = list({id(p): p for p in [*trainer.model.parameters(), *trainer.value_head.parameters()]}.values())
-
-    def loss_and_gradients() -> tuple[torch.Tensor, torch.Tensor]:
-        for parameter in parameters:
-            parameter.grad = None
-        loss = trainer.compute_loss(trainer.model, inputs)
-        loss.backward()
-        return loss.detach(), torch.cat([p.grad.flatten() for p in parameters if p.grad is not None])
-
-    whole_loss, whole = loss_and_gradients()
+    head = {id(p) for p in trainer.value_head.parameters()}
+    assert head <= {id(p) for p in trainer.model.parameters()}, "the head is the model's: gradients() sees it"
+    whole_loss, whole = gradients(trainer, inputs)
     logged = trainer._metrics["train"]["value/loss"]
     whole_value_loss = logged[-1]
     trainer.args.micro_batch_tokens = 2 * max(lengths)
     calls = []
     compute = trainer._loss_parts
     trainer._loss_parts = lambda model, batch: calls.append(batch["prompt_ids"].shape[0]) or compute(model, batch)
-    split_loss, split = loss_and_gradients()
+    split_loss, split = gradients(trainer, inputs)
 
     assert len(calls) >= 4 and max(calls) <= 2, "the batch of 8 rows was cut into micro-batches"
     assert torch.allclose(split_loss, whole_loss, rtol=1e-5, atol=1e-7)
