@@ -29,8 +29,8 @@ from agentgym_envs.core.episode import CONTEXT, TURN_TOKENS, Trajectory
 from agentgym_envs.agents import AgentSetupError
 from agentgym_envs.core.loop import BaseAgent, Episode, Reply
 from agentgym_trl.chat import ChatEncoder
-from agentgym_trl.generation import Generator, HFGenerator, TurnOutput
-from agentgym_trl.models import default_model_path, load_tokenizer, local_model_folder
+from agentgym_trl.generation import Generator, HFGenerator, TurnOutput, VLLMGenerator
+from agentgym_trl.models import bf16_is_fast, default_model_path, load_tokenizer, local_model_folder
 
 TRUNCATED_TURN_POLICIES = ("end", "step")
 
@@ -67,24 +67,49 @@ class ModelAgent(BaseAgent):
     def from_name(cls, model: str = "default", *, temperature: float = 1.0, batch_size: int = 8,
                   max_turn_tokens: int = 256, max_context_tokens: int = 4096, seed: int = 0,
                   truncated_turn: str = "step", chat_template_kwargs: dict[str, Any] | None = None,
-                  bf16: bool = False, progress: bool | None = None, **_: Any) -> ModelAgent:
+                  bf16: bool | None = None, progress: bool | None = None, engine: str = "hf",
+                  engine_options: Any = None, **_: Any) -> ModelAgent:
         """A local model (``"default"`` = SmolLM2-135M-Instruct, a folder, or a cached hub id) as an agent.
 
+        ``engine``: ``"hf"`` (``generate`` in this process) or ``"vllm"`` (the shared vLLM engine process,
+        ``vllm_engine.shared_engine``; the HF model is then never loaded here). ``bf16=None`` samples as the
+        trainer does by default: bf16 where the hardware runs it natively (``models.bf16_is_fast``).
         ``truncated_turn="step"``: a cut turn still reaches the env (which explains the format) and the
         episode plays its whole budget, so a long-winded model is measured, not stopped at its first long turn.
         """
-        network, tokenizer, path = load_model(model)
-        eos = network.generation_config.eos_token_id
+        if engine not in ("hf", "vllm"):
+            raise ValueError(f"engine must be 'hf' or 'vllm', got {engine!r}")
+        bf16 = bf16_is_fast() if bf16 is None else bf16
+        path = resolve_model_path(model)
+        try:
+            tokenizer = load_tokenizer(path)
+        except OSError as error:
+            raise ModelLoadError(f"cannot load the tokenizer of {model!r}: {str(error).splitlines()[0]}") from None
+        if engine == "vllm":
+            from transformers import GenerationConfig
+
+            from agentgym_trl.vllm_engine import EngineOptions, shared_engine
+
+            options = engine_options or EngineOptions(max_model_len=max_context_tokens, max_num_seqs=batch_size)
+            generation_config = GenerationConfig.from_pretrained(path)
+            network = None
+        else:
+            network = load_model_weights(path, model)
+            generation_config = network.generation_config
+        eos = generation_config.eos_token_id
         # the same template arguments as training (AgentGRPOConfig.chat_template_kwargs), so the prompts match
         encoder = ChatEncoder(tokenizer, eos if isinstance(eos, list) else [eos], chat_template_kwargs)
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else encoder.closer_id
-        generator = HFGenerator(network, sampling_config(network.generation_config, temperature), pad,
-                                encoder.stop_ids, progress=progress)
-        description = {"kind": "model", "model": path, "temperature": temperature,
+        sampling = sampling_config(generation_config, temperature)
+        if network is None:
+            generator: Generator = VLLMGenerator(shared_engine(path, options), sampling, encoder.stop_ids)
+        else:
+            pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else encoder.closer_id
+            generator = HFGenerator(network, sampling, pad, encoder.stop_ids, progress=progress)
+        description = {"kind": "model", "model": path, "temperature": temperature, "engine": engine,
                        "max_turn_tokens": max_turn_tokens, "max_context_tokens": max_context_tokens, "bf16": bf16}
         return cls(generator, encoder, max_turn_tokens=max_turn_tokens, max_context_tokens=max_context_tokens,
                    truncated_turn=truncated_turn, batch_size=batch_size, description=description, seed=seed,
-                   bf16=bf16)
+                   bf16=bf16 and engine == "hf")
 
     def describe(self) -> dict[str, Any]:
         return dict(self.description)
@@ -102,7 +127,7 @@ class ModelAgent(BaseAgent):
     def begin(self, episodes: Sequence[Episode]) -> None:
         if self.seed is not None:
             keys = repr([e.start.key for e in episodes]).encode()
-            torch.manual_seed(self.seed * 1_000_003 + zlib.crc32(keys))
+            self.generator.reseed(self.seed * 1_000_003 + zlib.crc32(keys))
         self._rendered = {}  # a new batch: the previous one's episodes are over
         for episode in episodes:
             t = episode.trajectory
@@ -174,27 +199,25 @@ def resolve_model_path(model: str) -> str:
         raise ModelLoadError(str(error)) from None
 
 
-def load_model(model: str) -> tuple[Any, Any, str]:
-    """Model (fp32, eval mode), tokenizer and resolved path; nothing is downloaded (HF_HUB_OFFLINE)."""
+def load_model_weights(path: str, model: str) -> Any:
+    """The causal LM of a resolved local folder, fp32 and in eval mode, on the GPU if there is one."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModelForCausalLM
 
-    path = resolve_model_path(model)
     try:
-        tokenizer = load_tokenizer(path)
         network = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     except OSError as error:
         raise ModelLoadError(f"cannot load model {model!r}: not a local folder and not in the Hugging Face cache "
                              f"(nothing is downloaded at run time): {str(error).splitlines()[0]}") from None
-    network.to("cuda" if torch.cuda.is_available() else "cpu").eval()
-    return network, tokenizer, path
+    return network.to("cuda" if torch.cuda.is_available() else "cpu").eval()
 
 
 def sampling_config(generation_config: Any, temperature: float) -> Any:
     """The model's generation config set to sample at ``temperature`` from the full distribution (0 = greedy)."""
     config = copy.deepcopy(generation_config)
     if temperature > 0:
-        config.do_sample, config.temperature, config.top_k, config.top_p = True, float(temperature), None, 1.0
+        # top_k=0, not None: transformers turns None into its default of 50, another distribution than TRL trains
+        config.do_sample, config.temperature, config.top_k, config.top_p = True, float(temperature), 0, 1.0
     else:
         config.do_sample, config.temperature, config.top_k, config.top_p = False, None, None, None
     return config

@@ -18,13 +18,18 @@ def evaluate_model(model: str, env_ids: Sequence[str], out_dir: str | Path, *, s
                    n_samples: int = 1, max_turns: Sequence[int | None] = (None,), limit: int | None = None,
                    temperature: float = 1.0, batch_size: int = 8, max_turn_tokens: int = 256,
                    max_context_tokens: int = 4096, seed: int = 0, progress: bool = True,
-                   chat_template_kwargs: dict[str, Any] | None = None, bf16: bool = False,
-                   merged_first_turn: bool = False) -> EvalReport:
-    """Evaluate a local HF model (``"default"`` = SmolLM2-135M-Instruct) and write the run into ``out_dir``."""
+                   chat_template_kwargs: dict[str, Any] | None = None, bf16: bool | None = None,
+                   merged_first_turn: bool = False, engine: str = "hf", engine_options: Any = None) -> EvalReport:
+    """Evaluate a local HF model (``"default"`` = SmolLM2-135M-Instruct) and write the run into ``out_dir``.
+
+    ``engine="vllm"`` samples with the shared vLLM engine process (see ``ModelAgent.from_name``); ``bf16=None``
+    samples as the trainer does by default.
+    """
     try:
         agent = ModelAgent.from_name(model, temperature=temperature, batch_size=batch_size,
                                      max_turn_tokens=max_turn_tokens, max_context_tokens=max_context_tokens,
                                      seed=seed, chat_template_kwargs=chat_template_kwargs, bf16=bf16,
+                                     engine=engine, engine_options=engine_options,
                                      progress=None if progress else False)
     except ModelLoadError as error:
         raise EvalError(str(error)) from None

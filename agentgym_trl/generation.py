@@ -1,7 +1,7 @@
 """Generation backends for the rollout: one batched call per turn over the still-active trajectories.
 
-``HFGenerator`` runs ``model.generate`` (CPU, tests, single GPU). ``VLLMGenerator`` goes through
-TRL's vLLM integration (``use_vllm=True``, server or colocate mode) on GPU machines. Both return,
+``HFGenerator`` runs ``model.generate`` in the trainer's process. ``VLLMGenerator`` asks a vLLM engine
+process (``vllm_engine.py``; ``use_vllm=True``), on CPUs and GPUs alike. Both return,
 per context, the sampled ids, their log-probabilities under the sampling temperature (from the raw
 logits, the distribution the trainer scores) and whether the turn ended on a stop token.
 """
@@ -40,6 +40,9 @@ class Generator(Protocol):
 
     def any_active(self, local_active: int) -> bool:
         """Whether another turn is needed (across ranks when the backend needs every rank to join each call)."""
+
+    def reseed(self, seed: int) -> None:
+        """Make the next calls' sampling a function of ``seed`` (a resumed evaluation replays alike)."""
 
 
 def cut_turn(ids: Sequence[int], logprobs: Sequence[float], limit: int, stop_ids: Sequence[int]) -> TurnOutput:
@@ -165,6 +168,9 @@ class HFGenerator:
     def any_active(self, local_active: int) -> bool:
         return local_active > 0
 
+    def reseed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
     def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> list[TurnOutput]:
         if not contexts:
             return []
@@ -281,36 +287,48 @@ class HFGenerator:
 
 
 class VLLMGenerator:
-    """Generation through TRL's ``VLLMGeneration`` (``use_vllm=True``; GPU only, not exercised on CPU CI).
+    """Generation with a vLLM engine process (``vllm_engine.VLLMEngine``): the same tokens in and out as
+    ``HFGenerator``, with log-probs after temperature from the engine (NaN where it gave none, which TRL's
+    importance correction skips).
 
-    TRL's vLLM calls are collective (server mode gathers prompts from every rank and slices the
-    answers by rank, assuming equal counts), so every rank calls ``generate`` the same number of
-    times with the same number of prompts: finished slots are padded with a one-token dummy prompt,
-    and the turn loop runs until no rank has an active trajectory.
+    ``sync`` (called when a session opens) brings the engine up to date with the policy, e.g. after an
+    optimizer step; the engine keeps its own prefix cache, reset with each weight load. Each call samples
+    only the contexts given (no padding: the engine is this process's own).
     """
 
-    def __init__(self, vllm_generation: Any, accelerator: Any, stop_ids: Sequence[int], slots: int, pad_token_id: int):
-        self.vllm_generation = vllm_generation
-        self.accelerator = accelerator
+    def __init__(self, engine: Any, generation_config: Any, stop_ids: Sequence[int],
+                 sync: Callable[[], Any] | None = None, seed: int | None = None):
+        self.engine = engine
         self.stop_ids = tuple(stop_ids)
-        self.slots = slots
-        self.pad_token_id = pad_token_id
+        self._sync = sync
+        sampling = bool(getattr(generation_config, "do_sample", False))
+        self.temperature = float(getattr(generation_config, "temperature", None) or 1.0) if sampling else 0.0
+        self.top_p = float(getattr(generation_config, "top_p", None) or 1.0) if sampling else 1.0
+        self.top_k = int(getattr(generation_config, "top_k", None) or 0) if sampling else 0
+        self._seed = seed
+        self._calls = 0
 
-    def session(self) -> AbstractContextManager[Any]:
-        return nullcontext()
+    @contextmanager
+    def session(self) -> Iterator[Any]:
+        if self._sync is not None:
+            self._sync()
+        yield self.engine
 
     def any_active(self, local_active: int) -> bool:
-        count = torch.tensor([local_active], device=self.accelerator.device)
-        return bool(self.accelerator.reduce(count, reduction="sum").item() > 0)
+        return local_active > 0
+
+    def reseed(self, seed: int) -> None:
+        """Sample the next calls from ``seed`` (per request: seed, call and row), so a batch replays alike."""
+        self._seed, self._calls = seed, 0
 
     def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> list[TurnOutput]:
-        if len(contexts) > self.slots:
-            raise ValueError(f"{len(contexts)} contexts for {self.slots} vLLM slots")
-        padded = [list(c) for c in contexts] + [[self.pad_token_id]] * (self.slots - len(contexts))
-        self.vllm_generation.max_completion_length = int(max(max_new_tokens, default=1))
-        _, completion_ids, logprobs, _ = self.vllm_generation.generate(prompts=padded, images=None, num_generations=1)
-        outputs = []
-        for row, limit in enumerate(max_new_tokens):
-            row_logprobs = [lp[0] if lp and lp[0] is not None else 0.0 for lp in logprobs[row]]
-            outputs.append(cut_turn(completion_ids[row], row_logprobs, int(limit), self.stop_ids))
-        return outputs
+        if not contexts:
+            return []
+        seeds = None
+        if self._seed is not None:
+            seeds = [(self._seed * 1_000_003 + self._calls * 10_007 + row) % 2**63 for row in range(len(contexts))]
+        self._calls += 1
+        outputs = self.engine.generate(contexts, max_new_tokens, temperature=self.temperature, top_p=self.top_p,
+                                       top_k=self.top_k, stop_token_ids=self.stop_ids, seeds=seeds)
+        return [cut_turn(output["ids"], output["logprobs"], int(limit), self.stop_ids)
+                for output, limit in zip(outputs, max_new_tokens, strict=True)]

@@ -17,8 +17,8 @@ against the reference model, the clipped loss, DDP / DeepSpeed / FSDP, LoRA thro
   after it computed them (per episode or per token, see ``advantages.py``); ``gae`` adds a value
   head and its loss; ``remax`` plays one greedy episode per item as its baseline.
 
-CPU (tests, CI) generates with HF ``generate``; on GPUs ``use_vllm=True`` with ``vllm_mode="server"``
-or ``"colocate"`` routes each turn's generation through TRL's vLLM client instead.
+By default each turn is generated with HF ``generate`` in this process; ``use_vllm=True`` generates with
+a vLLM engine in its own process and environment (``vllm_engine.py``), on CPUs and GPUs alike.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from agentgym_trl.metrics import MetricsFileCallback, episode_stats, rollout_met
 from agentgym_trl.model_card import agent_section, base_model_of, complete_model_card
 from agentgym_trl.models import is_reloadable, save_plain_copy
 from agentgym_trl.rollout import RolloutResult, run_rollout, validate_rollout_output
+from agentgym_trl.vllm_engine import VLLMEngine, shared_engine, sync_policy
 from agentgym_trl.value_head import VALUE_HEAD_ATTRIBUTE, VALUE_HEAD_FILE, ValueHead, attach_value_head, value_loss
 
 logger = logging.getLogger(__name__)
@@ -130,6 +131,10 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.last_rollout: RolloutResult | None = None
         self._rewards_per_func: torch.Tensor | None = None  # TRL's (gathered) rewards of the last batch
         self._greedy_returns: list[float] | None = None  # remax: each local row's greedy episode return
+        # use_vllm means this project's engine process (vllm_engine.py), not TRL's in-process vLLM, which cannot
+        # share this environment's pins: TRL is built without it and told afterwards (its weight-sync hook and
+        # importance-sampling correction then run as with its own vLLM).
+        wants_vllm, args.use_vllm = args.use_vllm, False
         with warnings.catch_warnings():  # rollout_func is "experimental" in TRL; this class validates its output
             warnings.filterwarnings("ignore", message=".*rollout_func.*experimental")
             super().__init__(
@@ -144,6 +149,8 @@ class AgentGRPOTrainer(GRPOTrainer):
                 rollout_func=self._agent_rollout,
                 **kwargs,
             )
+        args.use_vllm = self.use_vllm = wants_vllm
+        self.vllm_engine = self._start_vllm_engine(model) if wants_vllm else None
         self.chat = ChatEncoder(self._tokenizer, self.eos_token_ids, args.chat_template_kwargs)
         self._owns_env_pool = env_pool is None
         self.env_pool = env_pool or EnvPool()  # envs per (id, turn budget): the budget is each env's TimeLimit
@@ -158,15 +165,26 @@ class AgentGRPOTrainer(GRPOTrainer):
     def _make_generator(self, greedy: bool = False) -> Generator:
         pad = self._tokenizer.pad_token_id
         config = sampling_config(self.generation_config, 0.0) if greedy else self.generation_config
-        if self.use_vllm:
-            merged = dict(self.vllm_generation.generation_kwargs or {})
-            merged.setdefault("stop_token_ids", list(self.chat.stop_ids))
-            self.vllm_generation.generation_kwargs = merged
-            slots = self.args.per_device_train_batch_size * self.args.steps_per_generation
-            slots = max(slots, self.args.per_device_eval_batch_size)
-            return VLLMGenerator(self.vllm_generation, self.accelerator, self.chat.stop_ids, slots, pad)
+        if self.vllm_engine is not None:  # TRL's sync hook (vllm_generation.sync_weights) keeps its weights current
+            return VLLMGenerator(self.vllm_engine, config, self.chat.stop_ids)
         return HFGenerator(self.model, config, pad, self.chat.stop_ids, unwrap=self._unwrapped_model,
                            share_prompt_prefill=self.args.share_prompt_prefill)
+
+    def _start_vllm_engine(self, model: str | PreTrainedModel) -> VLLMEngine:
+        """The vLLM engine process, started from the policy's folder (a plain copy is saved when it has none)."""
+        folder = model if isinstance(model, str) and is_reloadable(model) else None
+        if folder is None:
+            base = self.accelerator.unwrap_model(self.model)
+            base = base.get_base_model() if is_peft_model(base) else base
+            source = getattr(base.config, "_name_or_path", None)
+            folder = source if is_reloadable(source) else str(save_plain_copy(
+                base, os.path.join(self.args.output_dir, "vllm-engine-start")))
+        args = self.args
+        slots = max(args.per_device_train_batch_size * args.steps_per_generation, args.per_device_eval_batch_size)
+        engine = shared_engine(folder, args.engine_options(slots))
+        self.vllm_generation = EngineWeightSync(self, engine)  # TRL calls its sync_weights() when the step changed
+        self._last_loaded_step = -1
+        return engine
 
     @contextmanager
     def _unwrapped_model(self) -> Iterator[Any]:
@@ -536,6 +554,22 @@ class AgentGRPOTrainer(GRPOTrainer):
         """Release every env the rollouts created (engines, JVMs, browsers)."""
         self.env_pool.close()
 
+
+
+class EngineWeightSync:
+    """What TRL's ``rollout_func`` path calls as ``self.vllm_generation.sync_weights()`` before a rollout whose
+    step differs from the last synced one: the policy's weights go to this project's engine process."""
+
+    def __init__(self, trainer: AgentGRPOTrainer, engine: VLLMEngine):
+        self.trainer = trainer
+        self.engine = engine
+
+    def sync_weights(self) -> None:
+        trainer = self.trainer
+        with trainer._unwrapped_model() as policy:
+            seconds = sync_policy(self.engine, policy)
+        mode = "train" if trainer.model.training else "eval"
+        trainer._metrics[mode]["vllm/weight_sync_s"].append(seconds)
 
 
 def whole_sequences(batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, int]:

@@ -147,11 +147,20 @@ def evaluate_stage(name: str, model: str, args: AgentGRPOConfig, stage_args: Sta
         print(f"\n== evaluating the {name} model on {stage_args.eval_items} test items per env ==", file=sys.stderr)
         eval_dir = os.path.join(args.output_dir, f"eval-{name}")
         shutil.rmtree(eval_dir, ignore_errors=True)  # never the saved episodes of an earlier run's model
+        # with --use_vllm true the evaluations sample with the engine training uses (one process for the whole job)
+        engine = dict(engine="vllm", engine_options=args.engine_options(engine_slots(args, stage_args))) \
+            if args.use_vllm else {}
         stages[name] = held_out_success(model, args.env_ids, eval_dir,
                                         stage_args, args.turn_schedule().max_turns, args.max_turn_tokens,
-                                        args.max_context_tokens, bool(args.bf16), args.merged_first_turn)
+                                        args.max_context_tokens, bool(args.bf16), args.merged_first_turn, **engine)
         print(f"== {name}: success {stages[name]['success']:.2f} ==", file=sys.stderr)
     state.wait_for_everyone()
+
+
+def engine_slots(args: AgentGRPOConfig, stage_args: StageArguments) -> int:
+    """Episodes the vLLM engine decodes at once: enough for an evaluation batch and a training step alike, so
+    the whole job shares one engine process."""
+    return max(8, stage_args.eval_items, args.per_device_train_batch_size * args.steps_per_generation)
 
 
 def resume_point(args: AgentGRPOConfig) -> str | None:

@@ -413,33 +413,3 @@ def test_template_that_rewrites_history_falls_back_explicitly() -> None:
         text = rewriting.decode(t.completion_ids, skip_special_tokens=False)
         assert text.count("<|im_start|>user\nTick") == t.turns - 1
 
-
-def test_vllm_generator_pads_every_call_to_the_same_number_of_prompts() -> None:
-    """TRL's vLLM server mode slices answers by rank assuming equal prompt counts: finished slots are padded."""
-    from agentgym_trl import VLLMGenerator
-
-    class FakeVLLM:
-        max_completion_length = 0
-
-        def __init__(self):
-            self.calls = []
-
-        def generate(self, prompts, images, num_generations):
-            self.calls.append((len(prompts), self.max_completion_length))
-            ids = [[7, 8, 9, 2][: self.max_completion_length] for _ in prompts]
-            return prompts, ids, [[[-0.5]] * len(row) for row in ids], None
-
-    class FakeAccelerator:
-        device = torch.device("cpu")
-
-        def reduce(self, tensor, reduction="sum"):
-            return tensor
-
-    fake = FakeVLLM()
-    generator = VLLMGenerator(fake, FakeAccelerator(), stop_ids=[2], slots=4, pad_token_id=0)
-    outputs = generator.generate([[1, 2, 3], [4]], [4, 2])
-    assert fake.calls == [(4, 4)]
-    assert [o.ids for o in outputs] == [[7, 8, 9, 2], [7, 8]] and [o.stopped for o in outputs] == [True, False]
-    assert outputs[0].logprobs == [-0.5] * 4
-    assert generator.generate([], []) == [] and fake.calls[-1][0] == 4  # an idle rank still joins the call
-    assert generator.any_active(0) is False and generator.any_active(3) is True

@@ -92,15 +92,19 @@ def tiny_tokenizer(template: str = "chatml", vocab_size: int = 400) -> PreTraine
     return fast
 
 
-def tiny_model(tokenizer: PreTrainedTokenizerFast, seed: int = 0, stop_prob: float = 0.15) -> Qwen2ForCausalLM:
-    """A random 2-layer Qwen2 (hidden 64) whose eos logit makes a turn end after ~1/stop_prob tokens."""
+def tiny_model(tokenizer: PreTrainedTokenizerFast, seed: int = 0, stop_prob: float = 0.15,
+               hidden_size: int = 64, num_attention_heads: int = 4) -> Qwen2ForCausalLM:
+    """A random 2-layer Qwen2 (hidden 64) whose eos logit makes a turn end after ~1/stop_prob tokens.
+
+    (vLLM's CPU attention needs a head size of 32 or more: ``hidden_size=128, num_attention_heads=2``.)
+    """
     torch.manual_seed(seed)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
         num_hidden_layers=2,
-        num_attention_heads=4,
+        num_attention_heads=num_attention_heads,
         num_key_value_heads=2,
         max_position_embeddings=4096,
         tie_word_embeddings=False,

@@ -65,7 +65,8 @@ def make_eval_agent(args: argparse.Namespace) -> Agent:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         return make_agent("model", model=args.model, temperature=temperature, batch_size=args.batch_size,
                           max_turn_tokens=args.max_turn_tokens, max_context_tokens=args.max_context_tokens,
-                          seed=args.seed, bf16=args.bf16, progress=False if args.no_progress else None)
+                          seed=args.seed, bf16=args.bf16, engine=args.engine,
+                          progress=False if args.no_progress else None)
     return make_agent(args.agent, seed=args.seed)
 
 
@@ -172,9 +173,12 @@ def add_commands(commands: Any) -> None:
     run.add_argument("--max-turn-tokens", type=int, default=256, help="token limit of one model turn")
     run.add_argument("--max-context-tokens", type=int, default=4096,
                      help="token limit of a whole episode (local model)")
-    run.add_argument("--bf16", action="store_true",
-                     help="local model: sample under bf16 autocast (as a trainer with --bf16 true does; several times "
-                          "faster on GPUs and on CPUs with AVX512-BF16 or AMX)")
+    run.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                     help="local model, hf engine: sample under bf16 autocast (default: as the trainer does, i.e. where "
+                          "the hardware runs bf16 natively: GPUs, CPUs with AVX512-BF16 or AMX)")
+    run.add_argument("--engine", choices=["hf", "vllm"], default="hf",
+                     help="local model: generate with transformers in this process (hf) or with the vLLM engine "
+                          "process (vllm; scripts/setup_vllm.sh installs it; several times faster)")
     add_opening_argument(run)
     run.add_argument("--timeout", type=float, default=120.0, help="seconds per endpoint request")
     run.add_argument("--retries", type=int, default=4,

