@@ -104,7 +104,8 @@ class ModelAgent(BaseAgent):
             generator: Generator = VLLMGenerator(shared_engine(path, options), sampling, encoder.stop_ids)
         else:
             pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else encoder.closer_id
-            generator = HFGenerator(network, sampling, pad, encoder.stop_ids, progress=progress)
+            generator = HFGenerator(network, sampling, pad, encoder.stop_ids, progress=progress,
+                                    sampling_dtype=torch.bfloat16 if bf16 and network.device.type == "cpu" else None)
         description = {"kind": "model", "model": path, "temperature": temperature, "engine": engine,
                        "max_turn_tokens": max_turn_tokens, "max_context_tokens": max_context_tokens, "bf16": bf16}
         return cls(generator, encoder, max_turn_tokens=max_turn_tokens, max_context_tokens=max_context_tokens,

@@ -120,6 +120,10 @@ class HFGenerator:
 
     ``progress`` shows a bar per turn (``TurnProgress``): ``None`` (the default) where stderr is a
     terminal, ``True`` always, ``False`` never; only the first rank of a distributed run shows one.
+
+    ``sampling_dtype`` (e.g. ``torch.bfloat16`` on a CPU with AVX512-BF16): sample from a copy of the weights
+    in that dtype, refreshed when each session opens, instead of casting fp32 weights under autocast at every
+    decode step (1.1-1.2x faster on 2 cores; the copy costs 2 bytes per parameter).
     """
 
     def __init__(
@@ -132,9 +136,12 @@ class HFGenerator:
         prefix_cache: bool = True,
         share_prompt_prefill: bool = True,
         progress: bool | None = None,
+        sampling_dtype: torch.dtype | None = None,
     ):
         self.model = model
         self.progress = progress
+        self.sampling_dtype = sampling_dtype
+        self._sampling_copy: Any = None
         self._turn = 0
         self.generation_config = copy.deepcopy(generation_config)
         self.generation_config.eos_token_id = list(stop_ids)
@@ -156,7 +163,7 @@ class HFGenerator:
     def session(self) -> Iterator[Any]:
         manager = self._unwrap() if self._unwrap is not None else nullcontext(self.model)
         with manager as model, torch.no_grad():
-            self._active_model = model
+            self._active_model = self._in_sampling_dtype(model)
             self._prefixes = []
             self._turn = 0
             try:
@@ -170,6 +177,20 @@ class HFGenerator:
 
     def reseed(self, seed: int) -> None:
         torch.manual_seed(seed)
+
+    def _in_sampling_dtype(self, model: Any) -> Any:
+        """``model`` itself, or its copy in ``sampling_dtype`` holding the current weights (made once, then
+        refreshed in place: no allocation per rollout)."""
+        if self.sampling_dtype is None or next(model.parameters()).dtype == self.sampling_dtype:
+            return model
+        if self._sampling_copy is None:
+            sampler = copy.deepcopy(model).to(self.sampling_dtype).eval()
+            for patched in ("forward", "_original_forward"):  # accelerate's autocast wrapper: the copy runs as it is
+                sampler.__dict__.pop(patched, None)
+            self._sampling_copy = sampler
+        else:
+            self._sampling_copy.load_state_dict(model.state_dict())  # copy_ casts each tensor into the copy's dtype
+        return self._sampling_copy
 
     def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> list[TurnOutput]:
         if not contexts:
@@ -297,8 +318,9 @@ class VLLMGenerator:
     """
 
     def __init__(self, engine: Any, generation_config: Any, stop_ids: Sequence[int],
-                 sync: Callable[[], Any] | None = None, seed: int | None = None):
+                 sync: Callable[[], Any] | None = None, seed: int | None = None, ignore_eos: bool = False):
         self.engine = engine
+        self.ignore_eos = ignore_eos  # only stop_ids end a turn (the model's own eos does not): fixed-length benches
         self.stop_ids = tuple(stop_ids)
         self._sync = sync
         sampling = bool(getattr(generation_config, "do_sample", False))
@@ -329,6 +351,7 @@ class VLLMGenerator:
             seeds = [(self._seed * 1_000_003 + self._calls * 10_007 + row) % 2**63 for row in range(len(contexts))]
         self._calls += 1
         outputs = self.engine.generate(contexts, max_new_tokens, temperature=self.temperature, top_p=self.top_p,
-                                       top_k=self.top_k, stop_token_ids=self.stop_ids, seeds=seeds)
+                                       top_k=self.top_k, stop_token_ids=self.stop_ids, seeds=seeds,
+                                       ignore_eos=self.ignore_eos)
         return [cut_turn(output["ids"], output["logprobs"], int(limit), self.stop_ids)
                 for output, limit in zip(outputs, max_new_tokens, strict=True)]

@@ -167,8 +167,11 @@ class AgentGRPOTrainer(GRPOTrainer):
         config = sampling_config(self.generation_config, 0.0) if greedy else self.generation_config
         if self.vllm_engine is not None:  # TRL's sync hook (vllm_generation.sync_weights) keeps its weights current
             return VLLMGenerator(self.vllm_engine, config, self.chat.stop_ids)
+        # a CPU bf16 run samples from a bf16 copy of the weights (not fp32 weights cast at every decode step); a
+        # value head's hooks stay on the policy itself
+        copy_dtype = torch.bfloat16 if self.args.bf16 and self.on_cpu and self.args.value_head is None else None
         return HFGenerator(self.model, config, pad, self.chat.stop_ids, unwrap=self._unwrapped_model,
-                           share_prompt_prefill=self.args.share_prompt_prefill)
+                           share_prompt_prefill=self.args.share_prompt_prefill, sampling_dtype=copy_dtype)
 
     def _start_vllm_engine(self, model: str | PreTrainedModel) -> VLLMEngine:
         """The vLLM engine process, started from the policy's folder (a plain copy is saved when it has none)."""

@@ -217,15 +217,16 @@ class VLLMEngine:
     # ---- requests ----------------------------------------------------------------------------------
     def generate(self, prompts: Sequence[Sequence[int]], max_tokens: Sequence[int], *, temperature: float,
                  stop_token_ids: Sequence[int], top_p: float = 1.0, top_k: int = 0,
-                 seeds: Sequence[int | None] | None = None) -> list[dict[str, Any]]:
-        """One sampled continuation per prompt: ``{"ids", "logprobs", "finish"}`` (NaN where vLLM gave none)."""
+                 seeds: Sequence[int | None] | None = None, ignore_eos: bool = False) -> list[dict[str, Any]]:
+        """One sampled continuation per prompt: ``{"ids", "logprobs", "finish"}`` (NaN where vLLM gave none).
+        ``ignore_eos``: stop only at ``stop_token_ids`` or ``max_tokens`` (benchmarks sample fixed lengths)."""
         if not prompts:
             return []
         reply = self._request({
             "op": "generate", "prompts": [list(map(int, ids)) for ids in prompts],
             "max_tokens": [int(n) for n in max_tokens], "temperature": float(temperature), "top_p": float(top_p),
             "top_k": int(top_k), "stop_token_ids": [int(i) for i in stop_token_ids],
-            "seeds": list(seeds) if seeds is not None else [None] * len(prompts),
+            "seeds": list(seeds) if seeds is not None else [None] * len(prompts), "ignore_eos": bool(ignore_eos),
         })
         self.stats.generate_calls += 1
         self.stats.sampled_tokens += sum(len(output["ids"]) for output in reply["outputs"])

@@ -77,7 +77,8 @@ def generate(llm, request: dict) -> dict:
     params = [
         SamplingParams(max_tokens=int(limit), temperature=temperature, top_p=float(request.get("top_p", 1.0)),
                        top_k=int(request.get("top_k", 0)), logprobs=0, stop_token_ids=list(request["stop_token_ids"]),
-                       seed=seed, detokenize=False, skip_special_tokens=False)
+                       seed=seed, detokenize=False, skip_special_tokens=False,
+                       ignore_eos=bool(request.get("ignore_eos", False)))
         for limit, seed in zip(request["max_tokens"], request["seeds"], strict=True)
     ]
     prompts = [TokensPrompt(prompt_token_ids=list(ids)) for ids in request["prompts"]]

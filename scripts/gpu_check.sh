@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Check the trainer's CUDA path (bf16, HF generation, LoRA, a few GRPO steps with a tiny model, then SmolLM2 if
+# installed, and the vLLM engine where scripts/setup_vllm.sh made one). Results: runs/gpu_check/gpu_check.json.
+#
+#   bash scripts/gpu_check.sh                    # all parts, 3 steps each
+#   bash scripts/gpu_check.sh --parts tiny --steps 2
+#   WHEELS=/path/to/wheels bash scripts/gpu_check.sh   # a machine without a registry: install carried wheels first
+#
+# Any argument goes to scripts/gpu_check.py (--help lists them). Exit code: 0 all parts ok or skipped, 1 a part
+# failed, 2 no CUDA device.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+if [ -n "${WHEELS:-}" ]; then
+    python -m pip install -q --no-index --find-links "$WHEELS" --no-deps "$WHEELS"/*.whl
+fi
+# the project itself from this checkout, whatever is installed
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+exec python scripts/gpu_check.py "$@"
