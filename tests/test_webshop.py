@@ -187,7 +187,20 @@ def test_reward_wrong_option() -> None:
     assert (result.option_matches, result.option_total) == (1, 2)
     assert result.reward == pytest.approx((2 + 1 + 1) / 5)
     wrong_size = score_purchase(_shoe(), _shoe_goal(), {"color": "black", "size": "10"})
-    assert wrong_size.reward == pytest.approx(4 / 5)  # sizes match exactly, never fuzzily
+    assert wrong_size.reward == pytest.approx(4 / 5)  # "10" is no fuzzy match of "9"
+
+
+def test_reward_options_are_scored_as_webshops_goal_py() -> None:
+    """Every option fuzzily (sizes too), colours by WebShop's list, no look-up in the product text,
+    thefuzz's integer score."""
+    beds = _shoe(options={"size": ["king", "california king", "2 piece set", "3 piece set"]})
+    goal = _shoe_goal(options={"size": "california king"})
+    assert score_purchase(beds, goal, {"size": "king"}).option_matches == 1  # token set ratio 100
+    assert score_purchase(beds, _shoe_goal(options={"size": "2 piece set"}), {"size": "3 piece set"}).option_matches == 1
+    assert normalize_color("dark grey") == "dark" and normalize_color("dark wash") == "ash"
+    # "light" is in the title ("Lightweight") but was not chosen: no match
+    assert score_purchase(_shoe(), _shoe_goal(options={"color": "light"}), {"color": "black"}).option_matches == 0
+    assert token_set_ratio("abcdefghijklmnopqrst", "abcdefghijklmnopqrstuvwxyz0") == 85  # 85.1 rounded: no match
 
 
 def test_reward_unchosen_options_score_nothing() -> None:
