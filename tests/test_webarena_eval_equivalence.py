@@ -95,7 +95,8 @@ def up_html_content(selected_element, required_contents):
         return up_exact_match(ref=required_contents["exact_match"], pred=selected_element)
     score = 1.0
     for content in required_contents["must_include"]:
-        score *= float(any(up_must_include(ref=c, pred=selected_element, tokenize=False) for c in content.split(" |OR| ")))
+        options = content.split(" |OR| ")
+        score *= float(any(up_must_include(ref=c, pred=selected_element, tokenize=False) for c in options))
     return score
 
 

@@ -107,13 +107,24 @@ def up_option_matches(purchased_options, goal_options):
 
 def up_get_reward(product, goal, price, options):
     r_price = (price <= goal["price_upper"]) if goal["price_upper"] > 0 else None
-    n_attr = up_attribute_matches(product, goal)
+    n_attr = _attribute_matches(product, goal)
     goal_options = goal["goal_options"]
     n_opt = up_option_matches(
         list(options.values()), goal_options.items() if isinstance(goal_options, dict) else goal_options
     )
     total = (n_attr + n_opt + r_price) / (len(goal["attributes"]) + len(goal["goal_options"]) + 1)
     return total * up_type_reward(product, goal)
+
+
+def _attribute_matches(product, goal):
+    """``up_attribute_matches``, remembered per (product, goal) pair: the test asks for it often."""
+    key = (product["Title"], goal["name"], tuple(goal["attributes"]))
+    if key not in _ATTRIBUTES:
+        _ATTRIBUTES[key] = up_attribute_matches(product, goal)
+    return _ATTRIBUTES[key]
+
+
+_ATTRIBUTES: dict = {}
 
 
 # ---- the comparison -------------------------------------------------------------------------------
@@ -149,18 +160,32 @@ def _cases(catalogue):
                 yield other, goal, chosen, other.price
 
 
-def webshop_agreement(score=score_purchase):
-    """(agreeing, compared, adaptation cases, their count where the two upstream paths differ)."""
+@lru_cache(maxsize=1)
+def upstream_scores() -> tuple[tuple, ...]:
+    """Every case with upstream's reward on the values path and on the dict path."""
+    return tuple(
+        (product, goal, chosen, price, *_both_paths(product, goal, chosen, price))
+        for product, goal, chosen, price in _cases(default_catalogue())
+    )
+
+
+def _both_paths(product, goal, chosen, price):
+    p, g = _as_upstream(product, goal, True)
+    on_dict = up_get_reward(p, g, price, chosen)
+    if not isinstance(g["goal_options"], dict):
+        return on_dict, on_dict
+    return up_get_reward(p, {**g, "goal_options": list(g["goal_options"].values())}, price, chosen), on_dict
+
+
+def webshop_agreement(score=score_purchase, **options):
+    """(agreeing, compared, adaptation cases: where upstream's two goal paths differ)."""
     agree = total = adapted = 0
-    for product, goal, chosen, price in _cases(default_catalogue()):
-        ours = score(product, goal, chosen, price).reward
-        up_values = up_get_reward(*_as_upstream(product, goal, False), price, chosen)
-        up_dict = up_get_reward(*_as_upstream(product, goal, True), price, chosen)
+    for product, goal, chosen, price, up_values, up_dict in upstream_scores():
         if abs(up_values - up_dict) > 1e-9:
             adapted += 1  # the dict path (documented): ours scores the option values
             continue
         total += 1
-        agree += abs(ours - up_values) < 1e-9
+        agree += abs(score(product, goal, chosen, price, **options).reward - up_values) < 1e-9
     return agree, total, adapted
 
 
@@ -170,3 +195,9 @@ def test_webshop_reward_equals_upstreams_goal_py() -> None:
     assert total > 40_000
     assert agree / total >= 0.995
     assert adapted < 0.1 * total
+
+
+def test_exact_sizes_is_an_opt_in_that_changes_only_sizes() -> None:
+    agree, total, _ = webshop_agreement(exact_sizes=True)
+    print(f"webshop reward, exact_sizes=True: {agree}/{total} agree with upstream ({agree / total:.4%})")
+    assert agree < total  # a real change: fuzzily matching sizes ("3 piece set" for "2 piece set") now fail

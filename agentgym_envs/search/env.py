@@ -299,7 +299,8 @@ class SearchEnv(TextEnv):
                 fact = hop["relation"].replace("_", " ")
                 thought = f"I still need one fact about {hop['entity']} ({fact})."
                 return f"<think>{thought}</think>\n<search>{hop['query']}</search>"
-        if not self.question.metadata.get("support") and normalize_answer_lenient(self.question.question) not in self._tried:
+        asked = normalize_answer_lenient(self.question.question)
+        if not self.question.metadata.get("support") and asked not in self._tried:
             return f"<think>Let me look this up.</think>\n<search>{self.question.question}</search>"
         return f"<think>The passages give the answer.</think>\n<answer>{self.question.golden_answers[0]}</answer>"
 

@@ -179,7 +179,9 @@ class ReadOnlySQL:
             rows.extend(batch)
         return rows
 
-    def _fetch_distinct(self, cursor: sqlite3.Cursor) -> tuple[list[tuple[Any, ...]], frozenset[tuple[Any, ...]] | None]:
+    def _fetch_distinct(
+        self, cursor: sqlite3.Cursor
+    ) -> tuple[list[tuple[Any, ...]], frozenset[tuple[Any, ...]] | None]:
         """The first ``max_rows + 1`` rows and the set of all distinct rows (``None`` past ``max_rows``
         of them): the whole result is read, under the time limit, the size of the rows kept (listed or
         distinct) counted against ``max_bytes``."""

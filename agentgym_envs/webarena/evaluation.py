@@ -157,7 +157,8 @@ def _parse_url(address: str) -> tuple[str, dict[str, list[str]]]:
 def _lenient_split_url(address: str) -> tuple[str, dict[str, list[str]]]:
     parts = urlsplit(address.strip())
     path = unquote(parts.path).rstrip("/") or "/"  # the query is decoded once, by parse_qs
-    return f"{parts.netloc.lower()}{path}".lower(), {k.lower(): [v.lower() for v in vs] for k, vs in parse_qs(parts.query).items()}
+    query = {k.lower(): [v.lower() for v in vs] for k, vs in parse_qs(parts.query).items()}
+    return f"{parts.netloc.lower()}{path}".lower(), query
 
 
 def url_match(current_url: str, reference: str, lenient: bool = False) -> bool:

@@ -39,7 +39,7 @@ from typing import Mapping
 from agentgym_envs.webshop.catalogue import Goal, Product
 
 FUZZY_THRESHOLD = 85
-#: Option names the engine's oracle prefers exact values for (upstream matches every option fuzzily).
+#: Option names matched exactly with ``exact_sizes=True`` (upstream matches every option fuzzily).
 EXACT_MATCH_OPTIONS = ("size",)
 
 #: WebShop's ``normalize.py`` colour list, in its order: a value reduces to the first entry it contains.
@@ -173,26 +173,30 @@ def attribute_matches(product: Product, goal: Goal) -> int:
     return matches
 
 
-def option_matches(product: Product, goal: Goal, chosen: Mapping[str, str]) -> int:
+def option_matches(product: Product, goal: Goal, chosen: Mapping[str, str], exact_sizes: bool = False) -> int:
     """Goal option values that some chosen value satisfies, as AgentGym's ``get_option_reward``:
     both sides through ``normalize_color``, then a token set ratio above 85 (every option, sizes
-    too; nothing is looked up in the product's text). ``product`` is unused (kept for callers)."""
+    too; nothing is looked up in the product's text). ``exact_sizes=True`` (ours): a chosen size
+    satisfies only the very value, so "3 piece set" is not "2 piece set" and "king" not
+    "california king". ``product`` is unused (kept for callers)."""
     del product
-    chosen_values = [normalize_color(value) for value in chosen.values()]
+    have = [(name.lower() in EXACT_MATCH_OPTIONS, normalize_color(value)) for name, value in chosen.items()]
     return sum(
-        any(token_set_ratio(have, wanted) > FUZZY_THRESHOLD for have in chosen_values)
+        any(value == wanted if (exact_sizes and is_size) else token_set_ratio(value, wanted) > FUZZY_THRESHOLD
+            for is_size, value in have)
         for wanted in (normalize_color(value) for value in goal.option_values)
     )
 
 
 def score_purchase(
-    product: Product, goal: Goal, chosen: Mapping[str, str], price: float | None = None
+    product: Product, goal: Goal, chosen: Mapping[str, str], price: float | None = None, exact_sizes: bool = False
 ) -> RewardBreakdown:
-    """The reward for buying ``product`` with options ``chosen`` (option name -> value) against ``goal``."""
+    """The reward for buying ``product`` with options ``chosen`` (option name -> value) against ``goal``
+    (``exact_sizes``: see ``option_matches``)."""
     price = product.price if price is None else price
     r_type, query_match, category_match, title_score = type_reward(product, goal)
     attributes = attribute_matches(product, goal)
-    options = option_matches(product, goal, chosen)
+    options = option_matches(product, goal, chosen, exact_sizes)
     price_ok = price <= goal.price_upper
     total = len(goal.attributes) + len(goal.option_values) + 1
     reward = r_type * (attributes + options + int(price_ok)) / total
