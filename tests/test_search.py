@@ -227,6 +227,17 @@ def test_agentgym_defaults() -> None:
     env.close()
 
 
+def test_lenient_answers_is_an_opt_in() -> None:
+    """Search-R1's exact match by default; ``lenient_answers=True`` unwraps LaTeX and folds accents."""
+    for lenient in (False, True):
+        env = gym.make("AgentGym/Search-HotpotQA-v0", lenient_answers=lenient)
+        env.reset(seed=0, options={"split": "test", "index": 0})
+        gold = env.unwrapped.question.golden_answers[0]
+        _, reward, terminated, _, _ = env.step(f"<answer>\\boxed{{{gold}}}</answer>")
+        assert (reward == 1.0 and terminated) is lenient
+        env.close()
+
+
 @pytest.mark.parametrize(
     "response, expected",
     [
@@ -530,5 +541,10 @@ def test_remote_retriever_that_is_down_or_slow_gives_a_clear_observation(data):
 
 def test_answer_normalisation_is_squad_style():
     assert normalize_answer("The **Orvel River**!") == "orvel river"
-    assert exact_match(r"\boxed{1,843}", ["1843"]) and exact_match("Zoë", ["Zoe"])
-    assert not exact_match("", ["a"]) and not exact_match("Velmora City", ["Velmora"])
+    assert not exact_match("Velmora City", ["Velmora"])
+    # Search-R1's em_check by default: no accent folding or LaTeX unwrapping, and an empty answer
+    # matches a gold that normalises to nothing; lenient_answers=True is the forgiving opt-in
+    assert not exact_match(r"\boxed{1,843}", ["1843"]) and not exact_match("Zoë", ["Zoe"])
+    assert exact_match("", ["a"])
+    assert exact_match(r"\boxed{1,843}", ["1843"], lenient=True) and exact_match("Zoë", ["Zoe"], lenient=True)
+    assert not exact_match("", ["a"], lenient=True)

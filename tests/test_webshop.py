@@ -187,7 +187,39 @@ def test_reward_wrong_option() -> None:
     assert (result.option_matches, result.option_total) == (1, 2)
     assert result.reward == pytest.approx((2 + 1 + 1) / 5)
     wrong_size = score_purchase(_shoe(), _shoe_goal(), {"color": "black", "size": "10"})
-    assert wrong_size.reward == pytest.approx(4 / 5)  # sizes match exactly, never fuzzily
+    assert wrong_size.reward == pytest.approx(4 / 5)  # "10" is no fuzzy match of "9"
+
+
+def test_reward_options_are_scored_as_webshops_goal_py() -> None:
+    """Every option fuzzily (sizes too), colours by WebShop's list, no look-up in the product text,
+    thefuzz's integer score."""
+    beds = _shoe(options={"size": ["king", "california king", "2 piece set", "3 piece set"]})
+    goal = _shoe_goal(options={"size": "california king"})
+    assert score_purchase(beds, goal, {"size": "king"}).option_matches == 1  # token set ratio 100
+    assert score_purchase(beds, _shoe_goal(options={"size": "2 piece set"}), {"size": "3 piece set"}).option_matches == 1
+    assert normalize_color("dark grey") == "dark" and normalize_color("dark wash") == "ash"
+    # "light" is in the title ("Lightweight") but was not chosen: no match
+    assert score_purchase(_shoe(), _shoe_goal(options={"color": "light"}), {"color": "black"}).option_matches == 0
+    assert token_set_ratio("abcdefghijklmnopqrst", "abcdefghijklmnopqrstuvwxyz0") == 85  # 85.1 rounded: no match
+    # exact_sizes=True (ours, opt-in): a size matches only the very value
+    assert score_purchase(beds, goal, {"size": "king"}, exact_sizes=True).option_matches == 0
+    assert score_purchase(beds, goal, {"size": "california king"}, exact_sizes=True).option_matches == 1
+
+
+def test_exact_sizes_env_option_scores_the_purchase() -> None:
+    """Goal 5 asks for "300 pieces": WebShop's fuzzy match takes "500 pieces", exact_sizes=True does not."""
+    default, exact = gym.make(TEXT_ID), gym.make(TEXT_ID, exact_sizes=True)
+    assert exact.unwrapped.shop.search is default.unwrapped.shop.search  # one search index
+    rewards = []
+    for env in (default, exact):
+        goal = env.unwrapped.catalogue.goals[5]
+        assert goal.options["size"] == "300 pieces"
+        bought = PageState("done", asin=goal.asin, options=tuple({**goal.options, "size": "500 pieces"}.items()))
+        rewards.append(env.unwrapped.shop.purchase(bought, goal).reward)
+        _, score = play_oracle(env, 5)
+        assert score == 1.0
+        env.close()
+    assert rewards[0] == 1.0 and rewards[1] < 1.0
 
 
 def test_reward_unchosen_options_score_nothing() -> None:

@@ -87,6 +87,7 @@ class Question:
 # ---- answers ----------------------------------------------------------------------------------
 
 _BOXED = re.compile(r"\\(?:boxed|text|textbf|mathrm)\{([^{}]*)\}")
+_ASCII_PUNCTUATION = frozenset(string.punctuation)
 _PUNCTUATION = set(string.punctuation) | {"“", "”", "‘", "’", "«", "»", "–", "—", "…"}
 
 
@@ -96,17 +97,23 @@ def _fold(text: str) -> str:
 
 
 def normalize_answer(text: str) -> str:
-    """SQuAD-style normalisation: lower case, punctuation and articles dropped, single spaces.
+    """Search-R1's ``normalize_answer`` (SQuAD's): lower case, ASCII punctuation
+    (``string.punctuation``) dropped, the articles a/an/the dropped, single spaces."""
+    text = "".join(ch for ch in text.lower() if ch not in _ASCII_PUNCTUATION)
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
 
-    Accents are folded and LaTeX wrappers such as ``\\boxed{...}`` unwrapped, so an answer with
-    extra formatting ("**Kestrel**.", "\\boxed{1843}") still matches.
-    """
+
+def normalize_answer_lenient(text: str) -> str:
+    """``normalize_answer`` made forgiving (``lenient_answers=True``): NFKC, accents folded,
+    LaTeX wrappers such as ``\\boxed{...}`` and ``\\text{...}`` unwrapped, curly quotes, guillemets,
+    dashes and the ellipsis dropped as punctuation, so "**Kestrel**.", "\\boxed{1843}" and
+    "Dvořák" match "Kestrel", "1843" and "Dvorak"."""
     text = "".join(ch for ch in _fold(text) if ch not in _PUNCTUATION)
     return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
 
 
 def normalize_text(text: str) -> str:
-    """Normalisation for finding a phrase inside a passage: like ``normalize_answer``, but
+    """Normalisation for finding a phrase inside a passage: like ``normalize_answer_lenient``, but
     punctuation other than apostrophes and digit-group commas becomes a space, so "(1843–1901)"
     still holds the words 1843 and 1901."""
     text = re.sub(r"(?<=\d),(?=\d)", "", _fold(text)).replace("'", "").replace("’", "")
@@ -114,9 +121,15 @@ def normalize_text(text: str) -> str:
     return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
 
 
-def exact_match(prediction: str, golden_answers: Iterable[str]) -> bool:
-    predicted = normalize_answer(prediction)
-    return bool(predicted) and any(predicted == normalize_answer(gold) for gold in golden_answers)
+def exact_match(prediction: str, golden_answers: Iterable[str], lenient: bool = False) -> bool:
+    """Search-R1's ``em_check``: the normalised prediction equals a normalised gold answer (so an
+    answer that normalises to nothing matches a gold that does too, as there). ``lenient=True``:
+    ``normalize_answer_lenient`` on both sides, and an empty normalised answer never matches."""
+    normalize = normalize_answer_lenient if lenient else normalize_answer
+    predicted = normalize(prediction)
+    if lenient and not predicted:
+        return False
+    return any(predicted == normalize(gold) for gold in golden_answers)
 
 
 def contains_phrase(normalized_text: str, phrase: str) -> bool:

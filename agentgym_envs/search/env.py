@@ -31,7 +31,7 @@ import numpy as np
 from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, parse_tags, require
 from agentgym_envs.core.judge import JudgeUnavailable, LLMJudge
 from agentgym_envs.core.parsers import clean_text
-from agentgym_envs.search.data import Corpus, Question, exact_match, load_questions, normalize_answer
+from agentgym_envs.search.data import Corpus, Question, exact_match, load_questions, normalize_answer_lenient
 from agentgym_envs.search.retrievers import BACKENDS, Hit, RetrievalError, Retriever, get_retriever
 from agentgym_envs.search.tasks import ITEM_BLOCK, SUBTASKS
 
@@ -107,15 +107,20 @@ class SearchEnv(TextEnv):
                  model_path: str | None = None, retriever_url: str | None = None, retriever_timeout: float = 10.0,
                  corpus_path: str | None = None, questions_path: str | None = None,
                  train_questions_path: str | None = None, world_seed: int = 0,
-                 judge: LLMJudge | dict[str, Any] | None = None, extra_feedback: bool = False):
+                 judge: LLMJudge | dict[str, Any] | None = None, extra_feedback: bool = False,
+                 lenient_answers: bool = False):
         """By default the env speaks as AgentGym's SearchQA server (its rules, the first tag decides
         the action, its replies). ``extra_feedback=True`` uses our instruction and feedback (why a
         response has no action, hints after a wrong answer). ``judge`` (off by default): an
         ``LLMJudge`` or its fields; an answer that fails exact match is then accepted if the judge
-        finds it equivalent to a gold answer."""
+        finds it equivalent to a gold answer. Answers are graded by Search-R1's exact match
+        (``em_check``: lower case, ASCII punctuation and articles dropped); ``lenient_answers=True``
+        also folds accents and NFKC forms, unwraps ``\\boxed{}``/``\\text{}``, drops curly quotes and
+        dashes, and never accepts an answer that normalises to nothing."""
         super().__init__(task_id, render_mode=render_mode)
         self.judge = LLMJudge.of(judge)
         self.extra_feedback = extra_feedback
+        self.lenient_answers = bool(lenient_answers)
         if retriever not in BACKENDS:
             raise ValueError(f"retriever must be one of {BACKENDS}, got {retriever!r}")
         if retriever == "remote" and not retriever_url:
@@ -232,7 +237,7 @@ class SearchEnv(TextEnv):
         if not re.search(r"\w", query):
             return Outcome("Your query has no words to search for. Write <search>some keywords</search>.", valid=False)
         self._searches += 1
-        self._tried.add(normalize_answer(query))
+        self._tried.add(normalize_answer_lenient(query))
         try:
             hits = self.retriever.search(query, self.top_k)
         except RetrievalError as error:
@@ -258,7 +263,7 @@ class SearchEnv(TextEnv):
 
     def _answer(self, answer: str) -> Outcome:
         assert self.question is not None
-        correct, report = exact_match(answer, self.question.golden_answers), {}
+        correct, report = exact_match(answer, self.question.golden_answers, lenient=self.lenient_answers), {}
         if not correct:
             correct, report = self._judged(answer)
         if correct:
@@ -290,11 +295,12 @@ class SearchEnv(TextEnv):
         """
         assert self.question is not None, "call reset() first"
         for hop in self.question.metadata.get("support", []):
-            if hop["doc_id"] not in self._retrieved and normalize_answer(hop["query"]) not in self._tried:
+            if hop["doc_id"] not in self._retrieved and normalize_answer_lenient(hop["query"]) not in self._tried:
                 fact = hop["relation"].replace("_", " ")
                 thought = f"I still need one fact about {hop['entity']} ({fact})."
                 return f"<think>{thought}</think>\n<search>{hop['query']}</search>"
-        if not self.question.metadata.get("support") and normalize_answer(self.question.question) not in self._tried:
+        asked = normalize_answer_lenient(self.question.question)
+        if not self.question.metadata.get("support") and asked not in self._tried:
             return f"<think>Let me look this up.</think>\n<search>{self.question.question}</search>"
         return f"<think>The passages give the answer.</think>\n<answer>{self.question.golden_answers[0]}</answer>"
 

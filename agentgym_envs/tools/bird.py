@@ -2,8 +2,9 @@
 
 The agent sees a database schema, a question and BIRD's "evidence" hint, and answers with one
 SQL statement. The statement runs read-only under a time limit (``ReadOnlySQL``); the episode
-ends with reward 1 when its result equals the gold query's result as a set of rows (BIRD's
-execution accuracy; floats compared to 4 decimals), 0 otherwise. A statement that cannot run
+ends with reward 1 when its result equals the gold query's result as a set of rows (SqlGym's
+``set(predicted) == set(gold)``, BIRD's execution accuracy; ``round_floats=True`` compares floats
+to 4 decimals), 0 otherwise. A statement that cannot run
 (syntax error, a write, more than one statement, the time limit) returns SQLite's error text,
 is marked invalid and leaves the database unchanged; the turn cap of 1 makes the episode a
 single attempt under ``gym.make`` (pass ``max_episode_steps`` to allow retries).
@@ -31,7 +32,7 @@ import sqlite3
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -137,9 +138,22 @@ def sqlgym_result(rows: list[tuple[Any, ...]]) -> str:
     return text[:100] + "..." if len(text) > 100 else text
 
 
-def normalize_rows(rows: list[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
-    """Rows as a set, floats rounded to 4 decimals (BIRD compares result sets)."""
+def normalize_rows(rows: Iterable[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
+    """Rows as a set, floats rounded to 4 decimals (``round_floats=True``)."""
     return {tuple(round(v, 4) if isinstance(v, float) else v for v in row) for row in rows}
+
+
+def results_match(
+    predicted: Iterable[tuple[Any, ...]] | None, gold: Iterable[tuple[Any, ...]], round_floats: bool = False
+) -> bool:
+    """SqlGym's grade, ``set(predicted) == set(gold)``; ``round_floats=True`` rounds floats to 4
+    decimals on both sides first. ``predicted`` is ``None`` for a result with more distinct rows than
+    the guard reads (``ReadOnlySQL.max_rows``), which fails."""
+    if predicted is None:
+        return False
+    if round_floats:
+        return normalize_rows(predicted) == normalize_rows(gold)
+    return set(predicted) == set(gold)
 
 
 def format_result(columns: list[str], rows: list[tuple[Any, ...]], limit: int = 10) -> str:
@@ -216,9 +230,7 @@ def _generated_item(local: int) -> tuple[_Item, frozenset[tuple[Any, ...]]]:
     """A generated item and its gold result (gold queries run once per process)."""
     found = bird_data.question(local)
     rows = bird_data.database(found.db_id).execute(found.sql).fetchall()
-    return _Item(found.db_id, found.question, found.evidence, found.sql, found.template), frozenset(
-        normalize_rows(rows)
-    )
+    return _Item(found.db_id, found.question, found.evidence, found.sql, found.template), frozenset(rows)
 
 
 @lru_cache(maxsize=None)
@@ -239,11 +251,15 @@ class BirdEnv(TextEnv):
         bird_dir: str | None = None,
         sql_timeout: float = 3.0,
         detailed_instruction: bool = False,
+        round_floats: bool = False,
     ):
         """``detailed_instruction=True``: our instruction, the schema as CREATE statements with BIRD's
-        evidence, lenient SQL extraction and our verdict, instead of SqlGym's."""
+        evidence, lenient SQL extraction and our verdict, instead of SqlGym's. Results compare as
+        SqlGym compares them, ``set(predicted) == set(gold)``; ``round_floats=True`` rounds floats to
+        4 decimals on both sides first (so ``0.1 + 0.2`` equals ``0.3``)."""
         super().__init__(task_id, render_mode=render_mode)
         self.detailed_instruction = detailed_instruction
+        self.round_floats = bool(round_floats)
         self.offset = ENVS["BIRD"][0]
         self.sql_timeout = sql_timeout
         self.examples: list[BirdExample] | None = None
@@ -285,8 +301,8 @@ class BirdEnv(TextEnv):
                     "SELECT sql FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL ORDER BY rowid"
                 )
             )
-            gold = runner.run(example.sql)
-            self._gold = frozenset(normalize_rows(gold.rows))
+            gold = runner.run(example.sql, distinct=True)
+            self._gold = gold.row_set if gold.row_set is not None else frozenset(gold.rows)
         else:
             self.current, self._gold = _generated_item(item_id - self.offset)
             self.runner(self.current.db_id)
@@ -322,13 +338,12 @@ class BirdEnv(TextEnv):
     def _act(self, action: str) -> Outcome:
         assert self.current is not None, "call reset() first"
         try:
-            result = self.runner(self.current.db_id).run(action)
+            result = self.runner(self.current.db_id).run(action, distinct=True)
         except QueryError as error:
             if not self.detailed_instruction:  # SqlGym's text; the turn cap of 1 still makes this the only attempt
                 return Outcome(str(error).removeprefix("SQL error: "), valid=False)
             return Outcome(f"Error: {error}", valid=False)
-        rows = normalize_rows(result.rows)
-        success = not result.truncated and rows == self._gold
+        success = results_match(result.row_set, self._gold, self.round_floats)
         if not self.detailed_instruction:
             return Outcome(sqlgym_result(result.rows), progress=float(success), score=float(success), done=True,
                            success=success)

@@ -107,10 +107,14 @@ class QueryError(Exception):
 
 @dataclass
 class QueryResult:
+    """``rows``: the first ``max_rows`` rows; ``row_set`` (``run(..., distinct=True)`` only): every
+    distinct row of the whole result, ``None`` if there are more than ``max_rows`` of them."""
+
     columns: list[str]
     rows: list[tuple[Any, ...]]
     truncated: bool
     seconds: float
+    row_set: frozenset[tuple[Any, ...]] | None = None
 
 
 class ReadOnlySQL:
@@ -175,8 +179,37 @@ class ReadOnlySQL:
             rows.extend(batch)
         return rows
 
-    def run(self, sql: str) -> QueryResult:
-        """Execute one read-only statement; raises ``QueryError`` with SQLite's message otherwise."""
+    def _fetch_distinct(
+        self, cursor: sqlite3.Cursor
+    ) -> tuple[list[tuple[Any, ...]], frozenset[tuple[Any, ...]] | None]:
+        """The first ``max_rows + 1`` rows and the set of all distinct rows (``None`` past ``max_rows``
+        of them): the whole result is read, under the time limit, the size of the rows kept (listed or
+        distinct) counted against ``max_bytes``."""
+        rows: list[tuple[Any, ...]] = []
+        seen: set[tuple[Any, ...]] = set()
+        size = 0
+        while batch := cursor.fetchmany(200):
+            for row in batch:
+                kept, new = len(rows) <= self.max_rows, row not in seen
+                if kept:
+                    rows.append(row)
+                if new:
+                    seen.add(row)
+                    if len(seen) > self.max_rows:
+                        return rows, None
+                if not (kept or new):
+                    continue
+                size += 16 * len(row) + sum(len(v) for v in row if isinstance(v, (str, bytes)))
+                if size > self.max_bytes:
+                    raise QueryError(
+                        f"The result is too large (over {self.max_bytes // 1_000_000} MB); select fewer rows or columns."
+                    )
+        return rows, frozenset(seen)
+
+    def run(self, sql: str, distinct: bool = False) -> QueryResult:
+        """Execute one read-only statement; raises ``QueryError`` with SQLite's message otherwise.
+        ``distinct=True`` reads the whole result for ``QueryResult.row_set`` (result sets compared
+        as sets, the rows kept for display still capped)."""
         statement = sql.strip()
         if not statement:
             raise QueryError("The SQL statement is empty.")
@@ -189,7 +222,11 @@ class ReadOnlySQL:
             if cursor.description is None:
                 raise QueryError("Only SELECT queries are allowed; the database is read-only.")
             columns = [d[0] for d in cursor.description]
-            rows = self._fetch(cursor)
+            row_set = None
+            if distinct:
+                rows, row_set = self._fetch_distinct(cursor)
+            else:
+                rows = self._fetch(cursor)
         except (sqlite3.Error, sqlite3.Warning) as error:  # Warning: older Pythons' 'one statement' error
             raise QueryError(_explain(str(error), self.timeout)) from None
         except (OverflowError, MemoryError, ValueError) as error:
@@ -201,4 +238,4 @@ class ReadOnlySQL:
             if self.db.in_transaction:
                 self.db.rollback()
         truncated = len(rows) > self.max_rows
-        return QueryResult(columns, rows[: self.max_rows], truncated, time.perf_counter() - started)
+        return QueryResult(columns, rows[: self.max_rows], truncated, time.perf_counter() - started, row_set)

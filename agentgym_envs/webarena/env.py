@@ -128,9 +128,12 @@ class WebArenaEnv(TextEnv):
         page_load_timeout: float = 10.0,
         judge: LLMJudge | dict[str, Any] | None = None,
         step_timeout: float = 60.0,
+        lenient_matching: bool = False,
     ):
         """``judge`` (off by default): an ``LLMJudge`` or its fields ({"base_url", "model", ...}) that
-        grades ``fuzzy_match`` string answers as WebArena does, instead of the fixed offline rule."""
+        grades ``fuzzy_match`` string answers as WebArena does, instead of the fixed offline rule.
+        ``lenient_matching=True``: the project's forgiving string and URL checks instead of
+        WebArena's (see ``evaluation.py``)."""
         require("selenium", extra="web")
         from agentgym_envs.web.browser import require_browser
 
@@ -139,6 +142,7 @@ class WebArenaEnv(TextEnv):
         self._site_keys = [SUBTASK_SITE[sub] for sub in self.task.subtasks]
         self.page_load_timeout = float(page_load_timeout)
         self.judge = LLMJudge.of(judge)
+        self.lenient_matching = bool(lenient_matching)
         #: wall-clock bound of a step (or reset): past it the browser is killed, relaunched and the page reloaded
         self.step_timeout = float(step_timeout)
         self._external_configs: dict[int, dict[str, Any]] | None = None
@@ -410,7 +414,7 @@ class WebArenaEnv(TextEnv):
 
         try:
             score, failures = evaluate(self._config, answer, self._current_url(), self.real_url, run_locator,
-                                       run_sql if self.embedded else None, fuzzy)
+                                       run_sql if self.embedded else None, fuzzy, self.lenient_matching)
         except JudgeUnavailable as error:
             return 0.0, [str(error)]
         return score, [self.display_url(failure) for failure in failures]  # no random loopback port in info

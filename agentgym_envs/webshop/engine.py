@@ -141,9 +141,15 @@ def describe_available(has_search_bar: bool, clickables: list[str]) -> str:
 class Shop:
     """The shop of one catalogue: pages, transitions and purchases (stateless, shared by envs)."""
 
-    def __init__(self, catalogue: Catalogue, search: ProductSearch):
+    def __init__(self, catalogue: Catalogue, search: ProductSearch, exact_sizes: bool = False):
+        """``exact_sizes=True``: purchases are scored with sizes matched exactly (see ``reward``)."""
         self.catalogue = catalogue
         self.search = search
+        self.exact_sizes = exact_sizes
+
+    def scoring(self, exact_sizes: bool) -> "Shop":
+        """This shop (same catalogue and search index) scoring with ``exact_sizes``."""
+        return self if exact_sizes == self.exact_sizes else Shop(self.catalogue, self.search, exact_sizes)
 
     def product(self, asin: str) -> Product:
         return self.catalogue.by_asin[asin]
@@ -296,7 +302,7 @@ class Shop:
         yield Segment(f"Your score (min 0.0, max 1.0): {reward.reward:.4f}", role="score")
 
     def purchase(self, state: PageState, goal: Goal) -> RewardBreakdown:
-        return score_purchase(self.product(state.asin), goal, state.chosen)
+        return score_purchase(self.product(state.asin), goal, state.chosen, exact_sizes=self.exact_sizes)
 
 
 # ---- the expert ----------------------------------------------------------------------------------
@@ -332,7 +338,8 @@ class Oracle:
                 best = max(values, key=lambda v: _option_fit(name, v, wanted), default=None)
                 if best is not None and _option_fit(name, best, wanted) > 0:
                     chosen[name] = best
-            self._plans[asin] = (chosen, score_purchase(product, self.goal, chosen).reward)
+            reward = score_purchase(product, self.goal, chosen, exact_sizes=self.shop.exact_sizes).reward
+            self._plans[asin] = (chosen, reward)
         return self._plans[asin]
 
     def _pick(self, results: tuple[str, ...]) -> int | None:

@@ -162,11 +162,15 @@ class WebShopEnv(TextEnv):
         reviews_file: str | os.PathLike[str] | None = None,
         browser_config: Any = None,
         detailed_instruction: bool = False,
+        exact_sizes: bool = False,
     ):
         """``detailed_instruction=True`` explains the page format, the buttons and the reward
-        instead of AgentGym's shorter instruction."""
+        instead of AgentGym's shorter instruction. The reward is WebShop's; ``exact_sizes=True``
+        matches a chosen size only to the very size asked for (WebShop matches it fuzzily, so
+        "3 piece set" passes for "2 piece set")."""
         super().__init__(task_id, render_mode=render_mode)
         self.detailed_instruction = detailed_instruction
+        self.exact_sizes = bool(exact_sizes)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if importlib.util.find_spec("bm25s") is None:
@@ -211,7 +215,7 @@ class WebShopEnv(TextEnv):
     @property
     def shop(self) -> Shop:
         if self._shop is None:
-            self._shop = shop_for(self.catalogue)
+            self._shop = shop_for(self.catalogue).scoring(self.exact_sizes)
         return self._shop
 
     def accepts_item(self, item_id: int) -> bool:

@@ -1,20 +1,31 @@
-"""The WebShop reward (Yao et al., 2022, section 3.3) for buying a product with some options.
+"""The WebShop reward, as WebShop's ``goal.py`` (AgentGym's copy) computes it.
 
     reward = r_type * (matched attributes + matched options + [price <= limit])
                     / (goal attributes   + goal options   + 1)
 
-* attributes: a goal attribute matches when a product attribute is a fuzzy match (token-set
-  ratio above 85) or the phrase appears in the title, the bullet points or the description;
-* options: a chosen option matches a goal option exactly for sizes and by fuzzy match otherwise,
-  after colours are reduced to a base colour ("navy blue" -> "blue"), or when the value appears in
-  the product text; unchosen options score nothing;
+* attributes: a goal attribute matches when a product attribute is a fuzzy match (thefuzz's
+  ``token_set_ratio``, rounded to an integer, above 85) or the phrase appears in the lower-cased
+  title, bullet points or description;
+* options: every goal option value and every chosen value are reduced by WebShop's
+  ``normalize_color`` (the first name of its colour list found anywhere in the value: "navy blue"
+  -> "blue", "dark grey" -> "dark"); a goal option matches when some chosen value is a fuzzy match
+  of it (token set ratio above 85, sizes included); unchosen options score nothing;
 * r_type in {0, 0.1, 0.5, 1}: 1 when the product has the goal's search query, shares two category
   levels, or shares enough title nouns; it drops when the titles share few or no nouns.
 
-WebShop finds title nouns with spaCy's tagger; this module uses the content words of the title
-(stop words, adjectives of the shop vocabulary, colours and numbers removed), so no language model
-is needed. Everything else follows the paper's definition. ``reward`` is in [0, 1]; 1 means every
-requirement is met (the success criterion).
+Two differences from upstream's code, listed in docs/fidelity.md:
+
+* WebShop finds title nouns with spaCy's ``en_core_web_lg`` tagger, which is not installable from
+  PyPI; this module uses the content words of the title (stop words, adjectives of the shop
+  vocabulary, colours and numbers removed).
+* A goal whose options are a dict (the generated goals here, WebShop's synthetic goals) is scored
+  on its option values. AgentGym's copy passes the dict's ``(name, value)`` pairs, which its colour
+  step leaves unreduced while the chosen value is reduced ("dark wash" -> "ash"), so some correct
+  purchases score below 1 there.
+
+``fuzz_ratio`` and ``token_set_ratio`` follow thefuzz 0.19.0 (WebShop's pin) without its
+python-Levenshtein speed-up, i.e. on ``difflib.SequenceMatcher``. ``reward`` is in [0, 1]; 1 means
+every requirement is met (the success criterion).
 """
 
 from __future__ import annotations
@@ -28,48 +39,22 @@ from typing import Mapping
 from agentgym_envs.webshop.catalogue import Goal, Product
 
 FUZZY_THRESHOLD = 85
+#: Option names matched exactly with ``exact_sizes=True`` (upstream matches every option fuzzily).
 EXACT_MATCH_OPTIONS = ("size",)
 
-#: Base colours, longer names first so "light blue" wins over "blue" where both are listed.
-BASE_COLORS = (
-    "rose gold",
-    "space gray",
-    "black",
-    "white",
-    "grey",
-    "gray",
-    "silver",
-    "gold",
-    "beige",
-    "ivory",
-    "cream",
-    "khaki",
-    "tan",
-    "brown",
-    "red",
-    "burgundy",
-    "wine",
-    "maroon",
-    "pink",
-    "purple",
-    "lavender",
-    "violet",
-    "blue",
-    "navy",
-    "teal",
-    "turquoise",
-    "green",
-    "olive",
-    "mint",
-    "sage",
-    "yellow",
-    "mustard",
-    "orange",
-    "coral",
-    "taupe",
-    "charcoal",
-    "multicolor",
-    "clear",
+#: WebShop's ``normalize.py`` colour list, in its order: a value reduces to the first entry it contains.
+COLOR_SET = (
+    "alabaster", "apricot", "aqua", "ash", "asphalt", "azure", "banana", "beige", "black", "blue",
+    "blush", "bordeaux", "bronze", "brown", "burgundy", "camel", "camo", "caramel", "champagne",
+    "charcoal", "cheetah", "chestnut", "chocolate", "christmas", "coffee", "cognac", "copper", "coral",
+    "cranberry", "cream", "crystal", "dark", "denim", "eggplant", "elephant", "espresso", "fuchsia",
+    "gold", "granite", "grape", "graphite", "grass", "gray", "green", "grey", "heather", "indigo",
+    "ivory", "ivy", "khaki", "lavender", "lemon", "leopard", "light", "lilac", "lime", "magenta",
+    "maroon", "mauve", "merlot", "midnight", "mint", "mocha", "multicolor", "mushroom", "mustard",
+    "natural", "navy", "nude", "olive", "orange", "peach", "pewter", "pink", "plum", "purple",
+    "rainbow", "red", "rose", "royal", "rust", "sand", "sapphire", "seashell", "silver", "skull",
+    "slate", "steel", "stone", "stonewash", "sunflower", "tan", "taupe", "teal", "tiger", "turquoise",
+    "violet", "walnut", "wheat", "white", "wine", "yellow",
 )
 
 _STOPWORDS = frozenset("""
@@ -105,39 +90,48 @@ class RewardBreakdown:
 
 
 def normalize_color(value: str) -> str:
-    """Reduce a colour option to the first base colour it names ("navy blue" -> "blue"), as WebShop does."""
-    words = f" {value} "
-    for color in BASE_COLORS:
-        if f" {color} " in words:
+    """WebShop's ``normalize_color``: the first entry of ``COLOR_SET`` that occurs in ``value`` (as a
+    substring: "dark grey" -> "dark", "dark wash" -> "ash"), else ``value`` unchanged."""
+    for color in COLOR_SET:
+        if color in value:
             return color
     return value
 
 
-def _ratio(a: str, b: str) -> float:
-    return 100.0 * SequenceMatcher(None, a, b).ratio() if a or b else 100.0
+_NON_ALNUM = re.compile(r"(?ui)\W")
+_LATIN1 = dict.fromkeys(range(128, 256))
+
+
+def _full_process(text: str) -> str:
+    """thefuzz's ``full_process(force_ascii=True)``: characters 128-255 dropped, every non-word
+    character a space, lower case, stripped."""
+    return _NON_ALNUM.sub(" ", text.translate(_LATIN1)).lower().strip()
+
+
+def fuzz_ratio(a: str, b: str) -> int:
+    """thefuzz's ``ratio``: 100 for equal strings, 0 if one is empty, else the rounded
+    ``SequenceMatcher`` ratio in percent."""
+    if a == b:
+        return 100
+    if not a or not b:
+        return 0
+    return int(round(100 * SequenceMatcher(None, a, b).ratio()))
 
 
 @lru_cache(maxsize=65_536)
-def token_set_ratio(a: str, b: str) -> float:
-    """Fuzzy similarity 0-100 that ignores word order and duplicated words (the thefuzz measure).
-
-    Both strings become sets of lower-case words; the common words are compared with the common
-    words plus each side's remainder, and the best of the three comparisons wins. A phrase whose
-    words are all contained in the other scores 100.
-    """
-    words_a = set(re.findall(r"\w+", a.lower()))
-    words_b = set(re.findall(r"\w+", b.lower()))
-    if not words_a or not words_b:
-        return 0.0
+def token_set_ratio(a: str, b: str) -> int:
+    """thefuzz's ``token_set_ratio`` (0-100, an integer): both strings processed into sets of words;
+    the sorted common words are compared with the common words plus each side's remainder and
+    the two remainders' versions with each other; the best of the three wins. A phrase whose words
+    are all contained in the other scores 100."""
+    processed_a, processed_b = _full_process(a), _full_process(b)
+    if not processed_a or not processed_b:
+        return 0
+    words_a, words_b = set(processed_a.split()), set(processed_b.split())
     common = " ".join(sorted(words_a & words_b))
-    rest_a = " ".join(sorted(words_a - words_b))
-    rest_b = " ".join(sorted(words_b - words_a))
-    full_a = f"{common} {rest_a}".strip()
-    full_b = f"{common} {rest_b}".strip()
-    scores = [_ratio(full_a, full_b)]
-    if common:
-        scores += [_ratio(common, full_a), _ratio(common, full_b)]
-    return max(scores)
+    full_a = f"{common} {' '.join(sorted(words_a - words_b))}".strip()
+    full_b = f"{common} {' '.join(sorted(words_b - words_a))}".strip()
+    return max(fuzz_ratio(common, full_a), fuzz_ratio(common, full_b), fuzz_ratio(full_a, full_b))
 
 
 def title_nouns(title: str) -> frozenset[str]:
@@ -179,30 +173,30 @@ def attribute_matches(product: Product, goal: Goal) -> int:
     return matches
 
 
-def option_matches(product: Product, goal: Goal, chosen: Mapping[str, str]) -> int:
-    """Chosen options that satisfy a goal option (capped at the number of goal options)."""
-    goal_values = [normalize_color(v) for v in goal.option_values]
-    title, bullets, description = _product_text(product)
-    matches = 0
-    for name, value in chosen.items():
-        value = normalize_color(value)
-        if name.lower() in EXACT_MATCH_OPTIONS:
-            matched = value in goal_values
-        else:
-            matched = any(token_set_ratio(wanted, value) > FUZZY_THRESHOLD for wanted in goal_values)
-        if matched or value in title or value in bullets or value in description:
-            matches += 1
-    return min(matches, len(goal_values))
+def option_matches(product: Product, goal: Goal, chosen: Mapping[str, str], exact_sizes: bool = False) -> int:
+    """Goal option values that some chosen value satisfies, as AgentGym's ``get_option_reward``:
+    both sides through ``normalize_color``, then a token set ratio above 85 (every option, sizes
+    too; nothing is looked up in the product's text). ``exact_sizes=True`` (ours): a chosen size
+    satisfies only the very value, so "3 piece set" is not "2 piece set" and "king" not
+    "california king". ``product`` is unused (kept for callers)."""
+    del product
+    have = [(name.lower() in EXACT_MATCH_OPTIONS, normalize_color(value)) for name, value in chosen.items()]
+    return sum(
+        any(value == wanted if (exact_sizes and is_size) else token_set_ratio(value, wanted) > FUZZY_THRESHOLD
+            for is_size, value in have)
+        for wanted in (normalize_color(value) for value in goal.option_values)
+    )
 
 
 def score_purchase(
-    product: Product, goal: Goal, chosen: Mapping[str, str], price: float | None = None
+    product: Product, goal: Goal, chosen: Mapping[str, str], price: float | None = None, exact_sizes: bool = False
 ) -> RewardBreakdown:
-    """The reward for buying ``product`` with options ``chosen`` (option name -> value) against ``goal``."""
+    """The reward for buying ``product`` with options ``chosen`` (option name -> value) against ``goal``
+    (``exact_sizes``: see ``option_matches``)."""
     price = product.price if price is None else price
     r_type, query_match, category_match, title_score = type_reward(product, goal)
     attributes = attribute_matches(product, goal)
-    options = option_matches(product, goal, chosen)
+    options = option_matches(product, goal, chosen, exact_sizes)
     price_ok = price <= goal.price_upper
     total = len(goal.attributes) + len(goal.option_values) + 1
     reward = r_type * (attributes + options + int(price_ok)) / total
