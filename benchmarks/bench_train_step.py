@@ -25,6 +25,7 @@ learning experiment (``--throughput``).
     python benchmarks/bench_train_step.py --configs baseline,fast --steps 2
     python benchmarks/bench_train_step.py --throughput    # episodes per hour at 6 turns (~10 min)
     python benchmarks/bench_train_step.py --quick         # baseline and fast only
+    python benchmarks/bench_train_step.py --configs fast,vllm   # today's HF defaults against the vLLM engine
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ CONFIGS: dict[str, list[str]] = {
     name: [flag for change in list(OFF)[index:] for flag in OFF[change]]
     for index, name in enumerate(["baseline", *list(OFF)[:-1], "fast"])
 }
+# "fast" with the vLLM engine process generating (use_vllm; its importance correction adds a no-grad forward)
+CONFIGS["vllm"] = [*CONFIGS["fast"], "--use_vllm", "true"]
 THROUGHPUT_ENVS = ("AgentGym/BabyAI-GoTo-v0", "AgentGym/TextCraft-Depth1-v0")
 THROUGHPUT_TURN_TOKENS = 64
 
@@ -278,6 +281,9 @@ def profile_summary(profile: StepProfile, log: dict[str, Any], body: float, head
     prefill_tokens = profile.phase("prefill").tokens
     rollout = profile.phase("rollout").seconds
     generation = profile.phase("prefill").seconds + profile.phase("decode").seconds
+    if not generated:  # the vLLM engine generates in its own process: its tokens from the log, its time the rollout's
+        generated = int(round(log.get("agent/model_tokens_mean", 0.0) * batch.get("rows", 0)))
+        generation = rollout - log.get("agent/env_s", 0.0)
     training = sum(profile.phase(n).seconds for n in ("reference_forward", "policy_forward", "backward", "optimizer"))
     # useful FLOPs: body on every real token, LM head on completion tokens only; forward 1x, backward 2x
     real, completion = batch.get("real_tokens", 0), batch.get("completion_tokens", 0)
@@ -425,7 +431,8 @@ def main() -> None:
                 "step_speedup": round(base["step_s"] / last["step_s"], 2),
                 "training_part_speedup": round(base["training_part_s"] / last["training_part_s"], 2),
                 "sampled_tokens_per_s_ratio": round(last["rollout"]["sampled_tokens_per_s"]
-                                                    / base["rollout"]["sampled_tokens_per_s"], 2),
+                                                    / base["rollout"]["sampled_tokens_per_s"], 2)
+                if last["rollout"]["sampled_tokens_per_s"] and base["rollout"]["sampled_tokens_per_s"] else None,
                 "peak_rss_ratio": round(last["peak_rss_gb"] / base["peak_rss_gb"], 2),
             }
     write_result("train_step", {
