@@ -135,21 +135,24 @@ class AgentGRPOTrainer(GRPOTrainer):
         # share this environment's pins: TRL is built without it and told afterwards (its weight-sync hook and
         # importance-sampling correction then run as with its own vLLM).
         wants_vllm, args.use_vllm = args.use_vllm, False
-        with warnings.catch_warnings():  # rollout_func is "experimental" in TRL; this class validates its output
-            warnings.filterwarnings("ignore", message=".*rollout_func.*experimental")
-            super().__init__(
-                model=model,
-                reward_funcs=funcs,
-                args=args,
-                train_dataset=train_dataset,
-                eval_dataset=eval_dataset,
-                processing_class=processing_class,
-                callbacks=callbacks,
-                peft_config=peft_config,
-                rollout_func=self._agent_rollout,
-                **kwargs,
-            )
-        args.use_vllm = self.use_vllm = wants_vllm
+        try:
+            with warnings.catch_warnings():  # rollout_func is "experimental" in TRL; this class validates its output
+                warnings.filterwarnings("ignore", message=".*rollout_func.*experimental")
+                super().__init__(
+                    model=model,
+                    reward_funcs=funcs,
+                    args=args,
+                    train_dataset=train_dataset,
+                    eval_dataset=eval_dataset,
+                    processing_class=processing_class,
+                    callbacks=callbacks,
+                    peft_config=peft_config,
+                    rollout_func=self._agent_rollout,
+                    **kwargs,
+                )
+        finally:
+            args.use_vllm = wants_vllm  # the config says what the user asked, even when TRL refused it
+        self.use_vllm = wants_vllm
         self.vllm_engine = self._start_vllm_engine(model) if wants_vllm else None
         self.chat = ChatEncoder(self._tokenizer, self.eos_token_ids, args.chat_template_kwargs)
         self._owns_env_pool = env_pool is None

