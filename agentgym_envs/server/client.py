@@ -192,16 +192,23 @@ class RemoteEnv(gym.Env[str, str]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self._check_open()
-        self._episode_active = False
         body = {"seed": seed, "options": options}
         if self.session is None:
+            self._episode_active = False
             self._create_session()
         try:
+            # a reset the env rejects (ValueError: bad options) keeps the episode in progress, as a local env does
             data = self._request("POST", f"/v1/sessions/{self.session}/reset", body)
         except SessionLostError:  # restarted server, reaped or closed env: start afresh
+            self._episode_active = False
             self.session = None
             self._create_session()
             data = self._request("POST", f"/v1/sessions/{self.session}/reset", body)
+        except ValueError:
+            raise
+        except BaseException:  # the engine crashed or the server is gone: the episode is lost
+            self._episode_active = False
+            raise
         self._seq = 0
         self._episode_active = True
         self._last_action, self._last_observation, self._info = None, data["observation"], data["info"]
