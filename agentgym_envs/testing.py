@@ -209,9 +209,9 @@ def hostile_actions(seed_action: str) -> dict[str, str]:
         if _NUMBER_RUN.search(seed_action) and arguments is None:
             actions[f"{name}: as numbers"] = _NUMBER_RUN.sub(lambda _: payload, seed_action)
         brackets = list(_BRACKETED.finditer(seed_action))
-        if brackets:
-            last = brackets[-1]
-            actions[f"{name}: in brackets"] = f"{seed_action[: last.start(1)]}{payload}{seed_action[last.end(1) :]}"
+        for number, bracket in enumerate(brackets, 1):  # every argument: type [id] [TEXT] [1|0] types its text
+            label = "in brackets" if number == len(brackets) else f"in bracket {number}"
+            actions[f"{name}: {label}"] = f"{seed_action[: bracket.start(1)]}{payload}{seed_action[bracket.end(1) :]}"
         tag = _TAGGED.search(seed_action)
         if tag:
             actions[f"{name}: in a tag"] = f"{seed_action[: tag.start(2)]}{payload}{seed_action[tag.end(2) :]}"
@@ -253,6 +253,10 @@ def _seed_actions(env: gym.Env, family: str) -> list[str]:
     except NotImplementedError:
         pass
     seeds.append(base.random_action(np.random.default_rng(0)))
+    tree = getattr(base, "_tree", None)  # a browser page: typing into its first text field too
+    fields = [node.id for node in getattr(tree, "nodes", ()) if node.role in ("textbox", "searchbox", "combobox")]
+    if fields:
+        seeds.append(f"```type [{fields[0]}] [hello] [0]```")
     if family in FOREIGN_ACTIONS:
         seeds.append(FOREIGN_ACTIONS[family])
     return list(dict.fromkeys(seeds))
