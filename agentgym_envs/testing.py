@@ -99,6 +99,7 @@ def check_text_env(env_id: str, memory_resets: int | None = None) -> None:
     check_bad_actions(env_id)
     check_hostile_actions(env_id)
     check_close_twice(env_id)
+    check_step_after_close(env_id)
     check_reset_memory(env_id, resets=memory_resets)
 
 
@@ -338,6 +339,30 @@ def check_close_twice(env_id: str) -> None:
     env.step(expert_or_random(env, 0))
     env.close()
     env.close()
+
+
+def check_step_after_close(env_id: str) -> None:
+    """After ``close()`` every id follows one rule (Gymnasium's): ``step`` raises ``gym.error.ResetNeeded``
+    without touching an engine (no browser or JVM is started again), and ``reset`` starts a new episode."""
+    env = gym.make(env_id)
+    try:
+        env.reset(seed=0, options={"split": "test", "index": 0})
+        env.step(expert_or_random(env, 0))
+        env.close()
+        for _ in range(2):
+            try:
+                env.step("look")
+            except gym.error.ResetNeeded:
+                pass
+            else:
+                raise AssertionError(f"{env_id}: step after close() did not raise gym.error.ResetNeeded")
+        assert getattr(env.unwrapped, "_browser", None) is None, f"{env_id}: step after close() started a browser"
+        obs, info = env.reset(seed=0, options={"split": "test", "index": 0})
+        assert isinstance(obs, str) and info["item_id"] is not None
+        _, _, _, _, info = env.step(expert_or_random(env, 0))
+        assert info["turn"] == 1, f"{env_id}: the episode after close() and reset() did not start afresh"
+    finally:
+        env.close()
 
 
 def check_reset_memory(env_id: str, resets: int | None = None, python_limit_mb: float = 4.0, rss_limit_mb: float = 64.0) -> None:

@@ -169,7 +169,8 @@ class RemoteEnv(gym.Env[str, str]):
         self.backoff = backoff
         token = token or os.environ.get(TOKEN_VARIABLE)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._pool_key, self._client = _acquire_client(self.url, timeout, connect_timeout, pool_size)
+        self._client_settings = (timeout, connect_timeout, pool_size)
+        self._pool_key, self._client = _acquire_client(self.url, *self._client_settings)
         self._closed = False
         self.session: str | None = None
         self.server_id: str | None = None
@@ -191,7 +192,9 @@ class RemoteEnv(gym.Env[str, str]):
     # ---- Gymnasium API --------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        self._check_open()
+        if self._closed:  # reset after close starts afresh, as a local env does (a new served env)
+            self._pool_key, self._client = _acquire_client(self.url, *self._client_settings)
+            self._closed, self._episode_active, self.session = False, False, None
         body = {"seed": seed, "options": options}
         if self.session is None:
             self._episode_active = False
@@ -215,7 +218,8 @@ class RemoteEnv(gym.Env[str, str]):
         return data["observation"], data["info"]
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self._check_open()
+        if self._closed:
+            raise RemoteResetNeeded("this remote env was closed: call reset() to start a new episode", code="closed")
         if not self._episode_active:
             raise RemoteResetNeeded("call reset() before step(): no episode is running on this remote env", code="reset_needed")
         if not isinstance(action, str):
@@ -241,6 +245,7 @@ class RemoteEnv(gym.Env[str, str]):
         if self._closed:
             return
         self._closed = True
+        self._episode_active = False
         if self.session is not None:
             try:
                 self._client.delete(f"/v1/sessions/{self.session}", timeout=2.0)

@@ -363,6 +363,7 @@ class WebArenaEnv(TextEnv):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """As ``TextEnv.step``; on the last turn of the budget without ``stop``, whatever the response
         was, the final state is scored (empty answer), so state-changing tasks count at the cap."""
+        self.require_episode()  # before self.browser, which would start a Chromium for a closed env
         with self.browser.time_limit(self.step_timeout):
             return self._bounded_step(action)
 
