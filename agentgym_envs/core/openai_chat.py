@@ -9,7 +9,7 @@ are never followed, so an API key only ever goes to the configured host.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
@@ -35,19 +35,14 @@ class EndpointURL:
     API key from its user info, and its query (sent with every request, never glued into the path)."""
 
     base_url: str
-    api_key: str | None = None
-    query: tuple[tuple[str, str], ...] = ()
+    api_key: str | None = field(default=None, repr=False)  # never in a repr, a log or a traceback's locals view
+    query: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
     def secrets(self) -> tuple[str, ...]:
         """The credential values in the URL (to be scrubbed from any message)."""
         found = [self.api_key or ""] + [value for name, value in self.query if _SECRET_PARAMETER.search(name)]
         return tuple(value for value in found if value)
-
-    def redact(self, text: str) -> str:
-        for secret in sorted(self.secrets, key=len, reverse=True):
-            text = text.replace(secret, "***")
-        return text
 
 
 def parse_endpoint(url: str) -> EndpointURL:
@@ -56,7 +51,12 @@ def parse_endpoint(url: str) -> EndpointURL:
     password, or the user name when there is none) and the whole query, which the client sends as
     ``default_query``. Refused: a fragment, a parameter named twice or without a name (the client's
     query is a mapping), a URL that is not http(s)."""
-    parts = urlsplit(url.strip())
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        raise EndpointURLError("the endpoint URL cannot be read (a bad port or bracket?); give it as "
+                               "http://host:port/v1") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise EndpointURLError(f"the endpoint must be an http(s) URL like http://127.0.0.1:8000/v1, got "
                                f"{_without_credentials(parts)!r}")
@@ -91,13 +91,10 @@ def safe_url(url: str) -> str:
     try:
         return parse_endpoint(url).base_url
     except (EndpointURLError, ValueError):
-        return _without_credentials(urlsplit(url))
-
-
-def base_url_of(url: str) -> str:
-    """``http://host:8000/v1`` or ``.../v1/chat/completions`` -> ``http://host:8000/v1`` (what the client takes),
-    without credentials or query."""
-    return parse_endpoint(url).base_url.split("?", 1)[0]
+        try:
+            return _without_credentials(urlsplit(url))
+        except ValueError:
+            return "(an unreadable URL)"
 
 
 def openai_module() -> ModuleType:

@@ -53,7 +53,8 @@ def _pyplot() -> Any:
 def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The rows of a metrics file that have a numeric ``step`` (cut, damaged or step-less lines are skipped)."""
     return [row for _, row in read_jsonl(path)
-            if isinstance(row, dict) and isinstance(row.get("step"), (int, float)) and not isinstance(row["step"], bool)]
+            if isinstance(row, dict) and isinstance(row.get("step"), (int, float))
+            and not isinstance(row["step"], bool)]
 
 
 def series(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], list[float]]:
@@ -201,7 +202,8 @@ def plot_scaling(summary: Mapping[str, Any], out_dir: str | os.PathLike) -> Plot
             success = entry["subtasks"]["overall"]["success"]
             if success is not None:
                 by_env.setdefault(entry["env_id"], []).append((int(entry["max_turns"]), 100 * float(success)))
-            subtasks = {name: m for name, m in entry["subtasks"].items() if name != "overall" and m["success"] is not None}
+            subtasks = {name: m for name, m in entry["subtasks"].items()
+                        if name != "overall" and m["success"] is not None}
             if len(subtasks) > 1:  # a family-wide id: one thin line per sub-task under the overall line
                 for name, metrics in subtasks.items():
                     by_subtask.setdefault((entry["env_id"], name), []).append(
@@ -274,7 +276,8 @@ def _read_summary(path: Path) -> dict[str, Any]:
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise PlotError(f"{path} is not valid JSON ({type(error).__name__}); rerun agentgym eval to rewrite it") from None
+        raise PlotError(f"{path} is not valid JSON ({type(error).__name__}); rerun agentgym eval to rewrite it"
+                        ) from None
     results = summary.get("results") if isinstance(summary, dict) else None
     if not isinstance(results, list) or not all(isinstance(entry, dict) and "max_turns" in entry for entry in results):
         raise PlotError(f"{path} has no list of results with a max_turns each; rerun agentgym eval to rewrite it")

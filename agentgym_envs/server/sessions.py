@@ -22,7 +22,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentgym_envs.core.safety import parse_count
 from agentgym_envs.core.tasks import get_task, list_tasks
 
 logger = logging.getLogger("agentgym.server")
