@@ -110,7 +110,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     serve(args.env, host=args.host, port=args.port, max_envs=args.max_envs, idle_timeout=args.idle_timeout,
           max_body_bytes=args.max_body_bytes, log_level=args.log_level, token=args.token,
-          request_timeout=args.request_timeout)
+          request_timeout=args.request_timeout, allowed_hosts=args.allowed_host)
     return 0
 
 
@@ -196,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--token", default=None,
                        help="require 'Authorization: Bearer TOKEN' (default $AGENTGYM_SERVER_TOKEN); "
                             "needed to bind anything but loopback")
+    serve.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                       help="a host name clients may use in the Host header besides the bound address and loopback "
+                            "names (repeat for several); others are refused, against DNS rebinding")
     serve.add_argument("--request-timeout", type=float, default=10.0,
                        help="seconds a client may take to send a request; silent connections are dropped")
     serve.set_defaults(run=cmd_serve)

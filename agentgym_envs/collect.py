@@ -40,6 +40,7 @@ import agentgym_envs
 from agentgym_envs.agents import make_agent
 from agentgym_envs.core import MissingExtraError
 from agentgym_envs.core.episode import ENV_ERROR
+from agentgym_envs.core.jsonl import append_lines, read_jsonl
 from agentgym_envs.core.loop import close_quietly, run_episode
 from agentgym_envs.core.safety import valid_utf8
 
@@ -134,19 +135,19 @@ class Journal:
             self._write({"settings": settings})
 
     def _load(self) -> None:
-        lines = self.path.read_text(encoding="utf-8").splitlines()
-        header = json.loads(lines[0]) if lines else {}
+        lines = read_jsonl(self.path)  # cut (a kill) or damaged lines are skipped with a warning
+        first = next(lines, None)
+        header = first[1] if first is not None and first[0] == 1 and isinstance(first[1], dict) else {}
         if header.get("settings") != self.settings:
             raise ValueError(
                 f"{self.path} belongs to a collection with other settings ({header.get('settings')}, now "
                 f"{self.settings}); pass --overwrite to start over, or another --out"
             )
-        for line in lines[1:]:
+        for number, entry in lines:
             try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:  # the line a kill cut off
-                continue
-            self.entries[(entry["env_id"], entry["index"])] = entry
+                self.entries[(str(entry["env_id"]), int(entry["index"]))] = entry
+            except (TypeError, KeyError, ValueError):
+                logger.warning("%s line %d is not a journal entry; skipped", self.path, number)
 
     def add(self, env_id: str, index: int, kept: bool, row: dict[str, Any]) -> None:
         entry = {"env_id": env_id, "index": index, "kept": kept, "row": row}
@@ -154,9 +155,8 @@ class Journal:
         self._write(entry)
 
     def _write(self, entry: dict[str, Any]) -> None:
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(valid_utf8(entry), ensure_ascii=False) + "\n")
-            handle.flush()
+        # after a line a kill cut off, a new line first (else that line swallows this entry)
+        append_lines(self.path, json.dumps(valid_utf8(entry), ensure_ascii=False) + "\n")
 
 
 def collect(

@@ -99,6 +99,7 @@ def check_text_env(env_id: str, memory_resets: int | None = None) -> None:
     check_bad_actions(env_id)
     check_hostile_actions(env_id)
     check_close_twice(env_id)
+    check_step_after_close(env_id)
     check_reset_memory(env_id, resets=memory_resets)
 
 
@@ -209,9 +210,9 @@ def hostile_actions(seed_action: str) -> dict[str, str]:
         if _NUMBER_RUN.search(seed_action) and arguments is None:
             actions[f"{name}: as numbers"] = _NUMBER_RUN.sub(lambda _: payload, seed_action)
         brackets = list(_BRACKETED.finditer(seed_action))
-        if brackets:
-            last = brackets[-1]
-            actions[f"{name}: in brackets"] = f"{seed_action[: last.start(1)]}{payload}{seed_action[last.end(1) :]}"
+        for number, bracket in enumerate(brackets, 1):  # every argument: type [id] [TEXT] [1|0] types its text
+            label = "in brackets" if number == len(brackets) else f"in bracket {number}"
+            actions[f"{name}: {label}"] = f"{seed_action[: bracket.start(1)]}{payload}{seed_action[bracket.end(1) :]}"
         tag = _TAGGED.search(seed_action)
         if tag:
             actions[f"{name}: in a tag"] = f"{seed_action[: tag.start(2)]}{payload}{seed_action[tag.end(2) :]}"
@@ -253,6 +254,10 @@ def _seed_actions(env: gym.Env, family: str) -> list[str]:
     except NotImplementedError:
         pass
     seeds.append(base.random_action(np.random.default_rng(0)))
+    tree = getattr(base, "_tree", None)  # a browser page: typing into its first text field too
+    fields = [node.id for node in getattr(tree, "nodes", ()) if node.role in ("textbox", "searchbox", "combobox")]
+    if fields:
+        seeds.append(f"```type [{fields[0]}] [hello] [0]```")
     if family in FOREIGN_ACTIONS:
         seeds.append(FOREIGN_ACTIONS[family])
     return list(dict.fromkeys(seeds))
@@ -334,6 +339,30 @@ def check_close_twice(env_id: str) -> None:
     env.step(expert_or_random(env, 0))
     env.close()
     env.close()
+
+
+def check_step_after_close(env_id: str) -> None:
+    """After ``close()`` every id follows one rule (Gymnasium's): ``step`` raises ``gym.error.ResetNeeded``
+    without touching an engine (no browser or JVM is started again), and ``reset`` starts a new episode."""
+    env = gym.make(env_id)
+    try:
+        env.reset(seed=0, options={"split": "test", "index": 0})
+        env.step(expert_or_random(env, 0))
+        env.close()
+        for _ in range(2):
+            try:
+                env.step("look")
+            except gym.error.ResetNeeded:
+                pass
+            else:
+                raise AssertionError(f"{env_id}: step after close() did not raise gym.error.ResetNeeded")
+        assert getattr(env.unwrapped, "_browser", None) is None, f"{env_id}: step after close() started a browser"
+        obs, info = env.reset(seed=0, options={"split": "test", "index": 0})
+        assert isinstance(obs, str) and info["item_id"] is not None
+        _, _, _, _, info = env.step(expert_or_random(env, 0))
+        assert info["turn"] == 1, f"{env_id}: the episode after close() and reset() did not start afresh"
+    finally:
+        env.close()
 
 
 def check_reset_memory(env_id: str, resets: int | None = None, python_limit_mb: float = 4.0, rss_limit_mb: float = 64.0) -> None:

@@ -8,6 +8,13 @@ item, starting a new episode whenever one ends. Counted per id: steps tried, exc
 by ``step``, or caught by ``TextEnv.step`` as ``info["action_error"]``), observations or info that
 cannot be sent as UTF-8 JSON, and the slowest step.
 
+Then the probes of issue 35, each counting ``problems`` (0 is the goal): session isolation (can a
+client list, guess or drive another's session?), cross-origin and Host (can a web page or a
+rebound name drive the server?), credentialed endpoint URLs (does a key reach a file, a message or
+the request path?), wide SQL rows (does a query take more than ~64 MB?), long typing (does a WebArena
+step outlast 15 s?), damaged JSONL (does one bad byte cost more than its line?) and step after close
+(does any id do anything but raise ``ResetNeeded``?).
+
 Then two fault checks:
 
 * faults: the ScienceWorld JVM, the WebArena browser and an ``agentgym serve`` process are killed
@@ -19,6 +26,7 @@ Then two fault checks:
 
     python benchmarks/bench_robustness.py [--quick]      # --quick: one id per family, a short soak
     python benchmarks/bench_robustness.py --soak-only --soak-episodes 20000   # just the soak
+    python benchmarks/bench_robustness.py --probes-only       # just the issue-35 probes
 """
 
 from __future__ import annotations
@@ -211,13 +219,273 @@ def soak(episodes: int, clients: int = 64, steps: int = 3, snapshots: int = 10) 
             "server_crashed_total": metrics["crashed_total"]}
 
 
+# ---- the probes of issue 35 ------------------------------------------------------------------------
+def probe_session_isolation() -> dict:
+    """Guesses built from what every client sees (the server id, counting ids) and the session list."""
+    import httpx
+
+    from agentgym_envs.server.app import LocalServer
+
+    problems = []
+    with LocalServer("textcraft") as server, httpx.Client(base_url=server.url, timeout=10) as client:
+        server_id = client.get("/v1/health").json()["server_id"]
+        keys = [client.post("/v1/sessions", json={}).json()["session"] for _ in range(3)]
+        for key in keys:
+            client.post(f"/v1/sessions/{key}/reset", json={"options": {"split": "test", "index": 0}})
+        listing = client.get("/v1/sessions").text
+        problems += [f"GET /v1/sessions lists key {key[:6]}..." for key in keys if key in listing]
+        guesses = [f"{server_id}-{n}" for n in range(10)] + [f"{server_id}--1", "0", "1"]
+        tried = 0
+        for guess in guesses:
+            for method, path, body in (("GET", "", None), ("POST", "/step", {"action": "inventory"}),
+                                       ("POST", "/reset", {}), ("DELETE", "", None)):
+                tried += 1
+                answer = client.request(method, f"/v1/sessions/{guess}{path}", json=body)
+                if answer.status_code < 400 or server_id in answer.text:
+                    problems.append(f"{method} /v1/sessions/{guess}{path}: {answer.status_code}")
+        for number in range(10):  # AgentGym's integer ids: /create's envs only
+            tried += 1
+            answer = client.post("/step", json={"id": number, "action": "inventory"})
+            if answer.status_code < 400:
+                problems.append(f"POST /step id {number} reached a /v1 session")
+        for key in keys:
+            state = client.get(f"/v1/sessions/{key}").json()
+            if state.get("turn") != 0 or not state.get("episode_active"):
+                problems.append(f"a session was changed by a guess: {state}")
+            client.delete(f"/v1/sessions/{key}")
+    return {"requests_tried": tried, "problems": len(problems), "examples": problems[:5]}
+
+
+def probe_cross_origin_and_host() -> dict:
+    import httpx
+
+    from agentgym_envs.server.app import LocalServer
+
+    hostile = [
+        ("POST", "/create", {"content": b"", "headers": {"content-type": "text/plain", "origin": "http://evil.example"}}),
+        ("POST", "/create", {"content": b"{}", "headers": {"content-type": "text/plain", "origin": "null"}}),
+        ("POST", "/v1/sessions", {"json": {}, "headers": {"origin": "http://evil.example"}}),
+        ("POST", "/v1/sessions", {"json": {}, "headers": {"sec-fetch-site": "cross-site"}}),
+        ("GET", "/v1/health", {"headers": {"host": "evil.example"}}),
+        ("POST", "/create", {"json": {}, "headers": {"host": "evil.example:8000"}}),
+        ("POST", "/v1/sessions", {"json": {}, "headers": {"host": "127.0.0.1.evil.example"}}),
+    ]
+    problems = []
+    with LocalServer("textcraft") as server:
+        for method, path, kwargs in hostile:
+            answer = httpx.request(method, f"{server.url}{path}", timeout=10, **kwargs)
+            if answer.status_code < 400:
+                problems.append(f"{method} {path} {kwargs.get('headers')}: {answer.status_code}")
+        live = server.manager.metrics()["live_envs"]
+        if live:
+            problems.append(f"{live} envs were created by refused requests")
+        if httpx.get(f"{server.url}/v1/health", headers={"origin": server.url}).status_code != 200:
+            problems.append("a same-origin request was refused")
+    return {"requests_tried": len(hostile), "problems": len(problems), "examples": problems[:5]}
+
+
+def probe_credentialed_urls() -> dict:
+    """``agentgym eval --endpoint`` with a key in the user info and in the query, against a local fake server."""
+    import contextlib
+    import io
+    import tempfile
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from agentgym_envs.cli import main as cli_main
+
+    seen: list[tuple[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append((self.path, self.headers.get("Authorization", "")))
+            payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": "Action: inventory"}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    port = httpd.server_address[1]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    urls = [f"http://bob:sk-USERINFO@127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/v1?api_key=sk-QUERY",
+            f"http://bob:sk-DOWN@127.0.0.1:{closed_port}/v1?token=sk-DOWNQ", f"http://127.0.0.1:{port}/v1?key=sk-A&key=sk-B"]
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for index, url in enumerate(urls):
+            out = Path(tmp) / str(index)
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+                code = cli_main(["eval", "--endpoint", url, "--model", "m", "--env", "AgentGym/TextCraft-Depth1-v0",
+                                 "--limit", "1", "--max-turns", "1", "--out", str(out), "--no-progress", "--retries", "0"])
+            saved = "".join(p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()) if out.is_dir() else ""
+            if "sk-" in saved or "bob" in saved:
+                problems.append(f"URL {index}: a credential was saved")
+            if "sk-" in printed.getvalue():
+                problems.append(f"URL {index}: a credential was printed")
+            if code != (0 if index < 2 else 2):
+                problems.append(f"URL {index}: exit code {code}")
+    httpd.shutdown()
+    httpd.server_close()
+    expected = [("/v1/chat/completions", "Bearer sk-USERINFO"), ("/v1/chat/completions?api_key=sk-QUERY", "Bearer EMPTY")]
+    if seen != expected:
+        problems.append(f"the requests were {seen}")
+    return {"urls_tried": len(urls), "problems": len(problems), "examples": problems[:5]}
+
+
+def probe_wide_sql_rows() -> dict:
+    import sqlite3
+    import tracemalloc
+
+    from agentgym_envs.tools.dbutil import QueryError, ReadOnlySQL
+
+    problems, cases = [], {}
+    for columns, rows in ((900, 200), (250, 200), (40, 2_000)):
+        guard = ReadOnlySQL(sqlite3.connect(":memory:", check_same_thread=False))
+        wide = ", ".join(["zeroblob(99999)"] * columns)
+        sql = f"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows}) SELECT {wide} FROM n"
+        tracemalloc.start()
+        began = time.perf_counter()
+        try:
+            guard.run(sql)
+            refused = False
+        except QueryError:
+            refused = True
+        peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        guard.close()
+        cases[f"{columns} columns x {rows} rows"] = {"refused": refused, "peak_mb": round(peak_mb, 1),
+                                                    "seconds": round(time.perf_counter() - began, 2)}
+        if not refused or peak_mb > 100:
+            problems.append(f"{columns}x{rows}: refused {refused}, peak {peak_mb:.0f} MB")
+    return {"cases": cases, "problems": len(problems), "examples": problems}
+
+
+def probe_long_typing() -> dict:
+    from agentgym_envs.web import chromium_missing_reason
+
+    if chromium_missing_reason() is not None:
+        return {"skipped": str(chromium_missing_reason()), "problems": 0}
+    env = gym.make("AgentGym/WebArena-v0")
+    try:
+        env.reset(options={"item_id": 0})
+        field = env.unwrapped._tree.find("searchbox", "Search the store")
+        began = time.perf_counter()
+        obs, _, _, _, info = env.step(f"```type [{field.id}] [{'A' * 15_000}] [0]```")
+        seconds = time.perf_counter() - began
+    finally:
+        env.close()
+    problems = [] if seconds < 15 and "Only the first" in obs else [f"15,000 characters: {seconds:.1f} s"]
+    return {"characters": 15_000, "step_s": round(seconds, 2), "problems": len(problems), "examples": problems}
+
+
+def probe_damaged_jsonl() -> dict:
+    import contextlib
+    import io
+    import tempfile
+
+    from agentgym_envs.cli import main as cli_main
+    from agentgym_envs.collect import Journal
+    from agentgym_envs.evaluation.plots import read_metrics
+    from agentgym_envs.evaluation.records import load_run
+
+    def damage(path: Path, number: int) -> None:
+        lines = path.read_bytes().split(b"\n")
+        line = bytearray(lines[number - 1])
+        line[len(line) // 2] = 0xFF
+        lines[number - 1] = bytes(line)
+        path.write_bytes(b"\n".join(lines))
+
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        out = Path(tmp) / "run"
+        argv = ["eval", "--agent", "oracle", "--env", "AgentGym/TextCraft-Depth1-v0", "--limit", "3", "--max-turns", "3",
+                "--out", str(out), "--no-progress"]
+        cli_main(argv)
+        damage(out / "trajectories.jsonl", 2)
+        checks = {
+            "load_run reads the other lines": lambda: len(load_run(out)) == 2,
+            "agentgym view": lambda: cli_main(["view", str(out)]) == 0,
+            "agentgym eval resumes": lambda: cli_main(argv) == 0 and json.loads((out / "summary.json").read_text())["episodes"] == 3,
+        }
+        journal_path = Path(tmp) / "episodes.jsonl"
+        journal = Journal(journal_path, {"s": 1})
+        for index in range(3):
+            journal.add("x", index, True, {})
+        journal_path.write_bytes(journal_path.read_bytes()[:-5])  # cut
+        Journal(journal_path, {"s": 1}).add("x", 3, True, {})
+        damage(journal_path, 2)
+        checks["the journal resumes after a cut and a damaged line"] = lambda: sorted(
+            i for _, i in Journal(journal_path, {"s": 1}).entries) == [1, 3]
+        metrics = Path(tmp) / "agent_metrics.jsonl"
+        metrics.write_text('{"step": 1}\n{"step": 2}\n{"step": null}\n{"step": 3}\n', encoding="utf-8")
+        damage(metrics, 2)
+        checks["metrics skip the damaged and step-less lines"] = lambda: [r["step"] for r in read_metrics(metrics)] == [1, 3]
+        for name, check in checks.items():
+            try:
+                if not check():
+                    problems.append(f"{name}: wrong result")
+            except Exception as error:
+                problems.append(f"{name}: {type(error).__name__}: {str(error)[:100]}")
+    return {"checks": len(checks), "problems": len(problems), "examples": problems}
+
+
+def probe_step_after_close(ids: list[str]) -> dict:
+    from agentgym_envs.testing import check_step_after_close
+
+    problems = []
+    for env_id in ids:
+        try:
+            check_step_after_close(env_id)
+        except Exception as error:
+            problems.append(f"{env_id}: {type(error).__name__}: {str(error)[:120]}")
+    return {"ids": len(ids), "problems": len(problems), "examples": problems[:5]}
+
+
+def run_probes(ids: list[str]) -> dict:
+    probes = {}
+    for name, probe in (("session_isolation", probe_session_isolation),
+                        ("cross_origin_and_host", probe_cross_origin_and_host),
+                        ("credentialed_urls", probe_credentialed_urls),
+                        ("wide_sql_rows", probe_wide_sql_rows),
+                        ("long_typing", probe_long_typing),
+                        ("damaged_jsonl", probe_damaged_jsonl),
+                        ("step_after_close", lambda: probe_step_after_close(ids))):
+        began = time.perf_counter()
+        try:
+            probes[name] = probe()
+        except Exception as error:
+            probes[name] = {"problems": 1, "examples": [f"the probe raised {type(error).__name__}: {str(error)[:200]}"]}
+        probes[name]["seconds"] = round(time.perf_counter() - began, 1)
+        print(f"probe {name}: {probes[name]}", flush=True)
+    probes["total_problems"] = sum(p["problems"] for p in probes.values())
+    return probes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one id per family, a 500-episode soak")
     parser.add_argument("--soak-episodes", type=int, default=10_000)
     parser.add_argument("--soak-only", action="store_true",
                         help="run only the soak and replace it in the existing results/robustness.json")
+    parser.add_argument("--probes-only", action="store_true",
+                        help="run only the issue-35 probes and replace them in the existing results/robustness.json")
     args = parser.parse_args()
+    if args.probes_only:
+        logging.disable(logging.WARNING)
+        probes = run_probes(env_ids(args.quick)[0])
+        previous = json.loads((RESULTS_DIR / "robustness.json").read_text())
+        write_result("robustness", {**{k: v for k, v in previous.items() if k not in ("benchmark", "machine",
+                                                                                    "written_at")}, "probes": probes})
+        return
     if args.soak_only:
         soaked = soak(args.soak_episodes)
         print(f"soak: {soaked}", flush=True)
@@ -260,6 +528,7 @@ def main() -> None:
         except Exception as error:  # an engine that is not installed here
             faults[name] = {"skipped": f"{type(error).__name__}: {error}"[:200]}
         print(f"fault {name}: {faults[name]}", flush=True)
+    probes = run_probes(ids)
     soaked = soak(500 if args.quick else args.soak_episodes)
     print(f"soak: {soaked}", flush=True)
     write_result("robustness", {
@@ -270,6 +539,7 @@ def main() -> None:
         "skipped_ids": skipped,
         "per_id": per_id,
         "faults": faults,
+        "probes": probes,
         "soak": soaked,
     })
 

@@ -592,3 +592,45 @@ def test_sigterm_stops_an_eval_like_ctrl_c(tmp_path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert 0 < summary["episodes"] < summary["expected_episodes"] == 31 * 500
     assert summary["episodes"] == len(read_jsonl(out / "trajectories.jsonl"))
+
+
+# ---- credentials in the endpoint URL ---------------------------------------------------------------------
+def _saved_text(out: Path) -> str:
+    return "".join(path.read_text(encoding="utf-8", errors="replace") for path in sorted(out.rglob("*")) if path.is_file())
+
+
+def test_credentials_in_the_endpoint_url_are_sent_properly_and_never_saved_or_printed(tmp_path, capsys) -> None:
+    pytest.importorskip("openai")
+    with FakeChatServer() as server:
+        port = server.url.split(":")[2].split("/")[0]
+        user_info = tmp_path / "user-info"
+        code = main(["eval", "--endpoint", f"http://bob:sk-X@127.0.0.1:{port}/v1", "--model", "m", "--env", DEPTH1,
+                     "--limit", "1", "--max-turns", "1", "--out", str(user_info), "--no-progress"])
+        assert code == 0
+        query = tmp_path / "query"
+        code = main(["eval", "--endpoint", f"http://127.0.0.1:{port}/v1/?api_key=sk-Q&api-version=2", "--model", "m",
+                     "--env", DEPTH1, "--limit", "1", "--max-turns", "1", "--out", str(query), "--no-progress"])
+        assert code == 0
+    headers = {name.lower(): value for name, value in server.headers[0].items()}
+    assert headers["authorization"] == "Bearer sk-X"  # user info: the API key, not a Basic header or a path
+    assert server.requests[0]["path"] == "/v1/chat/completions"
+    assert server.requests[1]["path"] == "/v1/chat/completions?api_key=sk-Q&api-version=2"  # the query intact
+    printed = capsys.readouterr()
+    for out in (user_info, query):
+        saved = _saved_text(out)
+        assert "sk-X" not in saved and "bob" not in saved and "sk-Q" not in saved and "api_key" not in saved
+        assert json.loads((out / "run.json").read_text())["agent"]["url"].startswith(f"http://127.0.0.1:{port}/v1")
+    assert "sk-" not in printed.out + printed.err
+    # errors: the URL appears without its credentials
+    code = main(["eval", "--endpoint", f"http://bob:sk-X@127.0.0.1:{free_port()}/v1?token=sk-T", "--model", "m",
+                 "--env", DEPTH1, "--limit", "1", "--out", str(tmp_path / "down"), "--no-progress"])
+    line = error_line(capsys)
+    assert code == 2 and "cannot reach" in line and "sk-" not in line and "bob" not in line
+    assert "sk-" not in _saved_text(tmp_path / "down")
+    # a query the client would change is refused, in one line that does not repeat it
+    for url in (f"http://127.0.0.1:{port}/v1?key=sk-A&key=sk-B", f"http://127.0.0.1:{port}/v1?=sk-A",
+                f"http://127.0.0.1:{port}/v1#sk-A"):
+        code = main(["eval", "--endpoint", url, "--model", "m", "--env", DEPTH1, "--limit", "1",
+                     "--out", str(tmp_path / "refused"), "--no-progress"])
+        line = error_line(capsys)
+        assert code == 2 and "--endpoint" in line and "sk-" not in line, line

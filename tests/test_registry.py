@@ -56,6 +56,10 @@ def test_close_twice(env_id: str) -> None:
     testing.check_close_twice(env_id)
 
 
+def test_step_after_close(env_id: str) -> None:
+    testing.check_step_after_close(env_id)
+
+
 def test_reset_memory(env_id: str) -> None:
     testing.check_reset_memory(env_id)
 

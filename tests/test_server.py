@@ -335,13 +335,15 @@ def test_openapi_schema_documents_both_apis(textcraft_server: LocalServer) -> No
 # ---- errors -------------------------------------------------------------------------------------
 def test_bad_requests_get_clear_json_4xx(textcraft_server: LocalServer) -> None:
     url = textcraft_server.url
-    live = httpx.post(f"{url}/v1/sessions", json={"env_id": TEXTCRAFT}).json()
-    key, number = live["session"], live["id"]
-    closed = httpx.post(f"{url}/v1/sessions", json={"env_id": TEXTCRAFT}).json()
-    httpx.delete(f"{url}/v1/sessions/{closed['session']}")
+    key = httpx.post(f"{url}/v1/sessions", json={"env_id": TEXTCRAFT}).json()["session"]
+    closed_key = httpx.post(f"{url}/v1/sessions", json={"env_id": TEXTCRAFT}).json()["session"]
+    httpx.delete(f"{url}/v1/sessions/{closed_key}")
+    number = httpx.post(f"{url}/create", json={"env_id": TEXTCRAFT}).json()["id"]
+    closed = httpx.post(f"{url}/create", json={"env_id": TEXTCRAFT}).json()["id"]
+    httpx.post(f"{url}/close", json={"id": closed})
     cases = [
         ("POST", "/step", {"json": {"id": 10**9, "action": "inventory"}}, 404, "unknown_session"),
-        ("POST", "/step", {"json": {"id": closed["id"], "action": "inventory"}}, 410, "session_closed"),
+        ("POST", "/step", {"json": {"id": closed, "action": "inventory"}}, 410, "session_closed"),
         ("POST", "/step", {"json": {"id": number}}, 422, "invalid_request"),
         ("POST", "/step", {"json": {"id": "zero", "action": "x"}}, 422, "invalid_request"),
         ("POST", "/step", {"json": {"id": -1, "action": "x"}}, 422, "invalid_request"),
@@ -356,8 +358,9 @@ def test_bad_requests_get_clear_json_4xx(textcraft_server: LocalServer) -> None:
         ("POST", f"/v1/sessions/{key}/reset", {"json": {"sead": 1}}, 422, "invalid_request"),
         ("POST", f"/v1/sessions/{key}/step", {"json": {"action": "inventory"}}, 409, "reset_needed"),
         ("GET", f"/v1/sessions/{key}/oracle", {}, 409, "reset_needed"),
-        ("GET", "/v1/sessions/00000000-3", {}, 410, "stale_session"),
+        ("GET", "/v1/sessions/00000000-3", {}, 404, "unknown_session"),
         ("GET", "/v1/sessions/not-a-key", {}, 404, "unknown_session"),
+        ("GET", f"/v1/sessions/{closed_key}", {}, 410, "session_closed"),
         ("POST", "/v1/sessions", {"json": {"env_id": "nope"}}, 404, "env_not_served"),
         ("POST", "/v1/sessions", {"json": {"max_turns": 0}}, 422, "invalid_request"),
         ("GET", "/no/such/route", {}, 404, "not_found"),
@@ -370,6 +373,7 @@ def test_bad_requests_get_clear_json_4xx(textcraft_server: LocalServer) -> None:
         assert len(response.json()["detail"]) > 10, response.text
     assert httpx.get(f"{url}/v1/health").json()["status"] == "ok"
     httpx.delete(f"{url}/v1/sessions/{key}")
+    httpx.post(f"{url}/close", json={"id": number})
 
 
 def test_request_bodies_are_bounded() -> None:
@@ -479,7 +483,7 @@ def test_envs_of_a_client_that_disappears_are_reaped() -> None:
             client.step("get 1 acacia logs")
         # a client that dies mid-request: headers promise 1000 bytes, 10 arrive, the socket closes
         with socket.create_connection(("127.0.0.1", server.port)) as raw:
-            raw.sendall(b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"id\": 0, ")
+            raw.sendall(b"POST /step HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"id\": 0, ")
         remote = RemoteEnv(server.url, env_id=TEXTCRAFT)
         remote.reset(seed=0, options={"item_id": 0})
         deadline = time.monotonic() + 20

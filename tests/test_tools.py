@@ -632,3 +632,55 @@ def test_tool_declarations_agree_with_the_code() -> None:
     assert ranged and all(f"at most {weather.MAX_RANGE_DAYS} days" in t.description for t in ranged)
     graph = next(p for t in academia.AcademiaService.TOOLS for p in t.params if p.name == "graph")
     assert graph.choices == academia.GRAPHS
+
+
+# ---- issue 35: wide results, wide sheets ----------------------------------------------------------------
+def _peak_python_mb(run) -> float:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        run()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak / 2**20
+
+
+@pytest.mark.parametrize("columns, rows", [(900, 200), (250, 200), (40, 2_000)])
+def test_wide_sql_results_are_refused_before_they_take_more_than_64_mb(columns: int, rows: int) -> None:
+    """One row of 900 zeroblob(99999) columns is 90 MB; 200 of them, fetched as one batch, were ~18 GB."""
+    guard = ReadOnlySQL(sqlite3.connect(":memory:", check_same_thread=False))
+    wide = ", ".join(["zeroblob(99999)"] * columns)
+    sql = f"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows}) SELECT {wide} FROM n"
+
+    def run() -> None:
+        with pytest.raises(QueryError, match="too many columns|too large"):
+            guard.run(sql)
+
+    assert _peak_python_mb(run) < 100
+    guard.close()
+
+
+def test_bird_refuses_a_wide_result_in_its_observation(bird: gym.Env) -> None:
+    bird.reset(options={"split": "test", "index": 0})
+    wide = ", ".join(["zeroblob(99999)"] * 900)
+    obs, _, _, _, info = bird.step(f"Action: SELECT {wide} FROM order_items")
+    assert "too many columns" in obs, obs[:300]
+    obs, _, _, _, info = bird.step(f"Action: SELECT {', '.join(['zeroblob(99999)'] * 200)} FROM order_items")
+    assert "too large" in obs, obs[:300]
+
+
+def test_sheet_rows_and_columns_stay_within_a_to_z(sheet: SheetService) -> None:
+    before = sheet.get_all_values()
+    with pytest.raises(ToolError, match="at most 200 rows and 26 columns"):
+        sheet.insert_rows([list(range(7_900))], 2)
+    with pytest.raises(ToolError, match="at most 200 rows and 26 columns"):
+        sheet.insert_rows([["x"]] * 300, 2)
+    with pytest.raises(ToolError, match="at most 26 columns"):
+        sheet.insert_cols([["h"]] * 30, 1)
+    assert sheet.get_all_values() == before
+    sheet.insert_rows([list(range(26))], 2)  # a full row fits
+    assert max(len(row) for row in sheet.get_all_values()) == 26
+    with pytest.raises(ToolError, match="at most 26 columns"):
+        sheet.insert_cols([["h"]], 1)

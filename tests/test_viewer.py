@@ -148,3 +148,25 @@ def test_screenshot_of_a_solved_episode(run_dir, browser, tmp_path) -> None:
         assert len(colors) > 50  # text, badges and message boxes, not an empty page
         green_badge = sum(n for n, (r, g, b) in colors if g > 100 and r < 60 and b < 90)
         assert green_badge > 200  # the "success" badges are drawn
+
+
+def test_a_bad_record_does_not_stop_the_page(run_dir, browser, tmp_path) -> None:
+    """A record without info (or with odd fields) renders with defaults; the episodes after it render too."""
+    from selenium.webdriver.common.by import By
+
+    records = [json.loads(line) for line in (run_dir / "trajectories.jsonl").read_text().splitlines()]
+    del records[0]["info"]
+    records[1]["info"] = None
+    records[2]["messages"] = "not a list"
+    records[3]["rewards"] = None
+    records[4]["messages"] = [None, {"role": "user", "content": {"a": 1}}, "x"]
+    run = tmp_path / "bad"
+    run.mkdir()
+    (run / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    driver = browser.driver
+    driver.get(write_viewer(run).as_uri())
+    cards = driver.find_elements(By.CSS_SELECTOR, "#list details.episode")
+    assert int(driver.find_element(By.ID, "count").text) == len(records) == len(cards)
+    for card in cards[:6]:
+        assert open_episode(driver, card)
+    assert not driver.find_elements(By.CSS_SELECTOR, "#list div.empty")

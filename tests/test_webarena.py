@@ -208,6 +208,30 @@ def test_browser_actions_work(env) -> None:
     assert info["valid_action"] and "search?q=yoga+mat" in obs
 
 
+def test_typing_a_long_text_is_bounded_and_says_so(env) -> None:
+    """15,000 characters typed key by key took 45 s; type enters at most MAX_TYPED_CHARS, with a note."""
+    import re
+
+    env.reset(options={"item_id": 0})
+    searchbox = env.unwrapped._tree.find("searchbox", "Search the store")
+    started = time.perf_counter()
+    obs, _, _, _, info = env.step(act(f"type [{searchbox.id}] [{'A' * 15_000}] [0]"))
+    assert time.perf_counter() - started < 15
+    note = re.search(r"Only the first (\d+) of the text's 15000 characters were typed", obs)
+    assert info["valid_action"] and note, obs[-300:]
+    typed = env.unwrapped.browser.driver.execute_script("return document.activeElement.value")
+    assert typed == "A" * int(note.group(1))
+
+
+def test_the_hostile_check_types_its_payloads(env) -> None:
+    """The hostile check puts each payload in every bracketed argument, the text of a type among them."""
+    from agentgym_envs.testing import hostile_actions
+
+    actions = hostile_actions("```type [12] [yoga mat] [1]```")
+    assert actions["long string: in bracket 2"] == f"```type [12] [{'A' * 15_000}] [1]```"
+    assert actions["long string: in brackets"] == f"```type [12] [yoga mat] [{'A' * 15_000}]```"
+
+
 def test_a_page_that_never_loads_times_out_with_a_note(browser) -> None:
     env = gym.make("AgentGym/WebArena-Maps-v0", browser=browser, page_load_timeout=1.5)
     release = threading.Event()

@@ -15,7 +15,10 @@ The base class owns everything the families share, so a family only writes its e
 * ``info`` always carries ``task``, ``item_id``, ``split``, ``valid_action``, ``score``,
   ``success`` and ``turn`` (plus ``instruction`` after reset, ``available_actions`` where the
   action set is finite);
-* ``render_mode="ansi"`` returns the last action and observation as text.
+* ``render_mode="ansi"`` returns the last action and observation as text;
+* ``close()`` ends the episode like Gymnasium's other envs: ``step`` then raises
+  ``gym.error.ResetNeeded`` (as before the first ``reset``) for every id, and ``reset`` starts a
+  new episode (engines are started again as needed).
 
 A family subclass sets ``family`` and implements ``_start``, ``_act`` and, if it owns an engine
 process, ``_release``. See ``agentgym_envs/textcraft/env.py`` for a complete small example.
@@ -116,6 +119,7 @@ class TextEnv(gym.Env[str, str]):
         self._turn = 0
         self._last_action: str | None = None
         self._last_observation = ""
+        self._closed = False
 
     # ---- family hooks -------------------------------------------------------------------------
     def _start(self, item_id: int, rng: np.random.Generator) -> Start:
@@ -155,7 +159,9 @@ class TextEnv(gym.Env[str, str]):
     # ---- Gymnasium API ------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        self.item_id, self.split = self._select_item(options or {})
+        item_id, split = self._select_item(options or {})
+        self._closed = False
+        self.item_id, self.split = item_id, split
         self._progress = self._score = 0.0
         self._success = self._done = False
         self._turn = 0
@@ -166,9 +172,16 @@ class TextEnv(gym.Env[str, str]):
                           **start.info)
         return self._last_observation, info
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def require_episode(self) -> None:
+        """``gym.error.ResetNeeded`` unless an episode is running: before the first ``reset`` and after
+        ``close`` alike, for every family (a family that overrides ``step`` calls this first)."""
+        if self._closed:
+            raise gym.error.ResetNeeded(f"{self.task.env_id} was closed: call reset() to start a new episode")
         if self.item_id is None:
             raise gym.error.ResetNeeded("call reset() before step()")
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self.require_episode()
         if not isinstance(action, str):
             raise TypeError(f"actions are model responses (str), got {type(action).__name__}")
         self._last_action = action
@@ -212,6 +225,8 @@ class TextEnv(gym.Env[str, str]):
         return ansi_frame(self._last_action, self._last_observation) if self.render_mode == "ansi" else None
 
     def close(self) -> None:
+        self._closed = True  # the episode is over: step raises ResetNeeded until the next reset
+        self.item_id = None
         self._release()
         super().close()
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from agentgym_envs.core.openai_chat import chat_client, openai_module
+from agentgym_envs.core.openai_chat import chat_client, openai_module, safe_url
 
 _PROMPT = """You are grading a student's answer to a question against the reference answer. The student may phrase the answer differently; decide whether it means the same as the reference.
 Question: {question}
@@ -68,7 +68,7 @@ class LLMJudge:
                 model=self.model, temperature=0, messages=[{"role": "user", "content": prompt}])
             reply = completion.choices[0].message.content
         except (openai.OpenAIError, AttributeError, IndexError, TypeError) as error:  # after the client's retries
-            raise JudgeUnavailable(f"the LLM judge at {self.base_url} gave no verdict: {error}") from error
+            raise JudgeUnavailable(f"the LLM judge at {safe_url(self.base_url)} gave no verdict: {error}") from error
         text = str(reply).lower()
         for verdict in ("partially correct", "incorrect", "correct"):  # the longer phrases contain "correct"
             if verdict in text:

@@ -97,6 +97,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.agent is None and not args.model and not args.endpoint:
         return fail("say what to evaluate: --model PATH|default, --endpoint URL --model NAME, or --agent oracle|random")
     out = Path(args.out) if args.out else default_out_dir(args)
+    if out.exists() and not out.is_dir():
+        return fail(f"--out {out} is a file; give a folder (a new one, or an earlier run's to resume it)")
     for env_id in args.env:
         check_env_kwargs(env_id, args.env_kwargs)
     agent = None

@@ -20,7 +20,7 @@ from agentgym_envs.core.episode import CONTEXT
 from agentgym_envs.core.extras import MissingExtraError
 from agentgym_envs.core.loop import BaseAgent, Episode, Reply
 from agentgym_envs.core.net import redirect_hint
-from agentgym_envs.core.openai_chat import EXTRA, base_url_of, chat_client, openai_module
+from agentgym_envs.core.openai_chat import EXTRA, EndpointURLError, chat_client, openai_module, parse_endpoint
 from agentgym_envs.evaluation.runner import EvalError
 
 #: how vLLM, SGLang, llama.cpp and OpenAI word a 400 for a prompt longer than the model's context
@@ -58,14 +58,31 @@ class ChatEndpoint:
     def __init__(self, base_url: str, model: str, *, temperature: float = 1.0, max_tokens: int = 256,
                  api_key: str | None = None, timeout: float = 120.0, retries: int = 4):
         _openai()
-        self.base_url = base_url_of(base_url)
+        try:
+            self._endpoint = parse_endpoint(base_url)
+        except EndpointURLError as error:
+            raise EvalError(f"--endpoint: {error}") from None
+        # what is saved (run.json, summary.json) and printed: no user info, no credential parameters
+        self.base_url = self._endpoint.base_url.split("?", 1)[0]
         self.url = f"{self.base_url}/chat/completions"
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.client = chat_client(self.base_url, api_key=api_key, timeout=timeout, retries=retries)
+        self._secrets = tuple(value for value in (*self._endpoint.secrets, api_key or "") if value)
+        self.client = chat_client(base_url, api_key=api_key, timeout=timeout, retries=retries)
+
+    def _redact(self, text: str) -> str:
+        for secret in sorted(self._secrets, key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
 
     def complete(self, messages: list[dict[str, str]]) -> Reply:
+        try:
+            return self._complete(messages)
+        except EvalError as error:  # a server or proxy may echo the request's key or URL back
+            raise type(error)(self._redact(str(error))) from None
+
+    def _complete(self, messages: list[dict[str, str]]) -> Reply:
         openai = _openai()
         try:
             completion = self.client.chat.completions.create(model=self.model, messages=messages,

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from agentgym_envs.core.jsonl import read_jsonl
+
 METRICS_FILE = "agent_metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 SIDECAR_FILE = "plots.json"
@@ -49,17 +51,10 @@ def _pyplot() -> Any:
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The JSON lines of a metrics file (malformed lines from an interrupted write are skipped)."""
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict) and "step" in row:
-                rows.append(row)
-    return rows
+    """The rows of a metrics file that have a numeric ``step`` (cut, damaged or step-less lines are skipped)."""
+    return [row for _, row in read_jsonl(path)
+            if isinstance(row, dict) and isinstance(row.get("step"), (int, float))
+            and not isinstance(row["step"], bool)]
 
 
 def series(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], list[float]]:
@@ -202,15 +197,20 @@ def plot_scaling(summary: Mapping[str, Any], out_dir: str | os.PathLike) -> Plot
     plt = _pyplot()
     by_env: dict[str, list[tuple[int, float]]] = {}
     by_subtask: dict[tuple[str, str], list[tuple[int, float]]] = {}
-    for entry in summary.get("results", []):
-        success = entry["subtasks"]["overall"]["success"]
-        if success is not None:
-            by_env.setdefault(entry["env_id"], []).append((int(entry["max_turns"]), 100 * float(success)))
-        subtasks = {name: m for name, m in entry["subtasks"].items() if name != "overall" and m["success"] is not None}
-        if len(subtasks) > 1:  # a family-wide id: one thin line per sub-task under the overall line
-            for name, metrics in subtasks.items():
-                by_subtask.setdefault((entry["env_id"], name), []).append(
-                    (int(entry["max_turns"]), 100 * float(metrics["success"])))
+    try:
+        for entry in summary.get("results") or []:
+            success = entry["subtasks"]["overall"]["success"]
+            if success is not None:
+                by_env.setdefault(entry["env_id"], []).append((int(entry["max_turns"]), 100 * float(success)))
+            subtasks = {name: m for name, m in entry["subtasks"].items()
+                        if name != "overall" and m["success"] is not None}
+            if len(subtasks) > 1:  # a family-wide id: one thin line per sub-task under the overall line
+                for name, metrics in subtasks.items():
+                    by_subtask.setdefault((entry["env_id"], name), []).append(
+                        (int(entry["max_turns"]), 100 * float(metrics["success"])))
+    except (KeyError, TypeError, ValueError, AttributeError) as error:  # a hand-edited summary.json
+        raise PlotError(f"the summary's results are not as agentgym eval writes them ({type(error).__name__}: "
+                        f"{error}); rerun agentgym eval to rewrite it") from None
     if not any(len(points) > 1 for points in by_env.values()):
         raise PlotError("turn scaling needs an evaluation with several --max-turns values")
     out = Path(out_dir)
@@ -256,8 +256,8 @@ def plot_run(run: str | os.PathLike, out_dir: str | os.PathLike | None = None) -
         makers.append(lambda: plot_training(folder / METRICS_FILE, out))
     summary_path = folder / SUMMARY_FILE
     if summary_path.is_file():
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        if len({entry["max_turns"] for entry in summary.get("results", [])}) > 1:
+        summary = _read_summary(summary_path)
+        if len({entry["max_turns"] for entry in summary["results"]}) > 1:
             makers.append(lambda: plot_scaling(summary, out))
     if not makers:
         raise PlotError(f"{folder} has neither {METRICS_FILE} (a training run) nor a {SUMMARY_FILE} with several "
@@ -269,6 +269,23 @@ def plot_run(run: str | os.PathLike, out_dir: str | os.PathLike | None = None) -
         result.lines.update(part.lines)
     (out / SIDECAR_FILE).write_text(json.dumps({"figures": result.lines}, indent=1) + "\n", encoding="utf-8")
     return result
+
+
+def _read_summary(path: Path) -> dict[str, Any]:
+    """An eval run's summary.json, or ``PlotError`` saying what is wrong with it (it is only read)."""
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise PlotError(f"{path} is not valid JSON ({type(error).__name__}); rerun agentgym eval to rewrite it"
+                        ) from None
+    results = summary.get("results") if isinstance(summary, dict) else None
+    if not isinstance(results, list) or not all(isinstance(entry, dict) and "max_turns" in entry for entry in results):
+        raise PlotError(f"{path} has no list of results with a max_turns each; rerun agentgym eval to rewrite it")
+    try:
+        {entry["max_turns"] for entry in results}
+    except TypeError:
+        raise PlotError(f"{path}: a result's max_turns is not a number; rerun agentgym eval to rewrite it") from None
+    return summary
 
 
 COMPARISON_FILE = "comparison.png"

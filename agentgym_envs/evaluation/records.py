@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from agentgym_envs.core.jsonl import append_lines, read_jsonl
 from agentgym_envs.core.safety import valid_utf8
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,20 @@ def episode_key(record: Mapping[str, Any]) -> EpisodeKey:
     return (str(record["env_id"]), int(record["item_id"]), int(record["sample"]), int(record["max_turns"]))
 
 
+def usable_key(record: Mapping[str, Any], where: str = "") -> EpisodeKey | None:
+    """``episode_key(record)`` for a record an evaluation can resume from, else ``None`` with a warning
+    (a hand-edited or foreign record: ``"max_turns": null``, no ``info`` dict...); its episode is played again."""
+    try:
+        key = episode_key(record)
+        if not isinstance(record.get("info"), dict):
+            raise TypeError("info is not an object")
+        return key
+    except (KeyError, TypeError, ValueError, OverflowError) as error:
+        logger.warning("%s: a record without a usable env_id / item_id / sample / max_turns / info (%s: %s); "
+                       "skipped, its episode is played again", where or "trajectories", type(error).__name__, error)
+        return None
+
+
 def trajectory_files(run: str | os.PathLike) -> list[Path]:
     """The JSONL files of a run folder (``trajectories*.jsonl``: one per training rank), or the file itself."""
     path = Path(run)
@@ -43,18 +58,13 @@ def trajectory_files(run: str | os.PathLike) -> list[Path]:
 
 
 def read_records(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
-    """Records of one JSONL file; a malformed line (an interrupted write) is skipped with a warning."""
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                logger.warning("%s line %d is not valid JSON (an interrupted write?); skipped", path, number)
-                continue
-            if isinstance(record, dict):
-                yield record
+    """Records of one JSONL file; a line cut off (an interrupted write) or damaged (not UTF-8) is
+    skipped with a warning, as is a line that is not a JSON object."""
+    for number, record in read_jsonl(path):
+        if isinstance(record, dict):
+            yield record
+        else:
+            logger.warning("%s line %d is not a JSON object; skipped", path, number)
 
 
 def load_run(run: str | os.PathLike) -> list[dict[str, Any]]:
@@ -79,19 +89,8 @@ class TrajectoryLog:
         if not lines:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._lock:
-            if not self._ends_with_newline():  # a line cut off by a crash must not swallow the next record
-                lines = "\n" + lines
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(lines)
-                handle.flush()
-
-    def _ends_with_newline(self) -> bool:
-        if not self.path.is_file() or self.path.stat().st_size == 0:
-            return True
-        with open(self.path, "rb") as handle:
-            handle.seek(-1, os.SEEK_END)
-            return handle.read(1) == b"\n"
+        with self._lock:  # a line cut off by a crash must not swallow the next record
+            append_lines(self.path, lines)
 
 
 @cache

@@ -20,7 +20,7 @@ from agentgym_envs.core.episode import Trajectory
 from agentgym_envs.core.loop import Agent, EnvPool, EpisodeError, EpisodeStart, play_batch
 from agentgym_envs.core.tasks import get_task
 from agentgym_envs.evaluation.metrics import summarize_run
-from agentgym_envs.evaluation.records import TRAJECTORIES_FILE, TrajectoryLog, episode_key
+from agentgym_envs.evaluation.records import TRAJECTORIES_FILE, TrajectoryLog, episode_key, usable_key
 
 SUMMARY_FILE = "summary.json"
 RUN_FILE = "run.json"
@@ -150,7 +150,7 @@ def evaluate(agent: Agent, env_ids: Sequence[str], out_dir: str | Path, *, split
     pool = EnvPool(**(env_kwargs or {}))
     log = TrajectoryLog(out / TRAJECTORIES_FILE)
     wanted = {job.key for job in jobs}
-    saved = [record for record in log.records() if episode_key(record) in wanted]
+    saved = [record for record in log.records() if usable_key(record, str(log.path)) in wanted]
     done = {episode_key(record) for record in saved}
     pending = [job for job in jobs if job.key not in done]
     successes, finished = sum(bool(r["info"]["success"]) for r in saved), len(saved)
@@ -193,7 +193,8 @@ def write_summary(out: Path, jobs: Sequence[EpisodeStart], split: str, n_samples
                   interrupted: bool = False) -> EvalReport:
     """Summarise the saved episodes of ``jobs`` into summary.json (and the scaling plot for several budgets)."""
     wanted = {job.key for job in jobs}
-    records = {episode_key(r): r for r in TrajectoryLog(out / TRAJECTORIES_FILE).records() if episode_key(r) in wanted}
+    log = TrajectoryLog(out / TRAJECTORIES_FILE)
+    records = {episode_key(r): r for r in log.records() if usable_key(r, str(log.path)) in wanted}
     results = summarize_run(list(records.values()))
     summary = {
         "agent": agent,

@@ -97,6 +97,21 @@ function el(tag, cls, text) {
   return e;
 }
 
+// a hand-edited or foreign record (no info, messages that are not a list, ...) is read with defaults,
+// so it renders as far as it goes and never stops the page
+const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+const asList = (v) => Array.isArray(v) ? v : [];
+episodes.forEach((ep, i) => {
+  if (!isObject(ep.info)) ep.info = {};
+  ep.messages = asList(ep.messages).filter(isObject)
+    .map(m => ({role: String(m.role), content: typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? '')}));
+  ep.rewards = asList(ep.rewards).map(Number);
+  if (!Array.isArray(ep.valid)) ep.valid = null;
+  if (typeof ep.prompt_messages !== 'number') ep.prompt_messages = undefined;
+  if (ep.final_observation !== null && ep.final_observation !== undefined) ep.final_observation = String(ep.final_observation);
+  ep.env_id = String(ep.env_id ?? '?');
+});
+
 episodes.forEach((ep, i) => {
   ep._index = i;
   const parts = [ep.env_id, ep.subtask || '', 'item ' + ep.item_id, ...(ep.messages || []).map(m => m.content)];
@@ -135,7 +150,7 @@ function matches(ep) {
 }
 
 function rewardTag(ep, turn, msg) {
-  const reward = ep.rewards[turn - 1];
+  const reward = Number(ep.rewards[turn - 1]);
   const valid = !ep.valid || ep.valid[turn - 1] !== false;
   if (!valid) msg.classList.add('invalid');
   const cls = 'reward' + (reward > 0 ? ' pos' : '') + (valid ? '' : ' invalid');
@@ -203,7 +218,13 @@ function render() {
   const shown = episodes.filter(matches);
   const list = $('list');
   list.replaceChildren();
-  shown.slice(0, limit).forEach(ep => list.appendChild(card(ep)));
+  shown.slice(0, limit).forEach(ep => {
+    try {
+      list.appendChild(card(ep));
+    } catch (error) {  // one record the page cannot show: say so there, and go on with the others
+      list.appendChild(el('div', 'empty', 'episode ' + ep._index + ' could not be shown: ' + error));
+    }
+  });
   if (!shown.length) list.appendChild(el('div', 'empty', 'No episode matches these filters.'));
   const solved = shown.filter(e => e.info.success).length;
   $('count').textContent = shown.length;

@@ -1,6 +1,7 @@
 """The env server: a FastAPI app over a ``SessionManager``, and ways to run it.
 
-Two APIs share one table of envs (an env made by either is usable by both):
+Two APIs over one table of envs; an env made by ``/create`` is reachable by its integer id (and
+only it), a /v1 session only by its random key:
 
 * AgentGym's protocol, so AgentGym's own clients work unchanged: ``POST /create`` -> ``{id}``,
   ``POST /reset {id, data_idx}``, ``POST /step {id, action}`` -> ``{observation, reward, done}``,
@@ -11,7 +12,7 @@ Two APIs share one table of envs (an env made by either is usable by both):
   at ``/openapi.json`` (browsable at ``/docs``).
 
 Every error is JSON ``{"error": <code>, "detail": <what to do>}`` with a 4xx status for client
-mistakes (404 unknown id, 409 reset needed, 410 closed / reaped / from an earlier server run,
+mistakes (404 unknown id or key, 409 reset needed, 410 closed / reaped,
 413 body too large, 422 malformed body, 429 too many envs); 500 ``env_crashed`` reports an engine
 that raised (the env is replaced, the next reset works).
 """
@@ -60,7 +61,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": p.ErrorBody, "description": text}
     for status, text in {
         400: "bad reset options or body", 404: "unknown env id or route", 409: "reset needed or env busy",
-        410: "env closed, reaped, or from an earlier server run", 413: "body too large", 422: "malformed body",
+        410: "env closed or reaped", 413: "body too large", 422: "malformed body",
         429: "too many live envs", 500: "the env's engine crashed (it was replaced)", 503: "env could not start",
     }.items()
 }
@@ -73,9 +74,44 @@ DEFAULT_REQUEST_TIMEOUT = 10.0
 TOKEN_ENV_VAR = "AGENTGYM_SERVER_TOKEN"
 
 
+#: AgentGym-protocol routes that reach an env by its integer id (guessable by design: upstream's clients
+#: count from 0). Without a token they answer loopback clients only.
+AGENTGYM_ROUTES = frozenset({"/create", "/reset", "/step", "/observation", "/filtered_vocab", "/close"})
+#: Host names every server accepts besides the address it is bound to.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+_WILDCARD_ADDRESSES = ("0.0.0.0", "::", "")
+
+
+def host_name(value: str) -> str:
+    """The name in a ``Host`` header or an origin's authority, without the port, lower case
+    (``[::1]:8000`` -> ``::1``)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _is_ip(name: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
 class RequestGuard:
     """ASGI middleware in front of every route.
 
+    * refuses a ``Host`` that is neither the bound address, a loopback name nor one of
+      ``allowed_hosts`` (400): a web page whose name was re-pointed at this machine (DNS rebinding)
+      reaches nothing; bound to a wildcard address, any IP address is accepted as Host;
+    * refuses browser requests from another origin (403): an ``Origin`` header other than the
+      server's own (or one of ``allowed_origins``), or ``Sec-Fetch-Site: cross-site``, so a page
+      the user visits cannot drive the server, even with a "simple" text/plain POST;
+    * without a token, refuses AgentGym-protocol routes (integer ids) to clients that are not on
+      loopback (403);
     * refuses bodies over ``max_body_bytes`` (413) and bodies that take longer than
       ``body_timeout`` seconds to arrive (408);
     * with a ``token``, refuses requests without ``Authorization: Bearer <token>`` (401);
@@ -85,12 +121,41 @@ class RequestGuard:
     """
 
     def __init__(self, app: Any, max_body_bytes: int, statuses: Counter, body_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-                 token: str | None = None):
+                 token: str | None = None, host: str = "127.0.0.1", allowed_hosts: tuple[str, ...] = (),
+                 allowed_origins: tuple[str, ...] = ()):
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.statuses = statuses
         self.body_timeout = body_timeout
         self._expected_authorization = f"Bearer {token}".encode() if token else None
+        self.hosts = frozenset(host_name(name) for name in (*LOOPBACK_HOSTS, host, *allowed_hosts) if name)
+        self.any_ip_host = host_name(host) in _WILDCARD_ADDRESSES
+        self.origins = frozenset(origin.rstrip("/").lower() for origin in allowed_origins)
+
+    def _refusal(self, scope: dict, headers: dict[bytes, bytes]) -> tuple[int, str, str] | None:
+        """(status, code, detail) when the request must not reach the app: wrong Host, cross-origin
+        browser request, AgentGym route from another machine without a token."""
+        raw_host = headers.get(b"host")
+        host = raw_host.decode("latin-1") if raw_host is not None else ""
+        if raw_host is not None:
+            name = host_name(host)
+            if name not in self.hosts and not (self.any_ip_host and _is_ip(name)):
+                return (400, "host_not_allowed",
+                        "this server does not answer to that Host name (start it with --allowed-host NAME to add one)")
+        origin = headers.get(b"origin")
+        if origin is not None:
+            value = origin.decode("latin-1").rstrip("/").lower()
+            same = raw_host is not None and value in (f"http://{host.lower()}", f"https://{host.lower()}")
+            if not same and value not in self.origins:
+                return (403, "cross_origin", "requests from web pages of other origins are refused")
+        elif headers.get(b"sec-fetch-site") in (b"cross-site", b"same-site"):
+            return (403, "cross_origin", "requests from web pages of other origins are refused")
+        if self._expected_authorization is None and scope.get("path") in AGENTGYM_ROUTES:
+            client = scope.get("client") or ("", 0)
+            if not is_loopback(str(client[0])):
+                return (403, "loopback_only",
+                        "AgentGym's protocol (integer env ids) answers this machine only unless the server has a token")
+        return None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -115,6 +180,10 @@ class RequestGuard:
 
     async def _guarded(self, scope: dict, receive: Any, counting_send: Any) -> None:
         headers = dict(scope.get("headers") or [])
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            await _send_error(counting_send, *refusal)
+            return
         if self._expected_authorization is not None and not secrets.compare_digest(
             headers.get(b"authorization", b""), self._expected_authorization
         ):
@@ -260,6 +329,9 @@ def create_app(
     threads: int = 64,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     token: str | None = None,
+    host: str = "127.0.0.1",
+    allowed_hosts: tuple[str, ...] | list[str] = (),
+    allowed_origins: tuple[str, ...] | list[str] = (),
 ) -> FastAPI:
     """The server app for ``env`` (an id, a family name, or a list of ids; the first is the default).
 
@@ -269,7 +341,10 @@ def create_app(
     ``busy_timeout``: how long a request waits for another request on the same env.
     ``threads``: worker threads for env calls (engines block; each request holds one).
     ``request_timeout``: seconds a client may take to send a request body.
-    ``token``: if set, every request needs ``Authorization: Bearer <token>``.
+    ``token``: if set, every request needs ``Authorization: Bearer <token>``; without one, AgentGym's
+    integer-id routes answer loopback clients only.
+    ``host``: the address the server is bound to; requests must name it (or a loopback name, or one of
+    ``allowed_hosts``) as ``Host``. Browser requests from other origins than ``allowed_origins`` are refused.
     """
     env_ids = resolve_env_ids(env) if isinstance(env, str) else list(env)
     manager = SessionManager(env_ids, max_envs=max_envs, idle_timeout=idle_timeout, busy_timeout=busy_timeout)
@@ -283,7 +358,7 @@ def create_app(
     )
     app.state.manager = manager
     app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes, statuses=statuses, body_timeout=request_timeout,
-                       token=token)
+                       token=token, host=host, allowed_hosts=tuple(allowed_hosts), allowed_origins=tuple(allowed_origins))
 
     @app.exception_handler(ServerError)
     async def on_server_error(request: Request, error: ServerError) -> JSONResponse:
@@ -343,7 +418,7 @@ def _add_agentgym_routes(app: FastAPI, manager: SessionManager) -> None:
 
     @app.post("/create", response_model=Union[p.AgentGymCreated, int], **agentgym)
     def agentgym_create(body: Optional[p.AgentGymCreate] = Body(None)) -> Any:
-        session = manager.create(body.env_id if body else None)
+        session = manager.create(body.env_id if body else None, agentgym=True)
         reply = {"id": session.number, "env_id": session.env_id, "reward": 0.0, "done": False,
                  "observation": "A new env. Reset it with a data_idx (the item id) to start an episode."}
         given = body.model_dump(exclude_none=True) if body is not None else {}
@@ -419,14 +494,15 @@ def _add_v1_routes(app: FastAPI, manager: SessionManager, statuses: Counter) -> 
     def create_session(body: Optional[p.CreateSession] = Body(None)) -> dict:
         body = body or p.CreateSession()
         session = manager.create(body.env_id, body.max_turns)
-        return {"session": manager.key(session), "id": session.number, "env_id": session.env_id,
+        return {"session": manager.key(session), "env_id": session.env_id,
                 "server_id": manager.server_id, "max_turns": _time_limit(session.env),
                 "observation_max_length": session.env.observation_space.max_length,
                 "action_max_length": session.env.action_space.max_length}
 
-    @app.get("/v1/sessions", response_model=list[p.SessionState], tags=["v1"])
+    @app.get("/v1/sessions", response_model=list[p.LiveSession], tags=["v1"])
     async def list_sessions() -> list[dict]:
-        return [manager.describe(session) for session in manager.live()]
+        """The live envs without their keys, ids or observations: a key is its client's alone."""
+        return [manager.summary(session) for session in manager.live()]
 
     @app.get("/v1/sessions/{session}", response_model=p.SessionState, **v1)
     def get_session(session: str) -> dict:
@@ -489,6 +565,7 @@ def serve(
     access_log: bool = False,
     token: str | None = None,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    allowed_hosts: tuple[str, ...] | list[str] = (),
 ) -> None:
     """Run the server in the foreground until SIGINT / SIGTERM; every env is closed on the way out.
 
@@ -506,7 +583,7 @@ def serve(
             f"${TOKEN_ENV_VAR} (clients send it as 'Authorization: Bearer <token>'), or bind 127.0.0.1"
         )
     app = create_app(env, max_envs=max_envs, idle_timeout=idle_timeout, max_body_bytes=max_body_bytes,
-                     request_timeout=request_timeout, token=token)
+                     request_timeout=request_timeout, token=token, host=host, allowed_hosts=tuple(allowed_hosts))
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     manager: SessionManager = app.state.manager
     print(f"agentgym serve: {', '.join(manager.env_ids)} on http://{host}:{port} "
@@ -577,6 +654,6 @@ class LocalServer(ThreadedServer):
     def __init__(self, env: str | list[str] = "textcraft", host: str = "127.0.0.1", port: int = 0, **app_kwargs: Any):
         if not is_loopback(host):
             raise ValueError(f"LocalServer binds loopback addresses only, not {host!r}")
-        app = create_app(env, **app_kwargs)
+        app = create_app(env, host=host, **app_kwargs)
         self.manager: SessionManager = app.state.manager
         super().__init__(app, host, port, app_kwargs.get("request_timeout", DEFAULT_REQUEST_TIMEOUT))

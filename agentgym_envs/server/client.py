@@ -169,7 +169,8 @@ class RemoteEnv(gym.Env[str, str]):
         self.backoff = backoff
         token = token or os.environ.get(TOKEN_VARIABLE)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._pool_key, self._client = _acquire_client(self.url, timeout, connect_timeout, pool_size)
+        self._client_settings = (timeout, connect_timeout, pool_size)
+        self._pool_key, self._client = _acquire_client(self.url, *self._client_settings)
         self._closed = False
         self.session: str | None = None
         self.server_id: str | None = None
@@ -191,24 +192,34 @@ class RemoteEnv(gym.Env[str, str]):
     # ---- Gymnasium API --------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        self._check_open()
-        self._episode_active = False
+        if self._closed:  # reset after close starts afresh, as a local env does (a new served env)
+            self._pool_key, self._client = _acquire_client(self.url, *self._client_settings)
+            self._closed, self._episode_active, self.session = False, False, None
         body = {"seed": seed, "options": options}
         if self.session is None:
+            self._episode_active = False
             self._create_session()
         try:
+            # a reset the env rejects (ValueError: bad options) keeps the episode in progress, as a local env does
             data = self._request("POST", f"/v1/sessions/{self.session}/reset", body)
         except SessionLostError:  # restarted server, reaped or closed env: start afresh
+            self._episode_active = False
             self.session = None
             self._create_session()
             data = self._request("POST", f"/v1/sessions/{self.session}/reset", body)
+        except ValueError:
+            raise
+        except BaseException:  # the engine crashed or the server is gone: the episode is lost
+            self._episode_active = False
+            raise
         self._seq = 0
         self._episode_active = True
         self._last_action, self._last_observation, self._info = None, data["observation"], data["info"]
         return data["observation"], data["info"]
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self._check_open()
+        if self._closed:
+            raise RemoteResetNeeded("this remote env was closed: call reset() to start a new episode", code="closed")
         if not self._episode_active:
             raise RemoteResetNeeded("call reset() before step(): no episode is running on this remote env", code="reset_needed")
         if not isinstance(action, str):
@@ -234,6 +245,7 @@ class RemoteEnv(gym.Env[str, str]):
         if self._closed:
             return
         self._closed = True
+        self._episode_active = False
         if self.session is not None:
             try:
                 self._client.delete(f"/v1/sessions/{self.session}", timeout=2.0)

@@ -118,8 +118,8 @@ class CreateSession(Strict):
 
 
 class SessionCreated(BaseModel):
-    session: str = Field(description="key of the session in the /v1 API")
-    id: int = Field(description="the same env in AgentGym's protocol")
+    session: str = Field(description="key of the session in the /v1 API: random, the session's only credential "
+                                     "(keep it to yourself; no route lists it)")
     env_id: str
     server_id: str
     max_turns: Optional[int]
@@ -156,13 +156,22 @@ class StepResult(BaseModel):
 
 class SessionState(BaseModel):
     session: str
-    id: int
     env_id: str
     episode_active: bool
     done: bool
     turn: Optional[int]
     observation: str
     crashed: Optional[str]
+    busy: bool
+    idle_s: float
+    age_s: float
+
+
+class LiveSession(BaseModel):
+    """One live env as ``GET /v1/sessions`` lists it: no key, no id, no observation (they belong to its client)."""
+
+    env_id: str
+    episode_active: bool
     busy: bool
     idle_s: float
     age_s: float

@@ -22,7 +22,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentgym_envs.core.safety import parse_count
 from agentgym_envs.core.tasks import get_task, list_tasks
 
 logger = logging.getLogger("agentgym.server")
@@ -51,8 +50,14 @@ def env_weight(env_id: str) -> int:
     return FAMILY_WEIGHTS.get(spec.family, 1)
 
 
-#: How many closed session numbers are remembered, to tell "closed" / "reaped" from "never existed".
+#: How many closed sessions are remembered, to tell "closed" / "reaped" from "never existed".
 TOMBSTONES = 10_000
+
+
+def new_session_key() -> str:
+    """A /v1 session key: 144 random bits (``secrets.token_urlsafe``), so knowing the server, the other
+    keys or how many sessions exist never helps to guess one: the key is the session's only credential."""
+    return secrets.token_urlsafe(18)
 
 
 class ServerError(Exception):
@@ -95,6 +100,10 @@ class Session:
     done: bool = False
     last_seq: int | None = None
     last_step: StepResult | None = None
+    #: the /v1 key (unguessable); the only way to reach a session made through /v1
+    key: str = field(default_factory=new_session_key)
+    #: made by AgentGym's ``/create``: also reachable by its integer ``number`` (AgentGym's clients need that)
+    agentgym: bool = False
 
 
 def resolve_env_ids(id_or_family: str) -> list[str]:
@@ -168,7 +177,9 @@ class SessionManager:
         self.started = time.monotonic()
         self._lock = threading.Lock()
         self._sessions: dict[int, Session] = {}
-        self._tombstones: OrderedDict[int, str] = OrderedDict()
+        self._by_key: dict[str, Session] = {}
+        self._tombstones: OrderedDict[int, str] = OrderedDict()  # AgentGym numbers of closed /create envs
+        self._key_tombstones: OrderedDict[str, str] = OrderedDict()
         self._next_number = 0
         self._pending = 0  # the weight of envs being made
         self._closing = False
@@ -180,28 +191,31 @@ class SessionManager:
 
     # ---- naming ---------------------------------------------------------------------------------
     def key(self, session: Session) -> str:
-        """The v1 API's session key: ``<server id>-<number>``, so a restarted server can say so."""
-        return f"{self.server_id}-{session.number}"
+        """The v1 API's session key: random (``new_session_key``), shown only to the client that made it."""
+        return session.key
 
     def lookup(self, key: str) -> Session:
-        server_id, _, digits = key.rpartition("-")
-        number = parse_count(digits)  # ASCII digits only: '²' or 5,000 digits are no session number
-        if not server_id or number is None:
-            shown = key if len(key) <= 80 else key[:80] + "..."
-            raise ServerError(404, "unknown_session", f"{shown!r} is not a session key (they look like '{self.server_id}-0')")
-        if server_id != self.server_id:
-            raise ServerError(
-                410, "stale_session",
-                f"session {key!r} belongs to an earlier run of this server (it restarted; this run is "
-                f"{self.server_id!r}); its episode is lost: create a new session and reset",
-            )
-        return self.get(number)
+        """The live session with /v1 key ``key``. An unknown key gets one answer whatever it looks like
+        (it never echoes the key nor says what keys look like): only the key's holder can tell more."""
+        with self._lock:
+            session = self._by_key.get(key) if isinstance(key, str) else None
+            if session is not None:
+                return session
+            reason = self._key_tombstones.get(key) if isinstance(key, str) else None
+        if reason is not None:
+            raise ServerError(410, "session_closed", f"this session no longer exists: {reason}; create a new one")
+        raise ServerError(
+            404, "unknown_session",
+            "no live session has this key on this server (never created here, closed long ago, or the server "
+            "restarted since): create a new session (POST /v1/sessions) and reset it",
+        )
 
     def get(self, number: int) -> Session:
-        """The live session with AgentGym id ``number``."""
+        """The live env with AgentGym id ``number`` (envs made by ``/create`` only: a /v1 session is
+        reachable by its key alone)."""
         with self._lock:
             session = self._sessions.get(number)
-            if session is not None:
+            if session is not None and session.agentgym:
                 return session
             reason = self._tombstones.get(number)
         if reason is not None:
@@ -220,7 +234,8 @@ class SessionManager:
                 raise ValueError(f"{env_id} is not a text env ({space!r}); only envs with text spaces can be served")
         return env
 
-    def create(self, env_id: str | None = None, max_turns: int | None = None) -> Session:
+    def create(self, env_id: str | None = None, max_turns: int | None = None, agentgym: bool = False) -> Session:
+        """A new env; ``agentgym``: made by AgentGym's ``/create``, so its integer id reaches it too."""
         env_id = env_id or self.default_env_id
         if env_id not in self.env_ids:
             raise ServerError(404, "env_not_served", f"this server hosts {self.env_ids}, not {env_id!r}")
@@ -248,11 +263,12 @@ class SessionManager:
         finally:
             with self._lock:
                 self._pending -= weight
-        session = Session(number=number, env_id=env_id, max_turns=max_turns, env=env, weight=weight)
+        session = Session(number=number, env_id=env_id, max_turns=max_turns, env=env, weight=weight, agentgym=agentgym)
         with self._lock:
             closing = self._closing
             if not closing:
                 self._sessions[number] = session
+                self._by_key[session.key] = session
                 self.counters["created"] += 1
         if closing:
             self._close_env(env)
@@ -264,7 +280,7 @@ class SessionManager:
         with self._lock:
             if self._sessions.pop(session.number, None) is None:
                 return
-            self._tombstone(session.number, reason)
+            self._tombstone(session, reason)
             self.counters["closed"] += 1
         acquired = session.lock.acquire(timeout=self.busy_timeout)
         try:
@@ -288,7 +304,7 @@ class SessionManager:
                 with self._lock:
                     if self._sessions.pop(session.number, None) is None:
                         continue
-                    self._tombstone(session.number, f"it was idle for more than {self.idle_timeout:g} s and was reaped")
+                    self._tombstone(session, f"it was idle for more than {self.idle_timeout:g} s and was reaped")
                     self.counters["reaped"] += 1
                 self._close_env(session.env)
                 reaped += 1
@@ -305,7 +321,7 @@ class SessionManager:
             sessions = list(self._sessions.values())
             self._sessions.clear()
             for session in sessions:
-                self._tombstone(session.number, "the server shut down")
+                self._tombstone(session, "the server shut down")
             self.counters["closed"] += len(sessions)
         for session in sessions:
             acquired = session.lock.acquire(timeout=min(self.busy_timeout, 5.0))
@@ -324,11 +340,9 @@ class SessionManager:
     # ---- episode --------------------------------------------------------------------------------
     def reset(self, session: Session, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         with self._hold(session):
-            session.episode_active = False
-            session.last_seq, session.last_step = None, None
             try:
                 observation, info = self._reset_once(session, seed, options)
-            except ServerError:
+            except ServerError:  # a rejected reset (bad options): the episode in progress goes on, as locally
                 raise
             except Exception as error:  # the engine died between episodes: one fresh env, one more try
                 self._replace(session, error, during="reset")
@@ -340,6 +354,7 @@ class SessionManager:
                     self._replace(session, second, during="reset")
                     raise self._crash_error(session, second, during="reset") from second
             session.episode_active, session.crashed = True, None
+            session.last_seq, session.last_step = None, None
             session.observation, session.info, session.reward, session.done = observation, info, 0.0, False
             with self._lock:
                 self.counters["resets"] += 1
@@ -405,7 +420,6 @@ class SessionManager:
         now = time.monotonic()
         return {
             "session": self.key(session),
-            "id": session.number,
             "env_id": session.env_id,
             "episode_active": session.episode_active,
             "done": session.done,
@@ -416,6 +430,12 @@ class SessionManager:
             "idle_s": round(now - session.last_used, 3),
             "age_s": round(now - session.created, 3),
         }
+
+    def summary(self, session: Session) -> dict[str, Any]:
+        """What anyone may see of a live env (``GET /v1/sessions``): nothing that reaches or reveals it."""
+        now = time.monotonic()
+        return {"env_id": session.env_id, "episode_active": session.episode_active, "busy": session.lock.locked(),
+                "idle_s": round(now - session.last_used, 3), "age_s": round(now - session.created, 3)}
 
     def metrics(self) -> dict[str, Any]:
         with self._lock:
@@ -446,10 +466,16 @@ class SessionManager:
     def _hold(self, session: Session) -> "_Held":
         return _Held(self, session)
 
-    def _tombstone(self, number: int, reason: str) -> None:
-        self._tombstones[number] = reason
-        while len(self._tombstones) > TOMBSTONES:
-            self._tombstones.popitem(last=False)
+    def _tombstone(self, session: Session, reason: str) -> None:
+        """Remember why ``session`` ended (call with the lock held, after popping it from ``_sessions``)."""
+        self._by_key.pop(session.key, None)
+        self._key_tombstones[session.key] = reason
+        while len(self._key_tombstones) > TOMBSTONES:
+            self._key_tombstones.popitem(last=False)
+        if session.agentgym:
+            self._tombstones[session.number] = reason
+            while len(self._tombstones) > TOMBSTONES:
+                self._tombstones.popitem(last=False)
 
     def _replace(self, session: Session, error: BaseException, during: str) -> None:
         """Swap a session's crashed env for a fresh one of the same id (caller holds its lock)."""
@@ -466,7 +492,7 @@ class SessionManager:
             logger.exception("could not restart %s", session.env_id)
             with self._lock:
                 self._sessions.pop(session.number, None)
-                self._tombstone(session.number, f"its engine crashed and could not be restarted ({make_error})")
+                self._tombstone(session, f"its engine crashed and could not be restarted ({make_error})")
                 self.counters["closed"] += 1
             raise ServerError(
                 503, "env_unavailable",
@@ -508,8 +534,8 @@ class _Held:
             alive = self.manager._sessions.get(self.session.number) is self.session
         if not alive:  # closed or reaped while this request waited
             self.session.lock.release()
-            self.manager.get(self.session.number)  # raises the 410 / 404 with the reason
-            raise ServerError(410, "session_closed", f"env {self.session.number} was closed")
+            self.manager.lookup(self.session.key)  # raises the 410 with the reason
+            raise ServerError(410, "session_closed", "this env was closed")
         self.session.last_used = time.monotonic()
         return self.session
 

@@ -125,8 +125,10 @@ class ReadOnlySQL:
     * a progress handler interrupts any statement running longer than ``timeout`` seconds, including
       the time spent fetching rows, so an endless recursive CTE or a huge cross join returns an
       error instead of hanging;
-    * at most ``max_rows`` rows are fetched, strings/blobs are capped at ``max_length`` bytes and a
-      result over ``max_bytes`` (a rough size) is refused, so memory stays bounded too;
+    * at most ``max_rows`` rows are fetched, strings/blobs are capped at ``max_length`` bytes, a
+      result row at ``max_columns`` columns (``SQLITE_LIMIT_COLUMN``), and a result over ``max_bytes``
+      (a rough size, counted row by row) is refused, so no query holds more than ``max_bytes`` plus
+      one row (``max_columns * max_length``) in memory;
     * ``printf()`` / ``format()`` refuse huge widths, the one built-in whose single step outlasts
       the time limit (see ``_bounded_printf``).
     """
@@ -138,6 +140,7 @@ class ReadOnlySQL:
         max_rows: int = 100_000,
         max_length: int = 100_000,
         max_bytes: int = 64_000_000,
+        max_columns: int = 256,
     ):
         self.db = db
         self.timeout = timeout
@@ -146,6 +149,7 @@ class ReadOnlySQL:
         db.execute("PRAGMA query_only = ON")
         if hasattr(db, "setlimit"):
             db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_length)
+            db.setlimit(sqlite3.SQLITE_LIMIT_COLUMN, max_columns)
             db.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 100_000)
             db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
         db.set_authorizer(_authorize)
@@ -164,19 +168,21 @@ class ReadOnlySQL:
         return 1 if time.perf_counter() > self._deadline else 0
 
     def _fetch(self, cursor: sqlite3.Cursor) -> list[tuple[Any, ...]]:
-        """Up to ``max_rows + 1`` rows in small batches, refusing results larger than ``max_bytes``."""
+        """Up to ``max_rows + 1`` rows, one at a time, refusing results larger than ``max_bytes`` as soon
+        as the row that crosses it arrives (a batch of wide rows could hold gigabytes before a check)."""
         rows: list[tuple[Any, ...]] = []
         size = 0
         while len(rows) <= self.max_rows:
-            batch = cursor.fetchmany(min(200, self.max_rows + 1 - len(rows)))
-            if not batch:
+            row = cursor.fetchone()
+            if row is None:
                 break
-            size += sum(16 + (len(v) if isinstance(v, (str, bytes)) else 0) for row in batch for v in row)
+            size += sum(16 + (len(v) if isinstance(v, (str, bytes)) else 0) for v in row)
             if size > self.max_bytes:
+                del row, rows
                 raise QueryError(
                     f"The result is too large (over {self.max_bytes // 1_000_000} MB); select fewer rows or columns."
                 )
-            rows.extend(batch)
+            rows.append(row)
         return rows
 
     def _fetch_distinct(

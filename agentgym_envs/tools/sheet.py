@@ -215,9 +215,9 @@ class SheetService(Service):
 
     @staticmethod
     def _fit(grid: Grid, rows: int, cols: int) -> Grid:
-        if rows > MAX_ROWS or cols > MAX_COLS:
-            raise ToolError(f"a sheet holds at most {MAX_ROWS} rows and {MAX_COLS} columns.")
         width = max(cols, max((len(r) for r in grid), default=0))
+        if max(rows, len(grid)) > MAX_ROWS or width > MAX_COLS:
+            raise ToolError(f"a sheet holds at most {MAX_ROWS} rows and {MAX_COLS} columns.")
         grid = [list(r) + [""] * (width - len(r)) for r in grid]
         grid += [[""] * width for _ in range(rows - len(grid))]
         return grid
@@ -311,6 +311,9 @@ class SheetService(Service):
             raise ToolError(f"row_idx must be between 2 and {len(grid) + 1} (the number of rows + 1 appends).")
         if not values_list or any(not isinstance(r, list) for r in values_list):
             raise ToolError("values_list must be a non-empty list of rows, each a list of values.")
+        if len(grid) + len(values_list) > MAX_ROWS or any(len(r) > MAX_COLS for r in values_list):
+            raise ToolError(f"a sheet holds at most {MAX_ROWS} rows and {MAX_COLS} columns (A-Z); it has {len(grid)} "
+                            f"rows, and each inserted row may have at most {MAX_COLS} values.")
         rows = [[self._cell(v, "insert_rows") for v in r] for r in values_list]
         grid = grid[: row_idx - 1] + rows + grid[row_idx - 1 :]
         self._save(self._fit(grid, len(grid), 0))
@@ -325,6 +328,9 @@ class SheetService(Service):
             raise ToolError(
                 "values_list must be a non-empty list of columns, each a list of values from the header down."
             )
+        if width + len(values_list) > MAX_COLS:
+            raise ToolError(f"a sheet holds at most {MAX_COLS} columns; it has {width}, so at most "
+                            f"{MAX_COLS - width} more fit.")
         columns = [[self._cell(v, "insert_cols") for v in c] for c in values_list]
         height = max(len(grid), max(len(c) for c in columns))
         grid = self._fit(grid, height, width)

@@ -83,6 +83,10 @@ _KEYS = {"enter": "ENTER", "return": "ENTER", "tab": "TAB", "escape": "ESCAPE", 
 #: How long after a click/type/press to watch for a navigation started by page scripts. Form
 #: submissions and link clicks are seen directly (their events), so they never depend on this.
 NAVIGATION_SETTLE_SECONDS = 0.03
+#: The most characters one ``type`` enters. Each key is a browser round trip whose cost grows with the
+#: field's length (15,000 characters took 45 s); WebArena's answers and queries are far shorter. Longer
+#: text is cut here and the observation says so.
+MAX_TYPED_CHARS = 2_000
 _MARK_JS = """
 window.__agentgymDoc = arguments[0]; window.__agentgymLeaving = false;
 if (!window.__agentgymHooked) {
@@ -363,6 +367,7 @@ class WebArenaEnv(TextEnv):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """As ``TextEnv.step``; on the last turn of the budget without ``stop``, whatever the response
         was, the final state is scored (empty answer), so state-changing tasks count at the cap."""
+        self.require_episode()  # before self.browser, which would start a Chromium for a closed env
         with self.browser.time_limit(self.step_timeout):
             return self._bounded_step(action)
 
@@ -428,9 +433,18 @@ class WebArenaEnv(TextEnv):
     # ---- actions --------------------------------------------------------------------------------
     def _execute(self, command: Command) -> str | None:
         """Perform a (non-stop) command; returns a note for the observation or raises ``_InvalidAction``."""
+        driver = self.browser.driver
+        note = None
+        if command.name == "type" and len(command.text) > MAX_TYPED_CHARS:
+            note = (f"Only the first {MAX_TYPED_CHARS} of the text's {len(command.text)} characters were typed "
+                    f"(type enters at most {MAX_TYPED_CHARS}).")
+            command = Command(command.name, command.element, command.text[:MAX_TYPED_CHARS], command.enter)
+        feedback = self._perform(command, driver)
+        return " ".join(filter(None, [note, feedback])) or None
+
+    def _perform(self, command: Command, driver: Any) -> str | None:
         from selenium.common.exceptions import TimeoutException
 
-        driver = self.browser.driver
         may_navigate = command.name == "click" or (command.name == "type" and command.enter) or (
             command.name == "press" and "enter" in command.text.lower())
         if may_navigate:

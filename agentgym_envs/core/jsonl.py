@@ -1,0 +1,58 @@
+"""JSON-lines files the project appends to (trajectories, collect's journal, training metrics).
+
+Appending line by line keeps what was written when a process dies; the price is a last line that a
+kill may cut, or a byte a disk or a copy may damage. Readers here skip such a line with a warning
+(never the whole file), and writers start a new line after a cut one, so one bad line costs one
+record.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """(line number, value) for every readable line of ``path``; a line that is not UTF-8 or not JSON
+    is skipped with a warning, blank lines silently."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                logger.warning("%s line %d is not valid UTF-8 (a damaged byte?); skipped", path, number)
+                continue
+            except (json.JSONDecodeError, RecursionError, ValueError):
+                logger.warning("%s line %d is not valid JSON (an interrupted write?); skipped", path, number)
+                continue
+            yield number, value
+
+
+def ends_with_newline(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is missing, empty or ends with a newline (else its last line was cut off)."""
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return True
+    with open(path, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+def append_lines(path: str | os.PathLike, lines: str) -> None:
+    """Append ``lines`` (each ending in a newline) to ``path``, flushed; after a line cut off by a crash
+    a newline comes first, so the cut line does not swallow the first new record."""
+    if not lines:
+        return
+    if not ends_with_newline(path):
+        lines = "\n" + lines
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(lines)
+        handle.flush()
