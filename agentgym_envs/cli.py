@@ -118,8 +118,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
     """Play train episodes with a scripted agent and save the kept ones as a chat dataset (behaviour cloning data)."""
     from pathlib import Path
 
-    from agentgym_envs.collect import JOURNAL_FILE, KeepRule, collect, save_trajectories
+    from agentgym_envs.collect import JOURNAL_FILE, KeepRule, check_datasets_installed, collect, save_trajectories
 
+    check_datasets_installed()  # before playing every episode, not when saving them
     out = Path(args.out)
     journal = out / JOURNAL_FILE
     if args.overwrite:

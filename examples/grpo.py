@@ -44,7 +44,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from accelerate import PartialState  # noqa: E402
 from trl import ModelConfig, TrlParser, get_peft_config  # noqa: E402
 
-from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer  # noqa: E402
+from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer, ScheduleError  # noqa: E402
 from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.stages import StageArguments, behaviour_clone, held_out_success, report_stages  # noqa: E402
 
@@ -76,6 +76,8 @@ DEFAULTS = dict(
 
 # A run's own budget in either of these replaces the default schedule (giving both is a ScheduleError)
 BUDGET_FIELDS = {"max_turns", "turn_rounds"}
+# The fields that set the turn budget; the command line's replaces a --config file's (as any other field)
+SCHEDULE_FIELDS = {"max_turns_schedule", "turn_rounds", "max_turns"}
 
 
 def fields_given(argv: list[str]) -> set[str]:
@@ -93,13 +95,53 @@ def fields_given(argv: list[str]) -> set[str]:
     return given
 
 
+class Parser(TrlParser):
+    """TRL's parser, except that a turn budget on the command line replaces the ``--config`` file's
+    (``max_turns_schedule``, ``turn_rounds`` + ``turn_round_steps``, ``max_turns`` are one setting)."""
+
+    def __init__(self, *args, cli_fields: set[str] = frozenset(), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.cli_fields = set(cli_fields)
+
+    def set_defaults_with_config(self, **config):
+        on_cli = self.cli_fields & SCHEDULE_FIELDS
+        replaced = sorted((SCHEDULE_FIELDS - on_cli) & set(config)) if on_cli else []
+        for field in replaced:
+            config.pop(field)
+            if field == "turn_rounds":
+                config.pop("turn_round_steps", None)
+        if replaced:
+            print(f"note: --{' --'.join(sorted(on_cli))} on the command line replaces {', '.join(replaced)} "
+                  "of the --config file", file=sys.stderr)
+        return super().set_defaults_with_config(**config)
+
+
+def check_report_to(args: AgentGRPOConfig) -> None:
+    """``--report_to X`` of an integration whose package is missing: one line now, not a crash after the model loads."""
+    from transformers.integrations import integration_utils
+
+    names = [args.report_to] if isinstance(args.report_to, str) else list(args.report_to or [])
+    for name in names:
+        available = getattr(integration_utils, f"is_{name}_available", None)
+        if available is not None and not available():
+            sys.exit(f"error: --report_to {name} needs the {name} package, which is not installed: "
+                     f"pip install {name}")
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[AgentGRPOConfig, StageArguments, ModelConfig]:
-    parser = TrlParser((AgentGRPOConfig, StageArguments, ModelConfig))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    cli_fields = {arg.split("=")[0].removeprefix("--") for arg in argv if arg.startswith("--")}
+    parser = Parser((AgentGRPOConfig, StageArguments, ModelConfig), cli_fields=cli_fields)
     defaults = dict(DEFAULTS)
-    if fields_given(sys.argv[1:] if argv is None else list(argv)) & BUDGET_FIELDS:
+    if fields_given(argv) & BUDGET_FIELDS:
         defaults.pop("max_turns_schedule")
     parser.set_defaults(**defaults)
-    return parser.parse_args_and_config(args=argv)
+    try:
+        training_args, stage_args, model_args = parser.parse_args_and_config(args=argv)
+    except ScheduleError as error:  # e.g. two budgets on the command line: one line, not a traceback
+        sys.exit(f"error: {error}")
+    check_report_to(training_args)
+    return training_args, stage_args, model_args
 
 
 def main(argv: list[str] | None = None) -> AgentGRPOTrainer:

@@ -21,7 +21,7 @@ from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_opening_argum
 from agentgym_envs.core.loop import Agent
 from agentgym_envs.evaluation.metrics import format_scaling, format_table
 from agentgym_envs.evaluation.plots import PlotError, plot_run
-from agentgym_envs.evaluation.runner import SUMMARY_FILE, EvalError, evaluate
+from agentgym_envs.evaluation.runner import SUMMARY_FILE, EvalError, ForeignRun, evaluate
 from agentgym_envs.evaluation.viewer import write_viewer
 
 INTERRUPTED = 130
@@ -110,6 +110,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         summary = print_summary(out)
         saved = f"{summary['episodes']} of {summary['expected_episodes']} episodes" if summary else "finished episodes"
         return fail(f"interrupted; {saved} saved in {out}; rerun the same command to resume", INTERRUPTED)
+    except ForeignRun as error:  # another run's results: printing them would read as this agent's
+        return fail(str(error))
     except (EvalError, AgentSetupError) as error:
         summary = print_summary(out) if (out / SUMMARY_FILE).is_file() else None
         saved = summary["episodes"] if summary else 0

@@ -30,6 +30,10 @@ class EvalError(RuntimeError):
     """A user-facing evaluation error: one clear line, no traceback."""
 
 
+class ForeignRun(EvalError):
+    """``--out`` holds the run of another agent or split: nothing there belongs to this evaluation."""
+
+
 class UnfinishedBatch(EvalError):
     """A batch failed midway; ``finished`` holds the records of its episodes that did end (they are saved)."""
 
@@ -108,7 +112,7 @@ def _check_run_file(out_dir: Path, run_info: dict[str, Any]) -> None:
     if path.is_file():
         previous = json.loads(path.read_text(encoding="utf-8"))
         if previous.get("agent") != run_info["agent"] or previous.get("split") != run_info["split"]:
-            raise EvalError(
+            raise ForeignRun(
                 f"{out_dir} holds a run of another agent or split ({previous.get('agent')}, {previous.get('split')}); "
                 "give another --out to start a new run"
             )

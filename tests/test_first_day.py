@@ -1,0 +1,122 @@
+"""Issue 37, a newcomer's first day: wrong output, late checks and missing dependencies (items 1, 2, 3, 11, 12, 13)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import agentgym_envs
+from agentgym_envs.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXTRAS = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+
+
+def requirement_names(extra: str) -> set[str]:
+    return {requirement.split(">")[0].split("=")[0].split("<")[0].strip() for requirement in EXTRAS[extra]}
+
+
+# 1. a folder of another agent's run: one error line, not that run's tables under this agent's command
+def test_eval_into_another_agents_run_prints_no_results(tmp_path, capsys) -> None:
+    out = str(tmp_path / "run")
+    args = ["eval", "--env", "AgentGym/Maze-v0", "--limit", "2", "--out", out, "--no-progress"]
+    assert main([*args, "--agent", "oracle"]) == 0
+    capsys.readouterr()
+    assert main([*args, "--agent", "random"]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""  # none of the oracle's 100.00 rows
+    assert "holds a run of another agent" in printed.err and "give another --out" in printed.err
+    assert "rerun to resume" not in printed.err and len(printed.err.strip().splitlines()) == 1
+
+
+# 2 and 3 need the trainer's parser (examples/grpo.py)
+@pytest.fixture(scope="module")
+def grpo():
+    pytest.importorskip("trl")
+    spec = importlib.util.spec_from_file_location("grpo_example", ROOT / "examples" / "grpo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_report_to_a_missing_integration_is_one_line_at_parse_time(grpo, monkeypatch) -> None:
+    from transformers.integrations import integration_utils
+
+    assert "tensorboard" in requirement_names("train")  # what the docs show is installed with the trainer
+    monkeypatch.setattr(integration_utils, "is_tensorboard_available", lambda: False)
+    with pytest.raises(SystemExit) as stopped:
+        grpo.parse_args(["--report_to", "tensorboard"])
+    assert str(stopped.value) == ("error: --report_to tensorboard needs the tensorboard package, which is not "
+                                  "installed: pip install tensorboard")
+    assert grpo.parse_args(["--report_to", "none"])[0].report_to in ("none", ["none"], [])
+
+
+def test_command_line_budget_replaces_the_yaml_schedule(grpo, capsys) -> None:
+    config = str(ROOT / "examples" / "configs" / "babyai.yaml")
+    args, _, _ = grpo.parse_args(["--config", config, "--max_turns", "3"])
+    assert args.max_turns == 3 and args.max_turns_schedule is None and args.turn_schedule().max_turns == 3
+    assert "--max_turns on the command line replaces max_turns_schedule of the --config file" in capsys.readouterr().err
+    args, _, _ = grpo.parse_args(["--config", config, "--turn_rounds", "2", "4", "--turn_round_steps", "5"])
+    assert args.max_turns_schedule is None and args.turn_rounds == [2, 4]
+    args, _, _ = grpo.parse_args(["--config", config])  # the file alone keeps its schedule
+    assert args.max_turns_schedule == "0:6,100:13,200:20"
+    with pytest.raises(SystemExit, match="give only one of max_turns_schedule, turn_rounds and max_turns"):
+        grpo.parse_args(["--max_turns", "3", "--turn_rounds", "2", "4"])  # two on the command line: one line
+
+
+# 11. a missing extra fails at make (Gymnasium's DependencyNotInstalled), and collect checks datasets first
+def test_make_fails_without_the_extra() -> None:
+    code = ("import sys; sys.modules['minigrid'] = None\n"
+            "import gymnasium as gym, agentgym_envs\n"
+            "try:\n"
+            "    gym.make('AgentGym/BabyAI-v0')\n"
+            "except gym.error.DependencyNotInstalled as error:\n"
+            "    print(isinstance(error, agentgym_envs.MissingExtraError), error)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}).stdout
+    assert out.startswith("True AgentGym/BabyAI-v0 needs 'minigrid'")
+    assert "pip install 'agentgym-rl[babyai]'" in out
+
+
+def test_collect_without_datasets_fails_before_playing(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    played = []
+    monkeypatch.setattr("agentgym_envs.collect.collect", lambda *a, **k: played.append(1))
+    out = tmp_path / "data"
+    assert main(["collect", "--env", "AgentGym/Maze-v0", "--n", "2", "--out", str(out)]) == 2
+    assert not played and not out.exists()
+    assert "pip install 'agentgym-rl[collect]'" in capsys.readouterr().err
+
+
+# 12. psutil reaps orphaned Chromium processes ([web]) and reads memory for /v1/metrics ([server])
+def test_psutil_comes_with_web_and_server() -> None:
+    assert "psutil" in requirement_names("web") and "psutil" in requirement_names("server")
+
+
+# 13. the sub-envs of a vector env draw distinct items
+@pytest.mark.parametrize("env_id", ["AgentGym/Maze-v0", "AgentGym/TextCraft-Depth1-v0"])
+def test_vector_sub_envs_draw_distinct_items(env_id: str) -> None:
+    envs = gym.make_vec(env_id, num_envs=4)
+    try:
+        for seed in range(5):
+            _, info = envs.reset(seed=seed, options={"split": "test"})
+            items = [int(item) for item in info["item_id"]]
+            assert len(set(items)) == 4, (seed, items)
+            assert set(items) <= set(agentgym_envs.get_task(env_id).split("test"))
+        _, again = envs.reset(seed=4, options={"split": "test"})
+        assert [int(item) for item in again["item_id"]] == items  # still reproducible
+    finally:
+        envs.close()
+
+
+def test_a_whole_split_by_consecutive_seeds() -> None:
+    env = gym.make("AgentGym/TextCraft-Depth1-v0")
+    items = agentgym_envs.get_task("AgentGym/TextCraft-Depth1-v0").split("test")
+    drawn = {env.reset(seed=seed, options={"split": "test"})[1]["item_id"] for seed in range(len(items))}
+    assert drawn == set(items)
