@@ -95,13 +95,49 @@ def fields_given(argv: list[str]) -> set[str]:
     return given
 
 
+# --help's groups, in this order: the project's own options, then those of the libraries under it
+GROUP_TITLES = {
+    "AgentGRPOConfig": "agentgym-rl: envs, turn budget, rollout, advantages, CPU (AgentGRPOConfig)",
+    "StageArguments": "agentgym-rl: behaviour-cloning warm-up and held-out evaluation (StageArguments)",
+    "ModelConfig": "TRL: the model, LoRA, quantisation (ModelConfig)",
+    "GRPOConfig": "TRL: GRPO (GRPOConfig)",
+    "_BaseConfig": "TRL: settings shared by its trainers (_BaseConfig)",
+    "TrainingArguments": "transformers: the training loop (TrainingArguments)",
+}
+
+
 class Parser(TrlParser):
     """TRL's parser, except that a turn budget on the command line replaces the ``--config`` file's
     (``max_turns_schedule``, ``turn_rounds`` + ``turn_round_steps``, ``max_turns`` are one setting)."""
 
     def __init__(self, *args, cli_fields: set[str] = frozenset(), **kwargs) -> None:
+        # the usage line would list all ~300 flags (230 lines) before any help
+        kwargs.setdefault("usage", "%(prog)s [--config FILE.yaml] [--OPTION VALUE ...]  (the project's options first)")
         super().__init__(*args, **kwargs)
         self.cli_fields = set(cli_fields)
+        # --help: the project's groups first, then TRL's and transformers' (argparse prints groups in list order)
+        rank = {title: index for index, title in enumerate(GROUP_TITLES.values())}
+        builtin, groups = self._action_groups[:2], self._action_groups[2:]
+        self._action_groups = builtin + sorted(groups, key=lambda group: rank.get(group.title, len(rank)))
+
+    def _add_dataclass_arguments(self, dtype) -> None:
+        """One argument group per dataclass of ``dtype``'s hierarchy that declares the field (TRL's parser puts
+        AgentGRPOConfig's ~270 flags, GRPOConfig's and TrainingArguments' included, in one list)."""
+        import dataclasses
+        from typing import get_type_hints
+
+        hints = get_type_hints(dtype)
+        owners = [cls for cls in dtype.__mro__ if dataclasses.is_dataclass(cls)]
+        groups = {}
+        for field in dataclasses.fields(dtype):
+            if not field.init:
+                continue
+            owner = next((cls for cls in owners if field.name in cls.__dict__.get("__annotations__", {})), dtype)
+            title = GROUP_TITLES.get(owner.__name__, f"{owner.__module__.split('.')[0]}: {owner.__name__}")
+            if title not in groups:
+                groups[title] = self.add_argument_group(title)
+            field.type = hints[field.name]
+            self._parse_dataclass_field(groups[title], field)
 
     def set_defaults_with_config(self, **config):
         on_cli = self.cli_fields & SCHEDULE_FIELDS

@@ -120,3 +120,52 @@ def test_a_whole_split_by_consecutive_seeds() -> None:
     items = agentgym_envs.get_task("AgentGym/TextCraft-Depth1-v0").split("test")
     drawn = {env.reset(seed=seed, options={"split": "test"})[1]["item_id"] for seed in range(len(items))}
     assert drawn == set(items)
+
+
+# 9. help that shows defaults and puts the project's options first; --env the same on eval and collect
+def test_every_cli_option_shows_its_default() -> None:
+    import argparse
+
+    from agentgym_envs.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = []
+    for name, sub in commands.choices.items():
+        text = " ".join(sub.format_help().split())
+        for action in sub._actions:
+            default = action.default
+            if (not action.option_strings or default is None or default is False or default == {}
+                    or default is argparse.SUPPRESS):
+                continue
+            shown = " ".join(map(str, default)) if isinstance(default, list) else str(default)
+            if f"default: {shown}" not in text and "default" not in (action.help or "").lower():
+                missing.append(f"{name} {action.option_strings[0]}")
+    assert not missing, missing
+    serve = " ".join(commands.choices["serve"].format_help().split())
+    assert "(default: 8000)" in serve
+    run = " ".join(commands.choices["eval"].format_help().split())
+    assert "(default: 120.0)" in run and "(default: 4)" in run and "(default: 1)" in run
+
+
+@pytest.mark.parametrize("command", [["eval", "--agent", "oracle"], ["collect", "--n", "1", "--out", "x"]])
+def test_env_takes_the_same_form_on_eval_and_collect(command) -> None:
+    from agentgym_envs.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args([*command, "--env", "A", "B"]).env == ["A", "B"]
+    assert parser.parse_args([*command, "--env", "A", "--env", "B"]).env == ["A", "B"]
+
+
+def test_grpo_help_groups_the_projects_options_first(grpo) -> None:
+    from trl import ModelConfig
+
+    from agentgym_trl import AgentGRPOConfig
+    from agentgym_trl.stages import StageArguments
+
+    parser = grpo.Parser((AgentGRPOConfig, StageArguments, ModelConfig))
+    titles = [group.title for group in parser._action_groups][2:]
+    assert titles[:2] == [grpo.GROUP_TITLES["AgentGRPOConfig"], grpo.GROUP_TITLES["StageArguments"]]
+    assert set(grpo.GROUP_TITLES.values()) <= set(titles)
+    text = parser.format_help()
+    assert text.index("--max_turns ") < text.index("--clone_episodes") < text.index("--learning_rate ")
+    assert "(default: " in text

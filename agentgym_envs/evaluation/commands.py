@@ -156,13 +156,15 @@ def _report_written(write: Any, note: str = "") -> int:
 def add_commands(commands: Any) -> None:
     """Register eval, view and plot on the ``agentgym`` subparsers."""
     run = commands.add_parser("eval", help="evaluate a model, an endpoint or a scripted agent: success, Avg@K, Pass@K")
-    run.add_argument("--env", nargs="+", required=True, metavar="ENV_ID", help="env ids to evaluate on")
+    from agentgym_envs.cli import add_env_option
+
+    add_env_option(run, "env ids to evaluate on (--env A B, or --env A --env B)")
     run.add_argument("--model", help="a local HF model folder, 'default' (SmolLM2-135M-Instruct), or with "
                                      "--endpoint the served model's name")
     run.add_argument("--endpoint", help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     run.add_argument("--api-key", help="bearer token for --endpoint (default: $OPENAI_API_KEY)")
     run.add_argument("--agent", choices=["oracle", "random"], help="a scripted agent instead of a model")
-    run.add_argument("--split", default="test", choices=["train", "test"])
+    run.add_argument("--split", default="test", choices=["train", "test"], help="the items to evaluate on")
     run.add_argument("--n-samples", type=int, default=1, metavar="K", help="episodes per item (Avg@K, Pass@K)")
     run.add_argument("--temperature", type=float, default=None,
                      help="sampling temperature (default: 0 = greedy for K=1, 1.0 for K>1)")
@@ -188,7 +190,7 @@ def add_commands(commands: Any) -> None:
                           "exponential backoff and the server's Retry-After")
     run.add_argument("--concurrency", type=int, default=1, metavar="N",
                      help="endpoint: episodes played at the same time (each with its own envs)")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=int, default=0, help="sampling and the random agent's seed")
     add_env_kwargs_argument(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     run.set_defaults(run=cmd_eval)
