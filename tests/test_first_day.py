@@ -169,3 +169,77 @@ def test_grpo_help_groups_the_projects_options_first(grpo) -> None:
     text = parser.format_help()
     assert text.index("--max_turns ") < text.index("--clone_episodes") < text.index("--learning_rate ")
     assert "(default: " in text
+
+
+# 7. endpoint retries are logged, a refused connection fails at once
+def test_endpoint_refused_fails_fast() -> None:
+    pytest.importorskip("openai")
+    import socket
+    import time
+
+    from agentgym_envs.evaluation.endpoint import endpoint_agent
+    from agentgym_envs.evaluation.runner import EvalError
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(EvalError, match="cannot reach it \\(connection refused\\)"):
+        endpoint_agent(f"http://127.0.0.1:{port}/v1", "m")
+    assert time.monotonic() - started < 2
+
+
+def test_endpoint_retries_are_logged(caplog) -> None:
+    pytest.importorskip("openai")
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from agentgym_envs.evaluation.endpoint import ChatEndpoint
+
+    calls = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            calls.append(1)
+            if len(calls) == 1:  # the first request: busy
+                self.send_response(503)
+                self.send_header("Retry-After", "0")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": "hi"}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        endpoint = ChatEndpoint(f"http://127.0.0.1:{httpd.server_address[1]}/v1", "m", retries=2)
+        with caplog.at_level("WARNING", logger="agentgym_envs.endpoint"):
+            assert endpoint.complete([{"role": "user", "content": "hello"}]).text == "hi"
+        endpoint.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    lines = [record.getMessage() for record in caplog.records if record.name == "agentgym_envs.endpoint"]
+    assert len(lines) == 1 and "HTTP 503; retry 1 of 2 in" in lines[0]
+
+
+# 5. envs with different turn caps are no turn-scaling experiment
+def test_two_envs_with_different_caps_print_no_scaling_table(tmp_path, capsys) -> None:
+    out = tmp_path / "two"
+    assert main(["eval", "--agent", "oracle", "--env", "AgentGym/Maze-v0", "AgentGym/TextCraft-Depth1-v0",
+                 "--limit", "1", "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "success % by max turns" not in printed and "no scaling plot" not in printed
+    assert main(["eval", "--agent", "oracle", "--env", "AgentGym/Maze-v0", "--max-turns", "2", "15",
+                 "--limit", "1", "--out", str(tmp_path / "scaling"), "--no-progress"]) == 0
+    assert "success % by max turns" in capsys.readouterr().out

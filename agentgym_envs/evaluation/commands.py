@@ -19,7 +19,7 @@ from typing import Any
 from agentgym_envs.agents import AgentSetupError, make_agent
 from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_opening_argument, check_env_kwargs
 from agentgym_envs.core.loop import Agent
-from agentgym_envs.evaluation.metrics import format_scaling, format_table
+from agentgym_envs.evaluation.metrics import format_scaling, format_table, has_scaling
 from agentgym_envs.evaluation.plots import PlotError, plot_run
 from agentgym_envs.evaluation.runner import SUMMARY_FILE, EvalError, ForeignRun, evaluate
 from agentgym_envs.evaluation.viewer import write_viewer
@@ -88,7 +88,7 @@ def print_summary(out: Path) -> dict[str, Any] | None:
     summary = json.loads(path.read_text(encoding="utf-8"))
     for entry in summary["results"]:
         print("\n" + format_table(entry, summary["split"]))
-    if len({entry["max_turns"] for entry in summary["results"]}) > 1:
+    if has_scaling(summary["results"]):
         print("\n" + format_scaling(summary["results"]))
     return summary
 
@@ -123,7 +123,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
     print_summary(out)
-    if len({entry["max_turns"] for entry in report.results}) > 1:
+    if has_scaling(report.results):
         try:
             for path in plot_run(out).files:
                 print(f"plot: {path}")

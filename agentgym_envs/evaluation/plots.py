@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from agentgym_envs.evaluation.metrics import has_scaling
+
 METRICS_FILE = "agent_metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 SIDECAR_FILE = "plots.json"
@@ -257,7 +259,7 @@ def plot_run(run: str | os.PathLike, out_dir: str | os.PathLike | None = None) -
     summary_path = folder / SUMMARY_FILE
     if summary_path.is_file():
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        if len({entry["max_turns"] for entry in summary.get("results", [])}) > 1:
+        if has_scaling(summary.get("results", [])):
             makers.append(lambda: plot_scaling(summary, out))
     if not makers:
         raise PlotError(f"{folder} has neither {METRICS_FILE} (a training run) nor a {SUMMARY_FILE} with several "
