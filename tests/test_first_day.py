@@ -243,3 +243,39 @@ def test_two_envs_with_different_caps_print_no_scaling_table(tmp_path, capsys) -
     assert main(["eval", "--agent", "oracle", "--env", "AgentGym/Maze-v0", "--max-turns", "2", "15",
                  "--limit", "1", "--out", str(tmp_path / "scaling"), "--no-progress"]) == 0
     assert "success % by max turns" in capsys.readouterr().out
+
+
+# 14. the viewer names the flag, the truncation warning does not contradict itself, plots show reward and loss
+def test_viewer_of_a_training_run_names_log_trajectories(tmp_path, capsys) -> None:
+    (tmp_path / "agent_metrics.jsonl").write_text('{"step": 1, "agent/reward": 0.5}\n')
+    assert main(["view", str(tmp_path)]) == 2
+    assert "--log_trajectories true" in capsys.readouterr().err
+
+
+def test_truncation_warning_says_which_episodes_a_limit_ended(caplog) -> None:
+    pytest.importorskip("transformers")
+    import logging
+
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from agentgym_trl.curriculum import TRUNCATED_METRIC, TurnBudgetCallback, TurnSchedule
+
+    callback = TurnBudgetCallback(TurnSchedule.fixed(5), truncation_warning_threshold=0.2)
+    state = TrainerState()
+    state.global_step = 3
+    logs = {TRUNCATED_METRIC: 0.75, "agent/cut_turn_frac": 0.3, "agent/truncated_turn_tokens_frac": 0.0,
+            "agent/truncated_context_frac": 0.0}
+    with caplog.at_level(logging.WARNING, logger="agentgym_trl.curriculum"):
+        callback.on_log(TrainingArguments(output_dir="unused", report_to="none"), state, TrainerControl(), logs=logs)
+    text = " ".join(caplog.text.replace("!!", " ").split())
+    assert "75% of the episodes at step 3 hit a token limit: 30% of all model turns were cut" in text
+    assert "Episodes that a limit ended: 0% by the per-turn limit, 0% by the context limit; the others went on" in text
+
+
+def test_training_plots_keep_reward_visible_and_show_loss() -> None:
+    from agentgym_envs.evaluation.plots import training_panels
+
+    panels = {panel.title: panel for panel in training_panels([{"step": 1}])}
+    lines = {label: style for label, _, style in panels["Reward and success"].lines}
+    assert lines["reward"]["linewidth"] > 1.8 and lines["success"]["linestyle"] == "--"  # success never hides reward
+    assert [key for _, key, _ in panels["Loss, KL and entropy"].lines] == ["loss", "kl", "entropy"]
