@@ -72,6 +72,8 @@ RULES = [
          skip="downloads and trains a 3B model; covered by tests/test_trainer.py (a tiny model)"),
     Rule(r"/models/Qwen2\.5-3B-Instruct", skip="needs a model you download (/models/Qwen2.5-3B-Instruct)"),
     Rule(r"agentgym eval --endpoint", skip="needs an OpenAI-compatible server; covered by tests/test_eval.py"),
+    Rule(r"^transformers serve ", skip="a server in the foreground; the route is covered by "
+                                       "tests/test_first_day.py::test_transformers_serve_route"),
     Rule(r"agentgym view runs/eval/qwen3b", skip="views the Qwen run above (skipped); covered by tests/test_viewer.py"),
     Rule(r"--host 10\.0\.0\.5", skip="binds another machine's network interface"),
     Rule(r"AgentGym/Remote-v0", skip="needs `agentgym serve` running (on another machine); covered by "

@@ -279,3 +279,48 @@ def test_training_plots_keep_reward_visible_and_show_loss() -> None:
     lines = {label: style for label, _, style in panels["Reward and success"].lines}
     assert lines["reward"]["linewidth"] > 1.8 and lines["success"]["linestyle"] == "--"  # success never hides reward
     assert [key for _, key, _ in panels["Loss, KL and entropy"].lines] == ["loss", "kl", "entropy"]
+
+
+# 10. the bundled model behind `transformers serve` on the CPU, evaluated as an endpoint (docs/evaluation.md)
+@pytest.mark.slow
+def test_transformers_serve_route(tmp_path) -> None:
+    import shutil
+    import socket
+    import time
+    import urllib.request
+
+    pytest.importorskip("openai")
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    if shutil.which("transformers") is None:
+        pytest.skip("no transformers command")
+    from agentgym_trl.models import default_model_path
+
+    try:
+        model = default_model_path()
+    except Exception as error:  # noqa: BLE001 - the bundled model is not installed here
+        pytest.skip(f"no default model: {error}")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(["transformers", "serve", model, "--device", "cpu", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert server.poll() is None, server.stderr.read()[-2000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "transformers serve did not answer /health"
+                time.sleep(1)
+        out = tmp_path / "served"
+        assert main(["eval", "--endpoint", f"http://127.0.0.1:{port}/v1", "--model", model, "--env",
+                     "AgentGym/TextCraft-Depth1-v0", "--limit", "2", "--max-turns", "2", "--max-turn-tokens", "16",
+                     "--concurrency", "2", "--out", str(out), "--no-progress"]) == 0
+        records = [line for line in (out / "trajectories.jsonl").read_text().splitlines() if line.strip()]
+        assert len(records) == 2
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
