@@ -324,3 +324,26 @@ def test_transformers_serve_route(tmp_path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+# 6 (eval's side): progress turn by turn while a batch plays
+def test_eval_bar_shows_turns_playing_episodes_and_tokens_per_second(tmp_path, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from agentgym_envs.evaluation import runner
+
+    shown = []
+    bar = SimpleNamespace(set_postfix=lambda fields: shown.append(dict(fields)))
+    progress = runner.TurnProgress(bar, interval=0.0)
+    progress.postfix = {"success": "0.50"}
+    progress.start_batch(2)
+    first, second = (SimpleNamespace(trajectory=SimpleNamespace(actions=["a"], tokens=30)) for _ in range(2))
+    progress(first, "obs", 0.0, False)
+    progress(second, "obs", 1.0, True)
+    assert shown[-1]["success"] == "0.50" and shown[-1]["turn"] == "1" and shown[-1]["playing"] == "1"
+    assert float(shown[-1]["tok/s"]) > 0
+    calls = []
+    monkeypatch.setattr(runner.TurnProgress, "__call__", lambda self, *args: calls.append(args))
+    assert main(["eval", "--agent", "oracle", "--env", "AgentGym/Maze-v0", "--limit", "1",
+                 "--out", str(tmp_path / "bar")]) == 0
+    assert calls  # the evaluation's bar is fed every env step
