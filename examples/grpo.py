@@ -48,7 +48,7 @@ from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer, ScheduleError  # noq
 from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.stages import StageArguments, behaviour_clone, held_out_success, report_stages  # noqa: E402
 
-# The embedded default run: the whole job in about 12 minutes on 2 CPU cores (see the README for what it shows).
+# The embedded default run: the whole job in about 12 minutes on 2 CPU cores (docs/training.md says what it shows).
 DEFAULTS = dict(
     output_dir="runs/grpo-default",
     env_ids=["AgentGym/TextCraft-Depth1-v0"],

@@ -347,3 +347,18 @@ def test_eval_bar_shows_turns_playing_episodes_and_tokens_per_second(tmp_path, m
     assert main(["eval", "--agent", "oracle", "--env", "AgentGym/Maze-v0", "--limit", "1",
                  "--out", str(tmp_path / "bar")]) == 0
     assert calls  # the evaluation's bar is fed every env step
+
+
+# 4. the flag the docs name gives the feedback an invalid action lacks by default
+@pytest.mark.parametrize("env_id, kwargs", [("AgentGym/Maze-v0", {"extra_feedback": True}),
+                                            ("AgentGym/TextCraft-Depth1-v0", {"lenient_crafting": True})])
+def test_the_documented_flag_explains_an_invalid_action(env_id, kwargs) -> None:
+    for flag in (False, True):
+        env = gym.make(env_id, **(kwargs if flag else {}))
+        env.reset(seed=0)
+        observation, _, _, _, info = env.step("hello there")
+        env.close()
+        assert info["valid_action"] is False
+        assert ("Valid actions" in observation) is flag  # terse as AgentGym by default, explained with the flag
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"`{next(iter(kwargs))}=True`" in readme or f"{next(iter(kwargs))}=True" in readme
