@@ -362,3 +362,28 @@ def test_the_documented_flag_explains_an_invalid_action(env_id, kwargs) -> None:
         assert ("Valid actions" in observation) is flag  # terse as AgentGym by default, explained with the flag
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert f"`{next(iter(kwargs))}=True`" in readme or f"{next(iter(kwargs))}=True" in readme
+
+
+# Libraries users trust: the server's metrics in Prometheus' format beside the JSON
+def test_server_exposes_prometheus_metrics_beside_the_json() -> None:
+    pytest.importorskip("fastapi")
+    pytest.importorskip("prometheus_client")
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from agentgym_envs.server.app import LocalServer
+
+    assert "prometheus_client" in requirement_names("server")
+    with LocalServer("textcraft") as server:
+        session = httpx.post(f"{server.url}/v1/sessions", json={"env_id": "AgentGym/TextCraft-Depth1-v0"}).json()
+        httpx.post(f"{server.url}/v1/sessions/{session['session']}/reset", json={})
+        answer = httpx.get(f"{server.url}/metrics")
+        as_json = httpx.get(f"{server.url}/v1/metrics").json()
+        schema = httpx.get(f"{server.url}/openapi.json").json()
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
+    samples = {sample.name + str(sorted(sample.labels.items())): sample.value
+               for family in text_string_to_metric_families(answer.text) for sample in family.samples}
+    assert samples["agentgym_live_envs[]"] == as_json["live_envs"] == 1
+    assert samples["agentgym_envs_resets_total[]"] == as_json["resets_total"] == 1
+    assert samples["agentgym_http_responses_total[('status', '201')]"] >= 1
+    assert "/metrics" not in schema["paths"]  # text, not part of the JSON API's schema
