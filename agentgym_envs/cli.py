@@ -118,8 +118,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
     """Play train episodes with a scripted agent and save the kept ones as a chat dataset (behaviour cloning data)."""
     from pathlib import Path
 
-    from agentgym_envs.collect import JOURNAL_FILE, KeepRule, collect, save_trajectories
+    from agentgym_envs.collect import JOURNAL_FILE, KeepRule, check_datasets_installed, collect, save_trajectories
 
+    check_datasets_installed()  # before playing every episode, not when saving them
     out = Path(args.out)
     journal = out / JOURNAL_FILE
     if args.overwrite:
@@ -157,8 +158,37 @@ def installed_version() -> str:
         return "unknown (not installed)"
 
 
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help already says it (or there is none to show)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        empty = default is None or default is False or default is argparse.SUPPRESS or default == {} or default == []
+        if ("default" in text.lower() or empty or not action.option_strings
+                or isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
+            return text
+        shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else "%(default)s"
+        return f"{text} (default: {shown})".strip()
+
+
+class Subcommands(argparse._SubParsersAction):
+    """Subcommands whose help shows every default (``add_parser`` passes the formatter on)."""
+
+    def add_parser(self, name: str, **kwargs):
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        return super().add_parser(name, **kwargs)
+
+
+def add_env_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--env``, the same on eval and collect: ``--env A B`` and ``--env A --env B`` both give [A, B]."""
+    parser.add_argument("--env", nargs="+", action="extend", required=True, metavar="ENV_ID", help=help)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentgym", description="AgentGym environments for LLM agents")
+    parser = argparse.ArgumentParser(prog="agentgym", description="AgentGym environments for LLM agents",
+                                     formatter_class=DefaultsHelpFormatter)
+    parser.register("action", "parsers", Subcommands)
     parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -167,32 +197,33 @@ def build_parser() -> argparse.ArgumentParser:
     listing.set_defaults(run=cmd_list)
 
     play = commands.add_parser("play", help="play one episode (as a human in the terminal, or watch an agent)")
-    play.add_argument("env_id")
+    play.add_argument("env_id", help="an env id (agentgym list)")
     play.add_argument("--item-id", type=int, default=None, help="the item to play (default: a random one of --split)")
-    play.add_argument("--split", default="test", choices=["train", "test"])
-    play.add_argument("--agent", default="human", choices=["human", "random", "oracle"])
-    play.add_argument("--seed", type=int, default=0)
+    play.add_argument("--split", default="test", choices=["train", "test"], help="the split --seed draws from")
+    play.add_argument("--agent", default="human", choices=["human", "random", "oracle"], help="who plays")
+    play.add_argument("--seed", type=int, default=0, help="picks the item and seeds the random agent")
     add_env_kwargs_argument(play)
     play.set_defaults(run=cmd_play)
 
     solve = commands.add_parser("solve", help="run a scripted agent over a split and report the success rate")
-    solve.add_argument("env_id")
-    solve.add_argument("--split", default="test", choices=["train", "test"])
-    solve.add_argument("--agent", default="oracle", choices=["random", "oracle"])
+    solve.add_argument("env_id", help="an env id (agentgym list)")
+    solve.add_argument("--split", default="test", choices=["train", "test"], help="the items to play")
+    solve.add_argument("--agent", default="oracle", choices=["random", "oracle"], help="the scripted agent")
     solve.add_argument("--limit", type=int, default=None, help="only N items, spread evenly over the sub-tasks")
-    solve.add_argument("--seed", type=int, default=0)
+    solve.add_argument("--seed", type=int, default=0, help="the random agent's seed")
     add_env_kwargs_argument(solve)
     solve.set_defaults(run=cmd_solve)
 
     serve = commands.add_parser("serve", help="host envs over HTTP for remote rollouts (AgentGym protocol + /v1 API)")
     serve.add_argument("--env", required=True, help="an env id, or a family name to serve all its ids")
     serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: loopback only)")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=int, default=8000, help="TCP port to listen on")
     serve.add_argument("--max-envs", type=int, default=256,
                        help="live envs at most, by weight (SciWorld and browser envs count 8); more get HTTP 429")
     serve.add_argument("--idle-timeout", type=float, default=600.0, help="seconds after which an unused env is closed")
     serve.add_argument("--max-body-bytes", type=int, default=1 << 20, help="larger requests get HTTP 413")
-    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                       help="uvicorn's log level")
     serve.add_argument("--token", default=None,
                        help="require 'Authorization: Bearer TOKEN' (default $AGENTGYM_SERVER_TOKEN); "
                             "needed to bind anything but loopback")
@@ -204,12 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=cmd_serve)
 
     gather = commands.add_parser("collect", help="save a scripted agent's train episodes as a chat dataset for SFT")
-    gather.add_argument("--env", action="append", required=True, help="an env id; repeat for a mixture")
+    add_env_option(gather, "env ids to play: a mixture (--env A B, or --env A --env B)")
     gather.add_argument("--n", type=int, required=True, help="episodes to play per env id")
     gather.add_argument("--out", required=True, help="folder for the datasets.save_to_disk output")
     gather.add_argument("--split", default="train", help="item split to play (anything but train needs "
                         "--allow-held-out-split)")
-    gather.add_argument("--agent", default="oracle", choices=["oracle", "random"])
+    gather.add_argument("--agent", default="oracle", choices=["oracle", "random"], help="the scripted agent")
     gather.add_argument("--min-reward", type=float, default=None,
                         help="keep episodes whose return reaches this, solved or not (default: solved ones only)")
     gather.add_argument("--keep-failures", action="store_true", help="keep every episode")

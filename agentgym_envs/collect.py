@@ -265,14 +265,27 @@ class _EnvCollection:
         close_quietly(self.env)
 
 
+DATASETS_MISSING = ("saving and loading trajectory datasets needs the Hugging Face 'datasets' package, which is not "
+                    "installed. Install it with: pip install 'agentgym-rl[collect]'")
+
+
+def check_datasets_installed() -> None:
+    """``MissingExtraError`` unless ``datasets`` can be imported: ``agentgym collect`` checks before playing."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("datasets") is not None
+    except ValueError:  # in sys.modules without a spec
+        found = True
+    if not found:
+        raise MissingExtraError(DATASETS_MISSING)
+
+
 def _datasets_module():
     try:
         import datasets
     except ImportError as error:
-        raise MissingExtraError(
-            "saving and loading trajectory datasets needs the Hugging Face 'datasets' package, which is not "
-            "installed. Install it with: pip install 'agentgym-rl[collect]'"
-        ) from error
+        raise MissingExtraError(DATASETS_MISSING) from error
     return datasets
 
 

@@ -151,8 +151,9 @@ class TurnBudgetCallback(TrainerCallback):
         if truncated is not None and truncated > self.truncation_warning_threshold and state.is_world_process_zero:
             self.truncation_warnings += 1
             logger.warning(
-                "\n%s\n!! %.0f%% of the episodes at step %d hit a token limit (%s of all model turns were cut at "
-                "--max_turn_tokens;\n!! episodes ended by the per-turn limit: %s, by the context limit: %s).\n"
+                "\n%s\n!! %.0f%% of the episodes at step %d hit a token limit: %s of all model turns were cut at "
+                "--max_turn_tokens.\n!! Episodes that a limit ended: %s by the per-turn limit, %s by the context limit; "
+                "the others went on after the cut turn.\n"
                 "!! Cut turns carry no complete action, so those episodes rarely succeed and the policy mostly learns\n"
                 "!! from truncation, not from the task. Raise --max_turn_tokens / --max_context_tokens, or shorten\n"
                 "!! the prompts.\n%s",

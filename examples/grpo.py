@@ -44,11 +44,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from accelerate import PartialState  # noqa: E402
 from trl import ModelConfig, TrlParser, get_peft_config  # noqa: E402
 
-from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer  # noqa: E402
+from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer, ScheduleError  # noqa: E402
 from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.stages import StageArguments, behaviour_clone, held_out_success, report_stages  # noqa: E402
 
-# The embedded default run: the whole job in about 12 minutes on 2 CPU cores (see the README for what it shows).
+# The embedded default run: the whole job in about 12 minutes on 2 CPU cores (docs/training.md says what it shows).
 DEFAULTS = dict(
     output_dir="runs/grpo-default",
     env_ids=["AgentGym/TextCraft-Depth1-v0"],
@@ -76,6 +76,8 @@ DEFAULTS = dict(
 
 # A run's own budget in either of these replaces the default schedule (giving both is a ScheduleError)
 BUDGET_FIELDS = {"max_turns", "turn_rounds"}
+# The fields that set the turn budget; the command line's replaces a --config file's (as any other field)
+SCHEDULE_FIELDS = {"max_turns_schedule", "turn_rounds", "max_turns"}
 
 
 def fields_given(argv: list[str]) -> set[str]:
@@ -93,13 +95,89 @@ def fields_given(argv: list[str]) -> set[str]:
     return given
 
 
+# --help's groups, in this order: the project's own options, then those of the libraries under it
+GROUP_TITLES = {
+    "AgentGRPOConfig": "agentgym-rl: envs, turn budget, rollout, advantages, CPU (AgentGRPOConfig)",
+    "StageArguments": "agentgym-rl: behaviour-cloning warm-up and held-out evaluation (StageArguments)",
+    "ModelConfig": "TRL: the model, LoRA, quantisation (ModelConfig)",
+    "GRPOConfig": "TRL: GRPO (GRPOConfig)",
+    "_BaseConfig": "TRL: settings shared by its trainers (_BaseConfig)",
+    "TrainingArguments": "transformers: the training loop (TrainingArguments)",
+}
+
+
+class Parser(TrlParser):
+    """TRL's parser, except that a turn budget on the command line replaces the ``--config`` file's
+    (``max_turns_schedule``, ``turn_rounds`` + ``turn_round_steps``, ``max_turns`` are one setting)."""
+
+    def __init__(self, *args, cli_fields: set[str] = frozenset(), **kwargs) -> None:
+        # the usage line would list all ~300 flags (230 lines) before any help
+        kwargs.setdefault("usage", "%(prog)s [--config FILE.yaml] [--OPTION VALUE ...]  (the project's options first)")
+        super().__init__(*args, **kwargs)
+        self.cli_fields = set(cli_fields)
+        # --help: the project's groups first, then TRL's and transformers' (argparse prints groups in list order)
+        rank = {title: index for index, title in enumerate(GROUP_TITLES.values())}
+        builtin, groups = self._action_groups[:2], self._action_groups[2:]
+        self._action_groups = builtin + sorted(groups, key=lambda group: rank.get(group.title, len(rank)))
+
+    def _add_dataclass_arguments(self, dtype) -> None:
+        """One argument group per dataclass of ``dtype``'s hierarchy that declares the field (TRL's parser puts
+        AgentGRPOConfig's ~270 flags, GRPOConfig's and TrainingArguments' included, in one list)."""
+        import dataclasses
+        from typing import get_type_hints
+
+        hints = get_type_hints(dtype)
+        owners = [cls for cls in dtype.__mro__ if dataclasses.is_dataclass(cls)]
+        groups = {}
+        for field in dataclasses.fields(dtype):
+            if not field.init:
+                continue
+            owner = next((cls for cls in owners if field.name in cls.__dict__.get("__annotations__", {})), dtype)
+            title = GROUP_TITLES.get(owner.__name__, f"{owner.__module__.split('.')[0]}: {owner.__name__}")
+            if title not in groups:
+                groups[title] = self.add_argument_group(title)
+            field.type = hints[field.name]
+            self._parse_dataclass_field(groups[title], field)
+
+    def set_defaults_with_config(self, **config):
+        on_cli = self.cli_fields & SCHEDULE_FIELDS
+        replaced = sorted((SCHEDULE_FIELDS - on_cli) & set(config)) if on_cli else []
+        for field in replaced:
+            config.pop(field)
+            if field == "turn_rounds":
+                config.pop("turn_round_steps", None)
+        if replaced:
+            print(f"note: --{' --'.join(sorted(on_cli))} on the command line replaces {', '.join(replaced)} "
+                  "of the --config file", file=sys.stderr)
+        return super().set_defaults_with_config(**config)
+
+
+def check_report_to(args: AgentGRPOConfig) -> None:
+    """``--report_to X`` of an integration whose package is missing: one line now, not a crash after the model loads."""
+    from transformers.integrations import integration_utils
+
+    names = [args.report_to] if isinstance(args.report_to, str) else list(args.report_to or [])
+    for name in names:
+        available = getattr(integration_utils, f"is_{name}_available", None)
+        if available is not None and not available():
+            sys.exit(f"error: --report_to {name} needs the {name} package, which is not installed: "
+                     f"pip install {name}")
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[AgentGRPOConfig, StageArguments, ModelConfig]:
-    parser = TrlParser((AgentGRPOConfig, StageArguments, ModelConfig))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    cli_fields = {arg.split("=")[0].removeprefix("--") for arg in argv if arg.startswith("--")}
+    parser = Parser((AgentGRPOConfig, StageArguments, ModelConfig), cli_fields=cli_fields)
     defaults = dict(DEFAULTS)
-    if fields_given(sys.argv[1:] if argv is None else list(argv)) & BUDGET_FIELDS:
+    if fields_given(argv) & BUDGET_FIELDS:
         defaults.pop("max_turns_schedule")
     parser.set_defaults(**defaults)
-    return parser.parse_args_and_config(args=argv)
+    try:
+        training_args, stage_args, model_args = parser.parse_args_and_config(args=argv)
+    except ScheduleError as error:  # e.g. two budgets on the command line: one line, not a traceback
+        sys.exit(f"error: {error}")
+    check_report_to(training_args)
+    return training_args, stage_args, model_args
 
 
 def main(argv: list[str] | None = None) -> AgentGRPOTrainer:

@@ -96,7 +96,7 @@ class ExperimentConfig:
     bf16: bool = field(default=bf16_is_fast(), metadata={"help": "bf16 autocast (default: when fast here)"})
     merged_first_turn: bool = field(default=False, metadata={
         "help": "open episodes with one user turn (instruction + first observation) in the start's data, training "
-                "and tests; the README's figures were measured with this layout (true)"})
+                "and tests; docs/results.md's figures were measured with this layout (true)"})
     seed: int = 0
     phase: str = field(default="all", metadata={
         "help": "all | train (the arms only) | eval (the start, then each arm as soon as it is trained): run a "
@@ -271,7 +271,7 @@ def write_results(config: ExperimentConfig, summary: dict, start: dict, arms: di
 
 def replication(out: Path, first_start: dict, first_arms: dict[str, dict]) -> dict:
     """A second test of the start and of some arms with a new sampling seed (``<out_dir>/replication/<name>``, made
-    with ``agentgym eval --seed 1``; see the README): the change on its own, and pooled with the first test (K=8)."""
+    with ``agentgym eval --seed 1``; see docs/results.md): the change on its own, and pooled with the first test (K=8)."""
     folder = out / "replication"
     if not (folder / "start" / "summary.json").is_file():
         return {}

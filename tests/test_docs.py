@@ -1,4 +1,5 @@
-"""Every fenced ``python`` and ``bash`` block of README.md and docs/*.md runs as written.
+"""Every fenced ``python`` and ``bash`` block of README.md and docs/**/*.md runs as written; their links
+resolve, the README stays a short front page, and the docs site builds (``mkdocs build --strict``).
 
 A reader copies these blocks first, so they must not rot. Each shell command and each Python block
 is one test. The commands of a block run in order in one fresh folder, as a reader would type them
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```(python|bash)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 #: what a command line may not contain for us to run it without a shell
 SHELL_SYNTAX = re.compile(r"&&|\|\||[|;&<>`]|\$\(")
@@ -71,6 +72,8 @@ RULES = [
          skip="downloads and trains a 3B model; covered by tests/test_trainer.py (a tiny model)"),
     Rule(r"/models/Qwen2\.5-3B-Instruct", skip="needs a model you download (/models/Qwen2.5-3B-Instruct)"),
     Rule(r"agentgym eval --endpoint", skip="needs an OpenAI-compatible server; covered by tests/test_eval.py"),
+    Rule(r"^transformers serve ", skip="a server in the foreground; the route is covered by "
+                                       "tests/test_first_day.py::test_transformers_serve_route"),
     Rule(r"agentgym view runs/eval/qwen3b", skip="views the Qwen run above (skipped); covered by tests/test_viewer.py"),
     Rule(r"--host 10\.0\.0\.5", skip="binds another machine's network interface"),
     Rule(r"AgentGym/Remote-v0", skip="needs `agentgym serve` running (on another machine); covered by "
@@ -90,6 +93,8 @@ RULES = [
          skip="the estimators compared (hours); covered by tests/test_algorithms.py (shortened)"),
     # shortened: a model's evaluation on one item, one turn; fewer expert episodes
     Rule(r"^agentgym eval --model default", append=tuple(SHORT_EVAL), needs=("transformers",)),
+    Rule(r'pipeline\("text-generation"', replace=(("max_new_tokens=64", "max_new_tokens=8"),),
+         needs=("transformers",)),
     Rule(r"evaluate_model\(\"default\"", replace=(("max_turns=[5, 10, 20])", "max_turns=[1], limit=1, "
                                                                            "max_turn_tokens=8)"),),
          needs=("transformers",)),
@@ -228,3 +233,69 @@ def test_documented_code_runs(snippet: Snippet, folders) -> None:
                           timeout=600, check=False)
     assert done.returncode in rule.exit_codes, (
         f"{snippet.source}: {code}\nexit {done.returncode}\n{done.stdout[-1500:]}\n{done.stderr[-3000:]}")
+
+
+# ---- links, the README as a front page, the site ------------------------------------------------------------------
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def slug(heading: str) -> str:
+    """The anchor mkdocs' toc (and GitHub) gives a heading: lower case, punctuation dropped, spaces to dashes."""
+    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return re.sub(r"\s+", "-", text)
+
+
+def anchors_of(document: Path) -> set[str]:
+    text = FENCE_ANY.sub("", document.read_text(encoding="utf-8"))
+    return {slug(line.lstrip("#")) for line in text.splitlines() if re.match(r"^#{1,6} ", line)}
+
+
+FENCE_ANY = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda d: str(d.relative_to(ROOT)))
+def test_relative_links_resolve(document: Path) -> None:
+    """Every link to a file of the repository (a page, a figure, code) exists, and so does its #anchor in a page."""
+    text = FENCE_ANY.sub("", document.read_text(encoding="utf-8"))
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"^[a-z]+:", target):
+            continue  # https:, mailto:
+        path, _, anchor = target.partition("#")
+        resolved = (document.parent / path).resolve() if path else document
+        if not resolved.exists():
+            broken.append(target)
+        elif anchor and resolved.suffix == ".md" and anchor not in anchors_of(resolved):
+            broken.append(target)
+    assert not broken, f"{document.relative_to(ROOT)}: broken links {broken}"
+
+
+def test_readme_is_a_front_page() -> None:
+    """At most ~250 lines, the two fresh-machine commands first, and a link to every docs page."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    first_block = FENCE.search(text).group(2)
+    assert commands_of(first_block) == ["bash scripts/setup.sh && accelerate launch examples/grpo.py",
+                                        "bash scripts/setup.sh && python -m pytest -q"]
+    pages = {path.relative_to(ROOT).as_posix() for path in (ROOT / "docs").rglob("*.md")} - {"docs/index.md"}
+    assert not {page for page in pages if f"]({page})" not in text}, "docs pages the README does not list"
+
+
+def test_every_page_is_in_the_site_navigation() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    pages = {path.relative_to(ROOT / "docs").as_posix() for path in (ROOT / "docs").rglob("*.md")}
+    assert not {page for page in pages if f": {page}" not in nav}, "pages missing from mkdocs.yml's nav"
+
+
+def test_the_site_builds_strict(tmp_path) -> None:
+    """What CI checks of the site: ``mkdocs build --strict`` (broken links between pages, missing anchors, pages
+    outside the navigation fail it)."""
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("material")
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "site" / "envs" / "textcraft" / "index.html").is_file()

@@ -305,7 +305,7 @@ def test_training_with_log_trajectories_writes_episodes_and_plots(tmp_path, caps
     assert turns["turn budget"]["y"] == [1.0, 2.0] and set(turns) == {"turn budget", "turns used"}
     assert turns["turn budget"]["x"] == [1.0, 2.0]
     assert set(sidecar["training_curves.png"]) == {"Reward and success", "Turn budget vs turns used",
-                                                   "Response length", "Rollout time"}
+                                                   "Response length", "Rollout time", "Loss, KL and entropy"}
     assert_png(run / "plots" / "training_curves.png", min_side=400)
 
 
@@ -510,7 +510,7 @@ def test_training_plots_show_every_metric_and_env(tmp_path) -> None:
     result = plot_run(tmp_path)
     names = {path.name for path in result.files}
     assert names == {"training_curves.png", "reward_and_success.png", "turn_budget_vs_turns_used.png",
-                     "response_length.png", "rollout_time.png"}
+                     "response_length.png", "rollout_time.png", "loss_kl_and_entropy.png"}
     for path in result.files:
         assert_png(path)
     overview = result.lines["training_curves.png"]
@@ -520,6 +520,7 @@ def test_training_plots_show_every_metric_and_env(tmp_path) -> None:
     assert overview["Turn budget vs turns used"]["turn budget"]["y"] == [2, 2, 2, 4, 4, 4]
     assert overview["Response length"]["model tokens"]["x"] == [1, 2, 3, 4, 5, 6]
     assert set(overview["Rollout time"]) == {"generation", "env steps"}
+    assert set(overview["Loss, KL and entropy"]) == {"loss"}  # kl and entropy were not logged: no line
     assert json.loads((tmp_path / "plots" / "plots.json").read_text())["figures"] == result.lines
 
 

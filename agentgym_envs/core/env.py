@@ -26,6 +26,7 @@ process, ``_release``. See ``agentgym_envs/textcraft/env.py`` for a complete sma
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -33,6 +34,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
+from agentgym_envs.core.extras import MissingExtraError
 from agentgym_envs.core.parsers import ParsedAction, parse_react
 from agentgym_envs.core.safety import valid_utf8
 from agentgym_envs.core.spaces import TextSpace
@@ -102,6 +104,10 @@ class TextEnv(gym.Env[str, str]):
         self.task: TaskSpec = get_task(task_id)
         if self.task.family != self.family:
             raise ValueError(f"{task_id} belongs to family {self.task.family!r}, not {self.family!r}")
+        if not self.task.extra_installed():  # at make, not at the first reset (Gymnasium's convention)
+            missing = [module for module in self.task.requires if importlib.util.find_spec(module) is None]
+            raise MissingExtraError(f"{task_id} needs {', '.join(map(repr, missing))}, which is not installed. "
+                                    f"Install it with: {self.task.install_hint}")
         self.render_mode = render_mode
         self.default_split = default_split
         self.observation_space = TextSpace(self.max_observation_length)
@@ -112,6 +118,7 @@ class TextEnv(gym.Env[str, str]):
         self._subtask_of = {item: sub for sub in self.task.subtasks for ids in table.get(sub, {}).values() for item in ids}
         self.item_id: int | None = None
         self.split: str | None = None
+        self._reset_seed: int | None = None
         self._progress = 0.0
         self._score = 0.0
         self._success = False
@@ -159,6 +166,7 @@ class TextEnv(gym.Env[str, str]):
     # ---- Gymnasium API ------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
+        self._reset_seed = seed
         item_id, split = self._select_item(options or {})
         self._closed = False
         self.item_id, self.split = item_id, split
@@ -250,9 +258,23 @@ class TextEnv(gym.Env[str, str]):
             index = _integer_option(options, "index")
             if not 0 <= index < len(items):
                 raise ValueError(f"index {index} is out of range for the {len(items)} {split} items of {self.task.env_id}")
+        elif self._reset_seed is not None:
+            index = self._seeded_index(split, self._reset_seed, len(items))
         else:
             index = int(self.np_random.integers(len(items)))
         return items[index], split
+
+    def _seeded_index(self, split: str, seed: int, count: int) -> int:
+        """The item a seeded reset draws: position ``seed`` of a fixed shuffle of the split.
+
+        ``gym.make_vec(...).reset(seed=s)`` seeds sub-env ``i`` with ``s + i``, so the sub-envs of one
+        batch draw distinct items (up to the split's size) rather than independent, colliding draws.
+        Unseeded resets after it draw at random from the seeded ``np_random``, as before.
+        """
+        import zlib
+
+        order = np.random.default_rng(zlib.crc32(f"{self.task.env_id}/{split}".encode())).permutation(count)
+        return int(order[seed % count])
 
     def _clip(self, text: str) -> str:
         """The observation as returned: valid UTF-8 (whatever the agent made the engine echo) and

@@ -6,9 +6,15 @@ import importlib
 from importlib import metadata
 from types import ModuleType
 
+from gymnasium.error import DependencyNotInstalled
 
-class MissingExtraError(ImportError):
-    """An env's engine is not installed; the message names the pip command that fixes it."""
+
+class MissingExtraError(ImportError, DependencyNotInstalled):
+    """An env's engine is not installed; the message names the pip command that fixes it.
+
+    Also Gymnasium's ``DependencyNotInstalled``, which ``gym.make`` raises for a missing dependency
+    (``TextEnv.__init__`` checks the id's extra, so ``make`` fails rather than the first ``reset``).
+    """
 
 
 def _missing(what: str, extra: str) -> MissingExtraError:

@@ -8,13 +8,17 @@ are never followed, so an API key only ever goes to the configured host.
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from agentgym_envs.core.extras import require
+
+logger = logging.getLogger("agentgym_envs.endpoint")
 
 #: the key sent to a server that needs none (the client insists on one; vLLM's own convention)
 NO_KEY = "EMPTY"
@@ -110,6 +114,27 @@ def chat_client(base_url: str, *, api_key: str | None, timeout: float, retries: 
     would mangle (``parse_endpoint``)."""
     openai = openai_module()
     endpoint = parse_endpoint(base_url)
-    return openai.OpenAI(base_url=endpoint.base_url.split("?", 1)[0], api_key=api_key or endpoint.api_key or NO_KEY,
-                         timeout=timeout, max_retries=retries, default_query=dict(endpoint.query) or None,
-                         http_client=openai.DefaultHttpxClient(follow_redirects=False, timeout=timeout))
+    return _retry_logging_class(openai)(
+        base_url=endpoint.base_url.split("?", 1)[0], api_key=api_key or endpoint.api_key or NO_KEY,
+        timeout=timeout, max_retries=retries, default_query=dict(endpoint.query) or None,
+        http_client=openai.DefaultHttpxClient(follow_redirects=False, timeout=timeout))
+
+def _retry_logging_class(openai: ModuleType) -> type:
+    """``openai.OpenAI`` that logs each retry once (what failed, the wait), where the client logs it only at DEBUG/INFO:
+    a 503 on every 7th request otherwise turns 0.2 s into 20 s without a word."""
+
+    class RetryLoggingOpenAI(openai.OpenAI):
+        def _sleep_for_retry(self, *, retries_taken: int, max_retries: int, options: Any, response: Any) -> None:
+            try:
+                wait = self._calculate_retry_timeout(max_retries - retries_taken, options,
+                                                     response.headers if response is not None else None)
+            except Exception:  # a client version whose private helper differs: keep its own behaviour
+                return super()._sleep_for_retry(retries_taken=retries_taken, max_retries=max_retries,
+                                                options=options, response=response)
+            what = (f"HTTP {response.status_code}" if response is not None
+                    else "no answer (connection error or timeout)")
+            logger.warning("endpoint %s: %s; retry %d of %d in %.1f s", self.base_url, what, retries_taken + 1,
+                           max_retries, wait)
+            time.sleep(wait)
+
+    return RetryLoggingOpenAI

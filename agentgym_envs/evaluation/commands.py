@@ -19,9 +19,9 @@ from typing import Any
 from agentgym_envs.agents import AgentSetupError, make_agent
 from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_opening_argument, check_env_kwargs
 from agentgym_envs.core.loop import Agent
-from agentgym_envs.evaluation.metrics import format_scaling, format_table
+from agentgym_envs.evaluation.metrics import format_scaling, format_table, has_scaling
 from agentgym_envs.evaluation.plots import PlotError, plot_run
-from agentgym_envs.evaluation.runner import SUMMARY_FILE, EvalError, evaluate
+from agentgym_envs.evaluation.runner import SUMMARY_FILE, EvalError, ForeignRun, evaluate
 from agentgym_envs.evaluation.viewer import write_viewer
 
 INTERRUPTED = 130
@@ -88,7 +88,7 @@ def print_summary(out: Path) -> dict[str, Any] | None:
     summary = json.loads(path.read_text(encoding="utf-8"))
     for entry in summary["results"]:
         print("\n" + format_table(entry, summary["split"]))
-    if len({entry["max_turns"] for entry in summary["results"]}) > 1:
+    if has_scaling(summary["results"]):
         print("\n" + format_scaling(summary["results"]))
     return summary
 
@@ -112,6 +112,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         summary = print_summary(out)
         saved = f"{summary['episodes']} of {summary['expected_episodes']} episodes" if summary else "finished episodes"
         return fail(f"interrupted; {saved} saved in {out}; rerun the same command to resume", INTERRUPTED)
+    except ForeignRun as error:  # another run's results: printing them would read as this agent's
+        return fail(str(error))
     except (EvalError, AgentSetupError) as error:
         summary = print_summary(out) if (out / SUMMARY_FILE).is_file() else None
         saved = summary["episodes"] if summary else 0
@@ -123,7 +125,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
     print_summary(out)
-    if len({entry["max_turns"] for entry in report.results}) > 1:
+    if has_scaling(report.results):
         try:
             for path in plot_run(out).files:
                 print(f"plot: {path}")
@@ -156,13 +158,15 @@ def _report_written(write: Any, note: str = "") -> int:
 def add_commands(commands: Any) -> None:
     """Register eval, view and plot on the ``agentgym`` subparsers."""
     run = commands.add_parser("eval", help="evaluate a model, an endpoint or a scripted agent: success, Avg@K, Pass@K")
-    run.add_argument("--env", nargs="+", required=True, metavar="ENV_ID", help="env ids to evaluate on")
+    from agentgym_envs.cli import add_env_option
+
+    add_env_option(run, "env ids to evaluate on (--env A B, or --env A --env B)")
     run.add_argument("--model", help="a local HF model folder, 'default' (SmolLM2-135M-Instruct), or with "
                                      "--endpoint the served model's name")
     run.add_argument("--endpoint", help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     run.add_argument("--api-key", help="bearer token for --endpoint (default: $OPENAI_API_KEY)")
     run.add_argument("--agent", choices=["oracle", "random"], help="a scripted agent instead of a model")
-    run.add_argument("--split", default="test", choices=["train", "test"])
+    run.add_argument("--split", default="test", choices=["train", "test"], help="the items to evaluate on")
     run.add_argument("--n-samples", type=int, default=1, metavar="K", help="episodes per item (Avg@K, Pass@K)")
     run.add_argument("--temperature", type=float, default=None,
                      help="sampling temperature (default: 0 = greedy for K=1, 1.0 for K>1)")
@@ -188,7 +192,7 @@ def add_commands(commands: Any) -> None:
                           "exponential backoff and the server's Retry-After")
     run.add_argument("--concurrency", type=int, default=1, metavar="N",
                      help="endpoint: episodes played at the same time (each with its own envs)")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=int, default=0, help="sampling and the random agent's seed")
     add_env_kwargs_argument(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     run.set_defaults(run=cmd_eval)

@@ -69,12 +69,30 @@ class ChatEndpoint:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self._secrets = tuple(value for value in (*self._endpoint.secrets, api_key or "") if value)
+        self._check_reachable(min(timeout, 10.0))
         self.client = chat_client(base_url, api_key=api_key, timeout=timeout, retries=retries)
 
     def _redact(self, text: str) -> str:
         for secret in sorted(self._secrets, key=len, reverse=True):
             text = text.replace(secret, "***")
         return text
+
+    def _check_reachable(self, timeout: float) -> None:
+        """Fail at once on a refused connection or an unknown host, not after the client's retries (~7 s of
+        silence); a slow server is left to the request's own timeout and retries."""
+        import socket
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.base_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            socket.create_connection((parts.hostname or "", port), timeout=timeout).close()
+        except (ConnectionRefusedError, socket.gaierror) as error:
+            reason = "connection refused" if isinstance(error, ConnectionRefusedError) else "unknown host"
+            raise EvalError(f"endpoint {self.url}: cannot reach it ({reason}); is the server running "
+                            "(e.g. vllm serve, or transformers serve)?") from None
+        except OSError:  # a timeout or a network that filters the probe: the requests will tell
+            pass
 
     def complete(self, messages: list[dict[str, str]]) -> Reply:
         try:

@@ -177,6 +177,14 @@ def format_table(entry: Mapping[str, Any], split: str = "test") -> str:
     return "\n".join([title, rule, line(header), rule, *body, rule, line(rows[-1]), rule])
 
 
+def has_scaling(entries: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether some env id was evaluated at several turn budgets (envs with different caps alone are not)."""
+    budgets: dict[str, set[int]] = defaultdict(set)
+    for entry in entries:
+        budgets[entry["env_id"]].add(entry["max_turns"])
+    return any(len(values) > 1 for values in budgets.values())
+
+
 def format_scaling(entries: Sequence[Mapping[str, Any]]) -> str:
     """Success against the turn budget, one line per env id (test-time interaction scaling)."""
     by_env: dict[str, dict[int, float | None]] = defaultdict(dict)

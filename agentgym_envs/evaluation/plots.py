@@ -1,9 +1,9 @@
 """``agentgym plot RUN``: PNG figures of a training run's metrics and of test-time turn scaling.
 
 Training: ``<run>/agent_metrics.jsonl`` (written by the trainer's ``TurnBudgetCallback``) becomes
-four panels over optimizer steps: reward and success (overall, per env when several, eval when
-logged), turn budget against turns used, model tokens per episode, and generation against env
-time per rollout. Evaluation: a ``summary.json`` holding several turn budgets (``agentgym eval
+five panels over optimizer steps: reward and success (overall, per env when several, eval when
+logged), turn budget against turns used, model tokens per episode, generation against env
+time per rollout, and TRL's loss, KL and entropy. Evaluation: a ``summary.json`` holding several turn budgets (``agentgym eval
 --max-turns 5 10 20``) becomes success against the budget. Beside the PNGs, ``plots.json`` lists
 every drawn line (label, x, y), read back from the figures, so tests and scripts can check what a
 figure shows without looking at pixels.
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from agentgym_envs.core.jsonl import read_jsonl
+from agentgym_envs.evaluation.metrics import has_scaling
 
 METRICS_FILE = "agent_metrics.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -87,7 +88,10 @@ class Panel(NamedTuple):
 
 def training_panels(rows: Sequence[Mapping[str, Any]]) -> list[Panel]:
     """What each training panel draws; lines whose metric was never logged are left out when drawing."""
-    outcome = [("reward", "agent/reward", {"color": "tab:blue"}), ("success", "agent/success", {"color": "tab:green"})]
+    # reward drawn wide and pale under a dashed success: with an outcome reward of 0/1 the two coincide, and
+    # one line must not hide the other
+    outcome = [("reward", "agent/reward", {"color": "tab:blue", "linewidth": 4.0, "alpha": 0.45}),
+               ("success", "agent/success", {"color": "tab:green", "linestyle": "--"})]
     envs = env_ids_in(rows)
     if len(envs) > 1:  # one colour per env: success dashed, reward dotted
         for index, env_id in enumerate(envs):
@@ -110,6 +114,11 @@ def training_panels(rows: Sequence[Mapping[str, Any]]) -> list[Panel]:
         Panel("Rollout time", "seconds per rollout", [
             ("generation", "agent/generation_s", {"color": "tab:blue", "marker": "."}),
             ("env steps", "agent/env_s", {"color": "tab:brown", "marker": "."}),
+        ]),
+        Panel("Loss, KL and entropy", "per token", [  # TRL's own logs (kl only with beta > 0)
+            ("loss", "loss", {"color": "tab:red", "marker": "."}),
+            ("KL", "kl", {"color": "tab:purple", "marker": "."}),
+            ("entropy", "entropy", {"color": "tab:gray", "marker": "."}),
         ]),
     ]
 
@@ -163,7 +172,7 @@ def _save(fig: Any, path: Path, result: PlotResult) -> None:
 
 def plot_training(metrics_path: str | os.PathLike, out_dir: str | os.PathLike,
                   title: str | None = None) -> PlotResult:
-    """The overview (2 x 2 panels) plus one PNG per panel of a training run's metrics."""
+    """The overview (2 x 3 panels) plus one PNG per panel of a training run's metrics."""
     plt = _pyplot()
     rows = [r for r in read_metrics(metrics_path) if any(k.startswith(("agent/", "eval_agent/")) for k in r)]
     if not rows:
@@ -172,9 +181,11 @@ def plot_training(metrics_path: str | os.PathLike, out_dir: str | os.PathLike,
     out.mkdir(parents=True, exist_ok=True)
     result = PlotResult()
     panels = training_panels(rows)
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    fig, axes = plt.subplots(2, 3, figsize=(16, 7.5))
     for ax, panel in zip(axes.flat, panels):
         _draw_panel(ax, rows, panel)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.remove()
     fig.suptitle(title or f"Training run {Path(metrics_path).resolve().parent.name}")
     fig.tight_layout()
     _save(fig, out / OVERVIEW_FILE, result)
@@ -257,7 +268,7 @@ def plot_run(run: str | os.PathLike, out_dir: str | os.PathLike | None = None) -
     summary_path = folder / SUMMARY_FILE
     if summary_path.is_file():
         summary = _read_summary(summary_path)
-        if len({entry["max_turns"] for entry in summary["results"]}) > 1:
+        if has_scaling(summary["results"]):
             makers.append(lambda: plot_scaling(summary, out))
     if not makers:
         raise PlotError(f"{folder} has neither {METRICS_FILE} (a training run) nor a {SUMMARY_FILE} with several "

@@ -11,6 +11,7 @@ batch's records to the log at once and writes ``summary.json``, also when interr
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,10 @@ class EvalError(RuntimeError):
     """A user-facing evaluation error: one clear line, no traceback."""
 
 
+class ForeignRun(EvalError):
+    """``--out`` holds the run of another agent or split: nothing there belongs to this evaluation."""
+
+
 class UnfinishedBatch(EvalError):
     """A batch failed midway; ``finished`` holds the records of its episodes that did end (they are saved)."""
 
@@ -38,11 +43,44 @@ class UnfinishedBatch(EvalError):
         self.finished = finished
 
 
+class TurnProgress:
+    """An ``on_step`` callback that shows a batch's progress turn by turn on the eval bar (turn, episodes still
+    playing, model tokens per second), so a model taking seconds a turn never looks stuck at ``0/N``."""
+
+    def __init__(self, bar: Any, interval: float = 1.0):
+        self.bar, self.interval = bar, interval
+        self.postfix: dict[str, str] = {}
+        self.start_batch(0)
+
+    def start_batch(self, size: int) -> None:
+        self.started = self.shown = time.perf_counter()
+        self.active, self.turn = size, 0
+        self.tokens: dict[int, int] = {}
+
+    def __call__(self, episode: Any, observation: str, reward: float, ended: bool) -> None:
+        trajectory = episode.trajectory
+        self.turn = max(self.turn, len(trajectory.actions))
+        self.tokens[id(episode)] = trajectory.tokens or 0
+        if ended:
+            self.active -= 1
+        now = time.perf_counter()
+        if now - self.shown >= self.interval:
+            self.shown = now
+            self.show(now)
+
+    def show(self, now: float) -> None:
+        fields = {**self.postfix, "turn": str(self.turn), "playing": str(self.active)}
+        tokens = sum(self.tokens.values())
+        if tokens:
+            fields["tok/s"] = f"{tokens / max(now - self.started, 1e-9):.1f}"
+        self.bar.set_postfix(fields)
+
+
 def play_records(agent: Agent, pool: EnvPool, jobs: Sequence[EpisodeStart],
-                 merged_first_turn: bool = False) -> list[dict[str, Any]]:
+                 merged_first_turn: bool = False, on_step: Any = None) -> list[dict[str, Any]]:
     """Play a batch of jobs and return their records; a failure keeps the records of the episodes that ended."""
     try:
-        trajectories, stats = play_batch(jobs, agent, pool, agentgym_order=not merged_first_turn)
+        trajectories, stats = play_batch(jobs, agent, pool, agentgym_order=not merged_first_turn, on_step=on_step)
     except EpisodeError as error:
         raise UnfinishedBatch(str(error), [t.to_record() for t in error.finished]) from error
     except ValueError as error:  # e.g. a first prompt over the model's context: one line
@@ -108,7 +146,7 @@ def _check_run_file(out_dir: Path, run_info: dict[str, Any]) -> None:
     if path.is_file():
         previous = json.loads(path.read_text(encoding="utf-8"))
         if previous.get("agent") != run_info["agent"] or previous.get("split") != run_info["split"]:
-            raise EvalError(
+            raise ForeignRun(
                 f"{out_dir} holds a run of another agent or split ({previous.get('agent')}, {previous.get('split')}); "
                 "give another --out to start a new run"
             )
@@ -156,11 +194,14 @@ def evaluate(agent: Agent, env_ids: Sequence[str], out_dir: str | Path, *, split
     successes, finished = sum(bool(r["info"]["success"]) for r in saved), len(saved)
     interrupted = False
     bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc="eval", unit="ep", disable=not progress)
+    turns = TurnProgress(bar) if progress else None
     try:
         for batch in _batches(pending, agent.batch_size):
             pool.drop_other_budgets({batch[0].max_turns})
+            if turns is not None:
+                turns.start_batch(len(batch))
             try:
-                records = play_records(agent, pool, batch, merged_first_turn)
+                records = play_records(agent, pool, batch, merged_first_turn, on_step=turns)
             except UnfinishedBatch as error:  # the episodes that ended are kept: a rerun plays only the others
                 log.append(error.finished)
                 raise
@@ -169,6 +210,8 @@ def evaluate(agent: Agent, env_ids: Sequence[str], out_dir: str | Path, *, split
             finished += len(records)
             bar.update(len(records))
             bar.set_postfix(success=f"{successes / finished:.2f}", refresh=False)
+            if turns is not None:
+                turns.postfix = {"success": f"{successes / finished:.2f}"}
     except BaseException:
         interrupted = True
         raise

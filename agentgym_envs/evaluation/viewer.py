@@ -289,7 +289,8 @@ def write_viewer(run: str | os.PathLike, out: str | os.PathLike | None = None) -
     source = Path(run)
     records = load_run(source)
     if not records:
-        raise ValueError(f"{source} holds no trajectories (no trajectories*.jsonl records)")
+        raise ValueError(f"{source} holds no trajectories (no trajectories*.jsonl records); an eval run writes them, "
+                         "a training run only with --log_trajectories true")
     target = Path(out) if out is not None else (source if source.is_dir() else source.parent) / VIEW_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
     title = f"Trajectories of {source.resolve().name}"

@@ -469,6 +469,44 @@ def _add_agentgym_routes(app: FastAPI, manager: SessionManager) -> None:
         return {"id": session.number, "closed": True}
 
 
+class _PrometheusCollector:
+    """``/v1/metrics`` as Prometheus metrics, read from the session manager at each scrape (nothing is kept twice)."""
+
+    def __init__(self, manager: SessionManager, statuses: Counter):
+        self.manager, self.statuses = manager, statuses
+
+    def describe(self) -> list:
+        return []
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        metrics = self.manager.metrics()
+        gauges = {"uptime_seconds": ("uptime_s", "seconds since the server started"),
+                  "live_envs": ("live_envs", "envs alive now"),
+                  "env_load": ("env_load", "summed weight of the live envs (SciWorld and browser envs weigh 8)"),
+                  "busy_envs": ("busy_envs", "envs serving a request now"),
+                  "max_envs": ("max_envs", "the --max-envs cap on env_load"),
+                  "rss_megabytes": ("rss_mb", "the server's resident memory")}
+        for name, (key, text) in gauges.items():
+            if metrics.get(key) is not None:
+                yield GaugeMetricFamily(f"agentgym_{name}", text, value=float(metrics[key]))
+        for key, value in metrics.items():
+            if key.endswith("_total"):
+                yield CounterMetricFamily(f"agentgym_envs_{key[: -len('_total')]}", f"envs {key[:-6]}",
+                                          value=float(value))
+        if metrics.get("env_step_ms"):
+            steps = GaugeMetricFamily("agentgym_env_step_milliseconds", "env step latency over recent steps",
+                                      labels=["quantile"])
+            steps.add_metric(["0.5"], metrics["env_step_ms"]["median"])
+            steps.add_metric(["0.95"], metrics["env_step_ms"]["p95"])
+            yield steps
+        responses = CounterMetricFamily("agentgym_http_responses", "HTTP responses by status", labels=["status"])
+        for status, count in sorted(dict(self.statuses).items()):
+            responses.add_metric([str(status)], float(count))
+        yield responses
+
+
 def _add_v1_routes(app: FastAPI, manager: SessionManager, statuses: Counter) -> None:
     """``/v1``: health, metrics, served envs and sessions with the full Gymnasium step result."""
     # cheap read-only endpoints are async: they answer even when every worker thread is busy with an env
@@ -485,6 +523,21 @@ def _add_v1_routes(app: FastAPI, manager: SessionManager, statuses: Counter) -> 
     async def metrics() -> dict:
         by_status = dict(statuses)
         return {**manager.metrics(), "requests_total": sum(by_status.values()), "responses_by_status": by_status}
+
+    # the same numbers in Prometheus' text format, for a scraper (a dependency of [server]; the route is off
+    # without it). Not in the OpenAPI schema: it is not JSON.
+    try:
+        from fastapi.responses import PlainTextResponse
+        from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+    except ImportError:  # pragma: no cover - an install without the extra's prometheus_client
+        pass
+    else:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_PrometheusCollector(manager, statuses))
+
+        @app.get("/metrics", include_in_schema=False)
+        async def prometheus_metrics() -> PlainTextResponse:
+            return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/v1/envs", response_model=list[p.ServedEnv], tags=["v1"])
     async def served_envs() -> list[dict]:
