@@ -145,6 +145,10 @@ class VLLMEngine:
             "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1",
         })
+        if torch.cuda.is_available():  # this process's GPU (each training process starts its own engine beside it)
+            index = torch.cuda.current_device()
+            visible = [part for part in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if part]
+            env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
         with open(self._log_path, "wb") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                              start_new_session=True)
