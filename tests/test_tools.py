@@ -662,13 +662,18 @@ def test_wide_sql_results_are_refused_before_they_take_more_than_64_mb(columns: 
     guard.close()
 
 
-def test_bird_refuses_a_wide_result_in_its_observation(bird: gym.Env) -> None:
-    bird.reset(options={"split": "test", "index": 0})
-    wide = ", ".join(["zeroblob(99999)"] * 900)
-    obs, _, _, _, info = bird.step(f"Action: SELECT {wide} FROM order_items")
-    assert "too many columns" in obs, obs[:300]
-    obs, _, _, _, info = bird.step(f"Action: SELECT {', '.join(['zeroblob(99999)'] * 200)} FROM order_items")
-    assert "too large" in obs, obs[:300]
+def test_bird_refuses_a_wide_result_in_its_observation() -> None:
+    # its own env with a roomy time limit: the size guard must answer, not the clock of a loaded machine
+    bird = gym.make("AgentGym/BIRD-v0", sql_timeout=30, detailed_instruction=True).unwrapped
+    try:
+        bird.reset(options={"split": "test", "index": 0})
+        wide = ", ".join(["zeroblob(99999)"] * 900)
+        obs, _, _, _, info = bird.step(f"Action: SELECT {wide} FROM order_items")
+        assert "too many columns" in obs, obs[:300]
+        obs, _, _, _, info = bird.step(f"Action: SELECT {', '.join(['zeroblob(99999)'] * 200)} FROM order_items")
+        assert "too large" in obs, obs[:300]
+    finally:
+        bird.close()
 
 
 def test_sheet_rows_and_columns_stay_within_a_to_z(sheet: SheetService) -> None:

@@ -290,12 +290,15 @@ def _read_summary(path: Path) -> dict[str, Any]:
         raise PlotError(f"{path} is not valid JSON ({type(error).__name__}); rerun agentgym eval to rewrite it"
                         ) from None
     results = summary.get("results") if isinstance(summary, dict) else None
-    if not isinstance(results, list) or not all(isinstance(entry, dict) and "max_turns" in entry for entry in results):
-        raise PlotError(f"{path} has no list of results with a max_turns each; rerun agentgym eval to rewrite it")
+    if not isinstance(results, list) or not all(
+            isinstance(entry, dict) and "max_turns" in entry and "env_id" in entry for entry in results):
+        raise PlotError(f"{path} has no list of results with an env_id and a max_turns each; rerun agentgym eval "
+                        "to rewrite it")
     try:
-        {entry["max_turns"] for entry in results}
+        {(entry["env_id"], entry["max_turns"]) for entry in results}
     except TypeError:
-        raise PlotError(f"{path}: a result's max_turns is not a number; rerun agentgym eval to rewrite it") from None
+        raise PlotError(f"{path}: a result's env_id or max_turns is not a plain value; rerun agentgym eval to "
+                        "rewrite it") from None
     return summary
 
 
