@@ -312,29 +312,24 @@ class VLLMGenerator:
     ``HFGenerator``, with log-probs after temperature from the engine (NaN where it gave none, which TRL's
     importance correction skips).
 
-    ``sync`` (called when a session opens) brings the engine up to date with the policy, e.g. after an
-    optimizer step; the engine keeps its own prefix cache, reset with each weight load. Each call samples
-    only the contexts given (no padding: the engine is this process's own).
+    The engine's weights are brought up to date by its owner (the trainer, through TRL's sync hook); the
+    engine keeps its own prefix cache, reset with each weight load. Each call samples only the contexts
+    given (no padding: the engine is this process's own).
     """
 
-    def __init__(self, engine: Any, generation_config: Any, stop_ids: Sequence[int],
-                 sync: Callable[[], Any] | None = None, seed: int | None = None, ignore_eos: bool = False):
+    def __init__(self, engine: Any, generation_config: Any, stop_ids: Sequence[int], ignore_eos: bool = False):
         self.engine = engine
         self.ignore_eos = ignore_eos  # only stop_ids end a turn (the model's own eos does not): fixed-length benches
         self.stop_ids = tuple(stop_ids)
-        self._sync = sync
         sampling = bool(getattr(generation_config, "do_sample", False))
         self.temperature = float(getattr(generation_config, "temperature", None) or 1.0) if sampling else 0.0
         self.top_p = float(getattr(generation_config, "top_p", None) or 1.0) if sampling else 1.0
         self.top_k = int(getattr(generation_config, "top_k", None) or 0) if sampling else 0
-        self._seed = seed
+        self._seed: int | None = None  # set by reseed: per-request seeds derive from it
         self._calls = 0
 
-    @contextmanager
-    def session(self) -> Iterator[Any]:
-        if self._sync is not None:
-            self._sync()
-        yield self.engine
+    def session(self) -> AbstractContextManager[Any]:
+        return nullcontext(self.engine)
 
     def any_active(self, local_active: int) -> bool:
         return local_active > 0

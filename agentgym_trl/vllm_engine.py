@@ -98,8 +98,6 @@ class EngineStats:
     start_s: float = 0.0
     weight_loads: int = 0
     weight_load_s: float = 0.0
-    generate_calls: int = 0
-    sampled_tokens: int = 0
 
 
 class VLLMEngine:
@@ -234,8 +232,6 @@ class VLLMEngine:
             "top_k": int(top_k), "stop_token_ids": [int(i) for i in stop_token_ids],
             "seeds": list(seeds) if seeds is not None else [None] * len(prompts), "ignore_eos": bool(ignore_eos),
         })
-        self.stats.generate_calls += 1
-        self.stats.sampled_tokens += sum(len(output["ids"]) for output in reply["outputs"])
         return reply["outputs"]
 
     def load_weights(self, tensors: Iterator[tuple[str, torch.Tensor]] | dict[str, torch.Tensor]) -> float:

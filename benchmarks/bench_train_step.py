@@ -197,7 +197,10 @@ def instrument(trainer: Any, profiles: list[StepProfile], sampler: RssSampler) -
         trainer._in_rollout = True
         begin = time.perf_counter()
         try:
-            return rollout(prompts, trainer_)
+            output = rollout(prompts, trainer_)
+            # sampled tokens (env_mask 1), for an engine whose decode steps are not seen here (vLLM's process)
+            profiles[-1].batch["rollout_sampled_tokens"] = sum(sum(mask) for mask in output["env_mask"])
+            return output
         finally:
             trainer._in_rollout = False
             profiles[-1].phase("rollout").add(time.perf_counter() - begin)
@@ -281,8 +284,8 @@ def profile_summary(profile: StepProfile, log: dict[str, Any], body: float, head
     prefill_tokens = profile.phase("prefill").tokens
     rollout = profile.phase("rollout").seconds
     generation = profile.phase("prefill").seconds + profile.phase("decode").seconds
-    if not generated:  # the vLLM engine generates in its own process: its tokens from the log, its time the rollout's
-        generated = int(round(log.get("agent/model_tokens_mean", 0.0) * batch.get("rows", 0)))
+    if not generated:  # the vLLM engine generates in its own process: its tokens from the rollout, its time the rollout's
+        generated = batch.get("rollout_sampled_tokens", 0)
         generation = rollout - log.get("agent/env_s", 0.0)
     training = sum(profile.phase(n).seconds for n in ("reference_forward", "policy_forward", "backward", "optimizer"))
     # useful FLOPs: body on every real token, LM head on completion tokens only; forward 1x, backward 2x
