@@ -99,16 +99,24 @@ def check_split(split: str, allow_held_out: bool = False) -> None:
         )
 
 
-def episode_plan(env_id: str, split: str, episodes: int, seed: int = 0) -> list[tuple[int, int]]:
-    """``(item_id, reset_seed)`` pairs: a seeded permutation of the split's items, cycled if ``episodes`` exceeds it.
+def episode_plan(env_id: str, split: str, episodes: int, seed: int = 0,
+                 items: Sequence[int] | None = None) -> list[tuple[int, int]]:
+    """``(item_id, reset_seed)`` pairs: a seeded permutation of the split's items (or ``items``, in their order),
+    cycled if ``episodes`` exceeds it.
 
     The first pass resets with ``seed=item_id`` (the rollout's default); each later pass offsets the
     seed so envs with seed-dependent randomness play a different episode.
     """
-    items = list(agentgym_envs.get_task(env_id).split(split))
-    if not items:
+    known = list(agentgym_envs.get_task(env_id).split(split))
+    if not known:
         raise ValueError(f"{env_id} has no {split!r} items")
-    order = np.random.default_rng(seed).permutation(len(items))
+    if items is None:
+        items, order = known, np.random.default_rng(seed).permutation(len(known))
+    else:
+        outside = sorted(set(map(int, items)) - set(known))
+        if outside or not items:
+            raise ValueError(f"{env_id}: items {outside[:10] or '(none)'} are not items of its {split!r} split")
+        items, order = [int(i) for i in items], np.arange(len(items))
     plan = []
     for index in range(episodes):
         item = int(items[order[index % len(items)]])
@@ -172,6 +180,7 @@ def collect(
     journal: str | os.PathLike | None = None,
     merged_first_turn: bool = False,
     env_kwargs: dict[str, Any] | None = None,
+    items: dict[str, Sequence[int]] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
     """Play ``episodes`` episodes per env id with ``agent`` and return the kept rows plus per-env counts.
 
@@ -181,6 +190,7 @@ def collect(
     ``merged_first_turn`` opens each conversation with one user turn (instruction + first
     observation) instead of AgentGym's three opening turns; it must match the trainer's setting.
     ``env_kwargs`` go to every ``gym.make`` (and into the journal's settings: they change the episodes).
+    ``items`` ({env id: item ids}) plays those items of the split, in that order, instead of a seeded shuffle.
     """
     from tqdm import tqdm
 
@@ -190,13 +200,15 @@ def collect(
         env_ids = [env_ids]
     if episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {episodes}")
-    plans = {env_id: episode_plan(env_id, split, episodes, seed) for env_id in env_ids}
+    plans = {env_id: episode_plan(env_id, split, episodes, seed, (items or {}).get(env_id)) for env_id in env_ids}
     log = None
     if journal is not None:
         settings = {"split": split, "agent": agent, "seed": seed, "keep": [keep.min_reward, keep.keep_failures],
                     "merged_first_turn": merged_first_turn, "record": RECORD_VERSION}
         if env_kwargs:
             settings["env_kwargs"] = env_kwargs
+        if items:
+            settings["items"] = {env_id: list(map(int, ids)) for env_id, ids in items.items()}
         log = Journal(journal, settings)
     rows: list[dict[str, Any]] = []
     counts: dict[str, dict[str, float]] = {}

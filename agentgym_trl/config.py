@@ -7,6 +7,7 @@ checked when the config is built: a wrong name or combination fails before any m
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 
@@ -57,6 +58,11 @@ class AgentGRPOConfig(GRPOConfig):
     train_split: str = field(default="train", metadata={"help": "Which split of the envs' items to train on."})
     max_items_per_env: int | None = field(
         default=None, metadata={"help": "Use at most this many items per env id (a fixed random subset)."}
+    )
+    train_items_file: str | None = field(
+        default=None,
+        metadata={"help": "A JSON file {env_id: [item ids]}: train (and draw refills) only from these items of "
+                  "train_split, e.g. to keep a held-out part of the train split away from RL."},
     )
     max_turns: int | None = field(
         default=None,
@@ -166,6 +172,20 @@ class AgentGRPOConfig(GRPOConfig):
             "only the wasted compute goes; the skipped share is logged as train/skipped_rows_frac. One process only "
             "(as micro_batch_tokens)."
         },
+    )
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={
+            "help": "DAPO's dynamic sampling: replace each group whose episodes all scored the same (it has zero "
+            "advantage) with a group of a freshly drawn train item, until every group of the batch teaches or "
+            "dynamic_sampling_max_batches batches' worth of groups were played. Logged as dynamic/groups_drawn, "
+            "dynamic/groups_kept, dynamic/cap_hit and dynamic/drawn_success (see agentgym_trl/dynamic_sampling.py)."
+        },
+    )
+    dynamic_sampling_max_batches: int = field(
+        default=4,
+        metadata={"help": "With dynamic_sampling: the most groups played per rollout batch, in batches (first one "
+                  "included); after that the step trains on the groups it has."},
     )
     log_trajectories: bool = field(
         default=False,
@@ -277,6 +297,13 @@ class AgentGRPOConfig(GRPOConfig):
             raise ValueError(
                 "skip_zero_advantage needs beta=0: a row with zero advantage still has a KL gradient when beta > 0"
             )
+        if self.dynamic_sampling_max_batches < 1:
+            raise ValueError(f"dynamic_sampling_max_batches must be at least 1, got {self.dynamic_sampling_max_batches}")
+        if self.dynamic_sampling and (self.per_device_train_batch_size * self.steps_per_generation_or_default()
+                                      ) % self.num_generations:
+            raise ValueError("dynamic_sampling replaces whole groups: each process's rollout batch "
+                             "(per_device_train_batch_size x steps_per_generation) must be a multiple of num_generations")
+        self.train_items()  # raises on a bad file
         if self.env_workers < 1:
             raise ValueError(f"env_workers must be at least 1, got {self.env_workers}")
         self._check_advantage_options()
@@ -329,6 +356,27 @@ class AgentGRPOConfig(GRPOConfig):
         if self.custom_advantages and self.multi_objective_aggregation != "sum_then_normalize":
             raise ValueError(f"{estimator} with turn_credit={self.turn_credit!r} sums the weighted rewards; "
                              "multi_objective_aggregation must be 'sum_then_normalize'")
+
+    def steps_per_generation_or_default(self) -> int:
+        """``steps_per_generation`` as TRL resolves it (unset: ``gradient_accumulation_steps``)."""
+        return self.steps_per_generation or self.gradient_accumulation_steps
+
+    def train_items(self) -> dict[str, list[int]] | None:
+        """The items of ``train_items_file`` per env id (None: every item of ``train_split``)."""
+        if self.train_items_file is None:
+            return None
+        try:
+            with open(self.train_items_file, encoding="utf-8") as handle:
+                items = json.load(handle)
+        except (OSError, ValueError) as error:
+            raise ValueError(f"train_items_file {self.train_items_file!r} is unreadable: {error}") from None
+        if not isinstance(items, dict) or not all(
+                isinstance(ids, list) and all(isinstance(i, int) for i in ids) for ids in items.values()):
+            raise ValueError(f"train_items_file {self.train_items_file!r} must hold {{env_id: [item ids]}}")
+        missing = [env_id for env_id in self.env_ids if env_id not in items]
+        if missing:
+            raise ValueError(f"train_items_file {self.train_items_file!r} names no items for {missing}")
+        return {env_id: list(ids) for env_id, ids in items.items()}
 
     def engine_options(self, slots: int) -> EngineOptions:
         """How the vLLM engine is started (use_vllm): context and batch sized for ``slots`` episodes at once."""

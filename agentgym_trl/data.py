@@ -49,8 +49,10 @@ def env_rows(
     split: str = "train",
     max_items_per_env: int | None = None,
     seed: int = 0,
+    only_items: dict[str, list[int]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows ``{"prompt", "env_id", "item_id"}`` for every item of ``split`` of each env id."""
+    """Rows ``{"prompt", "env_id", "item_id"}`` for every item of ``split`` of each env id (or, with
+    ``only_items``, for those of its items only; an item outside ``split`` is an error)."""
     check_env_ids(env_ids)
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
@@ -64,6 +66,11 @@ def env_rows(
         items = spec.split(split)
         if not items:
             raise ValueError(f"{env_id} has no {split!r} items")
+        if only_items is not None:
+            outside = sorted(set(only_items[env_id]) - {int(i) for i in items})
+            if outside:
+                raise ValueError(f"{env_id}: items {outside[:10]} are not in its {split!r} split")
+            items = sorted(set(only_items[env_id]))
         if max_items_per_env is not None and len(items) > max_items_per_env:
             items = sorted(rng.choice(items, size=max_items_per_env, replace=False).tolist())
         rows.extend({"prompt": placeholder_prompt(env_id, i), "env_id": env_id, "item_id": int(i)} for i in items)
@@ -75,8 +82,9 @@ def build_env_dataset(
     split: str = "train",
     max_items_per_env: int | None = None,
     seed: int = 0,
+    only_items: dict[str, list[int]] | None = None,
 ):
     """A ``datasets.Dataset`` of ``env_rows`` (TRL's sampler shuffles it and repeats each row per generation)."""
     from datasets import Dataset
 
-    return Dataset.from_list(env_rows(env_ids, split, max_items_per_env, seed))
+    return Dataset.from_list(env_rows(env_ids, split, max_items_per_env, seed, only_items))

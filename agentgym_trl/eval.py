@@ -19,7 +19,8 @@ def evaluate_model(model: str, env_ids: Sequence[str], out_dir: str | Path, *, s
                    temperature: float = 1.0, batch_size: int = 8, max_turn_tokens: int = 256,
                    max_context_tokens: int = 4096, seed: int = 0, progress: bool = True,
                    chat_template_kwargs: dict[str, Any] | None = None, bf16: bool | None = None,
-                   merged_first_turn: bool = False, engine: str = "hf", engine_options: Any = None) -> EvalReport:
+                   merged_first_turn: bool = False, engine: str = "hf", engine_options: Any = None,
+                   items: Sequence[int] | None = None) -> EvalReport:
     """Evaluate a local HF model (``"default"`` = SmolLM2-135M-Instruct) and write the run into ``out_dir``.
 
     ``engine="vllm"`` samples with the shared vLLM engine process (see ``ModelAgent.from_name``); ``bf16=None``
@@ -35,6 +36,6 @@ def evaluate_model(model: str, env_ids: Sequence[str], out_dir: str | Path, *, s
         raise EvalError(str(error)) from None
     try:
         return evaluate(agent, env_ids, out_dir, split=split, n_samples=n_samples, max_turns=max_turns,
-                        limit=limit, progress=progress, merged_first_turn=merged_first_turn)
+                        limit=limit, progress=progress, merged_first_turn=merged_first_turn, items=items)
     finally:
         agent.close()

@@ -134,13 +134,17 @@ def load_or_collect(
     seed: int = 0,
     progress: bool = True,
     merged_first_turn: bool = False,
+    items: dict[str, Sequence[int]] | None = None,
 ) -> Any:
-    """The trajectory dataset at ``path``; collected there first (train items, solved episodes) if missing."""
+    """The trajectory dataset at ``path``; collected there first (train items, solved episodes) if missing.
+
+    ``items`` ({env id: item ids}) names the train items to play instead of a seeded shuffle of all of them.
+    """
     from agentgym_envs.collect import collect, load_trajectories, save_trajectories
 
     if not is_saved_dataset(path):
         rows, counts = collect(list(env_ids), episodes_per_env, agent=agent, seed=seed, progress=progress,
-                               merged_first_turn=merged_first_turn)
+                               merged_first_turn=merged_first_turn, items=items)
         for env_id, count in counts.items():
             logger.info("%s: kept %d of %d %s episodes", env_id, count["kept"], count["played"], agent)
         save_trajectories(rows, path)

@@ -83,8 +83,13 @@ def _valid_action_rate(records: list[dict[str, Any]]) -> float:
 
 
 def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, stage: StageArguments,
-                    bf16: bool, seed: int, merged_first_turn: bool = False) -> str:
-    """Fine-tune ``model`` on oracle episodes of train items (assistant tokens only); returns the checkpoint."""
+                    bf16: bool, seed: int, merged_first_turn: bool = False,
+                    items: dict[str, list[int]] | None = None) -> str:
+    """Fine-tune ``model`` on oracle episodes of train items (assistant tokens only); returns the checkpoint.
+
+    ``items`` ({env id: item ids}) names the items to clone (e.g. drawn stratified by recipe shape); default: the
+    first ``clone_episodes`` of a seeded shuffle of each env's train split.
+    """
     import torch
     from trl import SFTConfig, SFTTrainer
 
@@ -98,7 +103,8 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
     tokenizer = load_tokenizer(model)
     data_dir = target.parent / f"{target.name}-data"
     per_env = -(-stage.clone_episodes // len(env_ids))
-    conversations = load_or_collect(data_dir, env_ids, per_env, seed=seed, merged_first_turn=merged_first_turn)
+    conversations = load_or_collect(data_dir, env_ids, per_env, seed=seed, merged_first_turn=merged_first_turn,
+                                    items=items)
     rows = tokenize_conversations(conversations.shuffle(seed=seed), encoder_for(model, tokenizer))
     print(f"warm-up data: {len(rows)} oracle conversations; {token_stats(rows, stage.clone_max_length)}",
           file=sys.stderr)

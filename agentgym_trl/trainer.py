@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from accelerate import PartialState
 from accelerate.utils import gather_object, is_peft_model
-from transformers import PreTrainedModel
+from transformers import PreTrainedModel, TrainerCallback
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
@@ -56,6 +56,7 @@ from agentgym_envs.evaluation.records import TrajectoryLog
 from agentgym_trl.config import EPISODE_ESTIMATORS, AgentGRPOConfig, env_turn_cap
 from agentgym_trl.curriculum import TurnBudgetCallback
 from agentgym_trl.data import build_env_dataset, check_env_ids, placeholder_prompt
+from agentgym_trl.dynamic_sampling import ItemDrawer, fill_informative_groups
 from agentgym_trl.generation import Generator, HFGenerator, VLLMGenerator
 from agentgym_trl.metrics import MetricsFileCallback, episode_stats, rollout_metrics, timing_metrics
 from agentgym_trl.model_card import agent_section, base_model_of, complete_model_card
@@ -113,15 +114,18 @@ class AgentGRPOTrainer(GRPOTrainer):
         use_compact_lm_head(args.compact_lm_head)
         self._micro_batching_warned = False
         if train_dataset is None:
-            train_dataset = build_env_dataset(args.env_ids, args.train_split, args.max_items_per_env, args.seed)
+            train_dataset = build_env_dataset(args.env_ids, args.train_split, args.max_items_per_env, args.seed,
+                                              only_items=args.train_items())
         else:
             train_dataset = prepare_rows_dataset(train_dataset)
+        self.item_drawer = ItemDrawer(list(zip(train_dataset["env_id"], train_dataset["item_id"])), args.seed)
+        self.idle_steps = IdleStepGuard(self)
         if eval_dataset is not None:
             eval_dataset = prepare_rows_dataset(eval_dataset)
         if args.beta != 0.0 and peft_config is None:
             model = _make_reference_reloadable(model, args.output_dir)
         self.curriculum = TurnBudgetCallback(self.schedule, args.truncation_warning_threshold)
-        callbacks = [self.curriculum, *(callbacks or [])]
+        callbacks = [self.curriculum, self.idle_steps, *(callbacks or [])]
         if args.metrics_file:  # the JSON-lines copy of the logs, when asked (report_to gets them regardless)
             callbacks.append(MetricsFileCallback(os.path.join(args.output_dir, args.metrics_file)))
         funcs = [env_reward]
@@ -235,6 +239,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         else:
             budget = [self._eval_budget(str(r["env_id"])) for r in rows]
         result = self._play(rows, self.generator, budget)
+        if mode == "train" and self.args.dynamic_sampling:
+            self._refill_groups(rows, result, budget)
         output = result.to_trl()
         validate_rollout_output(output, len(rows))
         if self.args.release_memory and self.on_cpu:  # the generation caches are garbage now
@@ -246,6 +252,18 @@ class AgentGRPOTrainer(GRPOTrainer):
             self._log_trajectories(result, mode)
         self._record_rollout_metrics(result, mode)
         return output
+
+    def _refill_groups(self, rows: list[dict[str, Any]], result: RolloutResult, budget: int | list[int]) -> None:
+        """Dynamic sampling: equal-reward groups are replaced by groups of fresh train items that teach."""
+        groups = len(rows) // self.num_generations
+        stats = fill_informative_groups(
+            rows, result, self.num_generations,
+            play=lambda new_rows: self._play(new_rows, self.generator, budget),
+            draw_items=self.item_drawer.for_step(self.state.global_step, self.accelerator.process_index),
+            max_groups=groups * self.args.dynamic_sampling_max_batches,
+        )
+        for name, value in stats.metrics().items():
+            self._metrics["train"][name].append(value)
 
     def _eval_budget(self, env_id: str) -> int:
         return self.args.eval_max_turns or env_turn_cap(env_id)
@@ -493,6 +511,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         rows = list(range(len(lengths)))
         if skip:
             rows = rows_that_teach(inputs["advantages"])
+            self.idle_steps.count(len(rows))
             self._metrics["train"]["train/skipped_rows_frac"].append(1.0 - len(rows) / max(len(lengths), 1))
             if not rows:  # one short row (its loss is 0) keeps every process's backward and DDP's sync in step
                 return [[min(range(len(lengths)), key=lengths.__getitem__)]]
@@ -560,6 +579,41 @@ class AgentGRPOTrainer(GRPOTrainer):
         """Release every env the rollouts created (engines, JVMs, browsers)."""
         self.env_pool.close()
 
+
+
+class IdleStepGuard(TrainerCallback):
+    """With ``skip_zero_advantage``: an optimizer step in which no row on any process teaches does not move the weights.
+
+    Its gradients are zero, but Adam's momentum would still move every weight; so the gradients are set to None
+    (the optimizer then skips every parameter and its state is untouched). The learning-rate scheduler still
+    advances one step, and the step is logged as ``train/idle_step`` = 1.
+    """
+
+    def __init__(self, trainer: AgentGRPOTrainer):
+        self.trainer = trainer
+        self.rows_that_teach = 0
+        self.counted = False
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.rows_that_teach = 0
+        self.counted = False
+
+    def count(self, rows: int) -> None:
+        self.rows_that_teach += rows
+        self.counted = True
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not self.counted:  # the loss ran whole (skip_zero_advantage off or not applicable): nothing to say
+            return
+        trainer = self.trainer
+        taught = trainer.accelerator.reduce(torch.tensor(float(self.rows_that_teach), device=trainer.accelerator.device),
+                                            "sum")
+        idle = float(taught.item() == 0)
+        trainer._metrics["train"]["train/idle_step"].append(idle)
+        if idle:
+            for group in trainer.optimizer.param_groups:
+                for parameter in group["params"]:
+                    parameter.grad = None
 
 
 class EngineWeightSync:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from agentgym_envs.core.jsonl import read_jsonl
 from agentgym_envs.evaluation.metrics import has_scaling
 
@@ -408,3 +410,49 @@ def plot_comparison(runs: Mapping[str, str | os.PathLike], out_dir: str | os.Pat
     _save(fig, out / file_name, result)
     plt.close(fig)
     return result
+
+
+def plot_learning(result: Mapping[str, Any], path: str | os.PathLike, window: int = 3) -> PlotResult:
+    """The learning experiment from its result file alone (``benchmarks/results/learning.json``): each seed's
+    success over every episode it played, the groups it drew and kept per step, and held-out success per model
+    (all held-out items, and the hard ones) with BCa 95% intervals."""
+    plt = _pyplot()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
+    for index, (name, run) in enumerate(result.get("runs", {}).items()):
+        colour = ENV_COLOURS[index % len(ENV_COLOURS)]
+        curve = run["curve"]
+        steps = curve["step"]
+        drawn = [v if v is not None else float("nan") for v in curve["drawn_success"]]
+        axes[0].plot(steps, drawn, color=colour, alpha=0.25, linewidth=1)
+        axes[0].plot(steps, _rolling_mean(drawn, window), color=colour, linewidth=2, label=name)
+        axes[1].plot(steps, curve["groups_drawn"], color=colour, linewidth=1.6, marker=".", label=f"{name} drawn")
+        axes[1].plot(steps, curve["groups_kept"], color=colour, linewidth=1.6, linestyle="--", label=f"{name} kept")
+    axes[0].set_title(f"training: success of every episode played (mean of {window})")
+    axes[0].set_ylim(0, 1)
+    axes[1].set_title("dynamic sampling: groups drawn and kept per step")
+    analysis = result.get("analysis", {}).get("success", {})
+    names = list(analysis)
+    for offset, (part, label) in enumerate((("held_out", "all held-out items"), ("hard", "hard items"))):
+        values = [analysis[name][part] for name in names]
+        if any(v is None for v in values):
+            continue
+        x = np.arange(len(names)) + (offset - 0.5) * 0.38
+        means = np.array([v["mean"] for v in values])
+        errors = np.array([[v["mean"] - v["bca_low"] for v in values], [v["bca_high"] - v["mean"] for v in values]])
+        axes[2].bar(x, means, width=0.36, yerr=errors, capsize=4, label=label, color=ENV_COLOURS[offset])
+    axes[2].set_xticks(np.arange(len(names)), names)
+    axes[2].set_ylim(0, 1)
+    axes[2].set_title(f"held-out success (K={result.get('k')}, BCa 95%)")
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    for ax in axes[:2]:
+        ax.set_xlabel("step")
+    fig.tight_layout()
+    plot = PlotResult()
+    _save(fig, path, plot)
+    plt.close(fig)
+    return plot

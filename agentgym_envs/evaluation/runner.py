@@ -111,8 +111,11 @@ class EvalReport:
 
 
 def plan_jobs(env_ids: Sequence[str], split: str, n_samples: int, max_turns: Sequence[int | None],
-              limit: int | None = None) -> list[EpisodeStart]:
-    """Every episode of the evaluation; checks env ids, extras and splits first (``EvalError`` on bad input)."""
+              limit: int | None = None, items: Sequence[int] | None = None) -> list[EpisodeStart]:
+    """Every episode of the evaluation; checks env ids, extras and splits first (``EvalError`` on bad input).
+
+    ``items``: only these item ids of the split (e.g. a held-out part of the train split), in the given order.
+    """
     if n_samples < 1:
         raise EvalError(f"--n-samples must be at least 1, got {n_samples}")
     if not env_ids:
@@ -129,14 +132,14 @@ def plan_jobs(env_ids: Sequence[str], split: str, n_samples: int, max_turns: Seq
             if not spec.extra_installed():
                 raise EvalError(f"{spec.env_id} needs its extra, which is not installed: {spec.install_hint}")
             try:
-                items = spec.first_items(split, limit)
+                chosen = spec.first_items(split, limit) if items is None else _items_of_split(spec, split, items)
             except ValueError as error:
                 raise EvalError(str(error)) from None
-            if not items:
+            if not chosen:
                 hint = " (--limit 0)" if limit == 0 else ""
                 raise EvalError(f"{spec.env_id} has no items in the {split!r} split{hint}")
             cap = budget if budget is not None else spec.max_turns
-            jobs += [EpisodeStart(spec.env_id, int(item), cap, sample=sample) for item in items
+            jobs += [EpisodeStart(spec.env_id, int(item), cap, sample=sample) for item in chosen
                      for sample in range(n_samples)]
     return list(dict.fromkeys(jobs))  # an env or budget named twice (or None = the cap given again) plays once
 
@@ -167,10 +170,18 @@ def _batches(jobs: Sequence[EpisodeStart], size: int) -> Iterator[Sequence[Episo
         yield batch
 
 
+def _items_of_split(spec: Any, split: str, items: Sequence[int]) -> list[int]:
+    known = set(spec.split(split))
+    outside = [int(item) for item in items if int(item) not in known]
+    if outside:
+        raise ValueError(f"{spec.env_id}: items {outside[:10]} are not in its {split!r} split")
+    return list(dict.fromkeys(int(item) for item in items))
+
+
 def evaluate(agent: Agent, env_ids: Sequence[str], out_dir: str | Path, *, split: str = "test",
              n_samples: int = 1, max_turns: Sequence[int | None] = (None,), limit: int | None = None,
              progress: bool = True, env_kwargs: dict[str, Any] | None = None,
-             merged_first_turn: bool = False) -> EvalReport:
+             merged_first_turn: bool = False, items: Sequence[int] | None = None) -> EvalReport:
     """Evaluate ``agent`` and write trajectories.jsonl + summary.json into ``out_dir``; resumes a previous run.
 
     ``max_turns``: one or more turn budgets (``None`` = each env's evaluation cap); several budgets
@@ -182,7 +193,7 @@ def evaluate(agent: Agent, env_ids: Sequence[str], out_dir: str | Path, *, split
     from tqdm import tqdm
 
     out = Path(out_dir)
-    jobs = plan_jobs(env_ids, split, n_samples, list(max_turns), limit)
+    jobs = plan_jobs(env_ids, split, n_samples, list(max_turns), limit, items)
     description = run_description(agent, env_kwargs, merged_first_turn)
     _check_run_file(out, {"agent": description, "split": split})
     pool = EnvPool(**(env_kwargs or {}))

@@ -1,0 +1,121 @@
+"""Did training beat the start? The tests of ``docs/learning_protocol.md``, computed from per-item outcomes.
+
+Every input is ``{item key: [0/1 outcome of each sample]}`` (K samples of one model on one item), as
+``benchmarks/results/learning.json`` stores them, so anyone can recompute every number from that file:
+
+* ``within_item_permutation_test`` (the registered primary test): items held fixed, the question is
+  whether these trained checkpoints beat the start *on these items*. Under the null hypothesis an
+  item's start and trained samples are exchangeable, so the trained group's share of the item's
+  successes is hypergeometric; the statistic is the mean over items of (trained rate - start rate).
+* ``sign_flip_test`` (the generalisation claim, beside it): items as a sample of a population of
+  items; each item's difference is as likely to be negative as positive under the null.
+* ``mean_interval``: BCa bootstrap (and Student t) intervals of a mean over items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+Outcomes = Mapping[str, Sequence[int]]
+
+
+def _stats() -> Any:
+    from agentgym_envs.evaluation.metrics import _stats as stats
+
+    return stats()
+
+
+def pooled(models: Sequence[Outcomes]) -> dict[str, list[int]]:
+    """Every model's samples of each item together (the registered way to combine training seeds)."""
+    keys = set.intersection(*(set(model) for model in models)) if models else set()
+    return {key: [outcome for model in models for outcome in model[key]] for key in sorted(keys)}
+
+
+def rates(outcomes: Outcomes, keys: Sequence[str]) -> np.ndarray:
+    return np.array([np.mean(outcomes[key]) for key in keys], dtype=float)
+
+
+def within_item_permutation_test(start: Outcomes, trained: Outcomes, *, resamples: int = 100_000,
+                                 seed: int = 0) -> dict[str, float]:
+    """Two-sided Monte Carlo permutation test of (trained - start) success, permuting samples within each item.
+
+    p = (1 + #{|T*| >= |T|}) / (1 + resamples), so it is never 0.
+    """
+    keys = sorted(set(start) & set(trained))
+    if not keys:
+        raise ValueError("the two models share no item")
+    n_start = np.array([len(start[key]) for key in keys])
+    n_trained = np.array([len(trained[key]) for key in keys])
+    successes = np.array([sum(start[key]) + sum(trained[key]) for key in keys])
+    observed = float(np.mean(rates(trained, keys) - rates(start, keys)))
+    rng = np.random.default_rng(seed)
+    # successes that land in the trained group, per resample and item, when labels carry no information
+    to_trained = rng.hypergeometric(successes, n_start + n_trained - successes, n_trained,
+                                    size=(resamples, len(keys)))
+    null = np.mean(to_trained / n_trained - (successes - to_trained) / n_start, axis=1)
+    extreme = int(np.sum(np.abs(null) >= abs(observed) - 1e-12))
+    return {"items": len(keys), "difference": observed, "p_value": (1 + extreme) / (1 + resamples),
+            "resamples": resamples, "seed": seed}
+
+
+def sign_flip_test(start: Outcomes, trained: Outcomes, *, resamples: int = 100_000, seed: int = 0) -> dict[str, float]:
+    """Two-sided sign-flip test over items of the per-item differences (scipy's one-sample permutation test)."""
+    keys = sorted(set(start) & set(trained))
+    differences = rates(trained, keys) - rates(start, keys)
+    result = _stats().permutation_test((differences,), np.mean, permutation_type="samples", n_resamples=resamples,
+                                       alternative="two-sided", rng=np.random.default_rng(seed))
+    return {"items": len(keys), "difference": float(differences.mean()), "p_value": float(result.pvalue),
+            "items_up": int(np.sum(differences > 0)), "items_down": int(np.sum(differences < 0))}
+
+
+def mean_interval(values: Sequence[float], *, level: float = 0.95, resamples: int = 20_000,
+                  seed: int = 0) -> dict[str, float]:
+    """The mean with a BCa bootstrap interval and a Student t interval (both over items)."""
+    values = np.asarray(values, dtype=float)
+    mean = float(values.mean())
+    if values.size < 2 or np.all(values == values[0]):
+        return {"mean": mean, "bca_low": mean, "bca_high": mean, "t_low": mean, "t_high": mean}
+    stats = _stats()
+    bca = stats.bootstrap((values,), np.mean, confidence_level=level, n_resamples=resamples, method="BCa",
+                          rng=np.random.default_rng(seed)).confidence_interval
+    t_low, t_high = stats.t.interval(level, values.size - 1, loc=mean, scale=stats.sem(values))
+    return {"mean": mean, "bca_low": float(bca.low), "bca_high": float(bca.high), "t_low": float(t_low),
+            "t_high": float(t_high)}
+
+
+def comparison(start: Outcomes, trained: Outcomes, keys: Sequence[str] | None = None) -> dict[str, Any]:
+    """Both tests and the interval of the per-item difference, on ``keys`` (default: every shared item)."""
+    keys = sorted(set(start) & set(trained)) if keys is None else list(keys)
+    start, trained = {k: start[k] for k in keys}, {k: trained[k] for k in keys}
+    return {
+        "within_item_permutation": within_item_permutation_test(start, trained),
+        "sign_flip_over_items": sign_flip_test(start, trained),
+        "difference_interval": mean_interval(rates(trained, keys) - rates(start, keys)),
+    }
+
+
+def learning_report(result: Mapping[str, Any], alpha: float = 0.01) -> dict[str, Any]:
+    """The registered analysis of a ``learning.json``: primary test on the seeds pooled, each seed, hard items."""
+    models, items, hard = result["models"], list(result["items"]), list(result.get("hard_items", []))
+    start = models["start"]
+    seeds = [name for name in models if name != "start"]
+    success = {name: {"held_out": mean_interval(rates(model, items)),
+                      "hard": mean_interval(rates(model, hard)) if hard else None,
+                      "hard_items_solved_at_least_once": int(sum(any(model[k]) for k in hard))}
+               for name, model in models.items()}
+    report: dict[str, Any] = {"alpha": alpha, "success": success}
+    if not seeds:
+        return report
+    trained = pooled([models[name] for name in seeds])
+    primary = within_item_permutation_test(start, {k: trained[k] for k in items})
+    report["primary"] = {**primary, "seeds": seeds, "rule": "seeds pooled per item (K per seed), two-sided",
+                         "significant": primary["p_value"] < alpha}
+    report["pooled"] = comparison(start, trained, items)
+    report["per_seed"] = {name: comparison(start, models[name], items) for name in seeds}
+    if hard:
+        report["hard_items"] = {"pooled": comparison(start, trained, hard),
+                                "per_seed": {name: comparison(start, models[name], hard) for name in seeds}}
+    return report

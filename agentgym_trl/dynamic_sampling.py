@@ -1,0 +1,132 @@
+"""Dynamic sampling (DAPO, arXiv 2503.14476): a training batch made only of groups that teach.
+
+A GRPO group whose episodes all scored the same has zero advantage: it costs a rollout and teaches
+nothing. With ``dynamic_sampling`` the trainer replaces such groups with groups of freshly drawn
+train items until the batch holds as many groups with unequal rewards as it asked for, or until it
+has drawn ``dynamic_sampling_max_batches`` batches' worth of groups (the cap: then the step trains
+on what it has, and the remaining equal-reward groups keep their zero advantage).
+
+The batch keeps its size and its group layout, so TRL's advantage, loss and logging code sees an
+ordinary batch. Groups are judged on the env's reward (the rollout's ``env_reward``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agentgym_trl.data import placeholder_prompt
+from agentgym_trl.rollout import RolloutResult
+
+
+@dataclass
+class RefillStats:
+    """What one batch's refilling did (logged as ``dynamic/*``)."""
+
+    groups_wanted: int
+    groups_drawn: int
+    groups_kept: int  # groups with unequal rewards in the final batch
+    drawn_episodes: int
+    drawn_successes: int
+
+    @property
+    def cap_hit(self) -> bool:
+        return self.groups_kept < self.groups_wanted
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "dynamic/groups_drawn": float(self.groups_drawn),
+            "dynamic/groups_kept": float(self.groups_kept),
+            "dynamic/cap_hit": float(self.cap_hit),
+            # the success of every episode played for this step: the batch itself holds only groups that teach
+            "dynamic/drawn_success": self.drawn_successes / max(self.drawn_episodes, 1),
+        }
+
+
+def group_varies(rewards: Sequence[float]) -> bool:
+    """A group teaches (non-zero GRPO advantage) when its rewards are not all equal."""
+    return max(rewards) - min(rewards) > 1e-9
+
+
+def fill_informative_groups(
+    rows: list[dict[str, Any]],
+    result: RolloutResult,
+    group_size: int,
+    play: Callable[[list[dict[str, Any]]], RolloutResult],
+    draw_items: Callable[[int], list[tuple[str, int]]],
+    max_groups: int,
+) -> RefillStats:
+    """Replace, in place, the equal-reward groups of ``rows``/``result`` with groups that teach.
+
+    ``rows`` are consecutive groups of ``group_size`` copies of one item (TRL's layout); ``play`` plays
+    rows and returns their rollout; ``draw_items(n)`` draws ``n`` (env id, item id) pairs; at most
+    ``max_groups`` groups are played in all (the first batch's included). Each row dict is updated to
+    the item its new episode played, so TRL's reward kwargs and logs name the right item.
+    """
+    if len(rows) % group_size or len(result.trajectories) != len(rows):
+        raise ValueError(f"{len(rows)} rows do not form whole groups of {group_size} (or differ from the rollout)")
+    starts = range(0, len(rows), group_size)
+    rewards = [t.reward for t in result.trajectories]
+    empty = [s for s in starts if not group_varies(rewards[s:s + group_size])]
+    wanted = len(rows) // group_size
+    drawn = wanted
+    episodes, successes = len(rows), sum(bool(t.success) for t in result.trajectories)
+    while empty and drawn < max_groups:
+        kept_rate = (wanted - len(empty) + 1) / (drawn + 1)  # +1: a smoothed rate, never zero
+        count = min(max_groups - drawn, math.ceil(len(empty) / max(kept_rate, 0.25)))
+        items = draw_items(count)
+        new_rows = [{"env_id": env_id, "item_id": item_id, "prompt": placeholder_prompt(env_id, item_id)}
+                    for env_id, item_id in items for _ in range(group_size)]
+        extra = play(new_rows)
+        drawn += len(items)
+        episodes += len(new_rows)
+        successes += sum(bool(t.success) for t in extra.trajectories)
+        _add_time(result, extra)
+        for start in range(0, len(new_rows), group_size):
+            group = extra.trajectories[start:start + group_size]
+            if not empty:
+                break
+            if group_varies([t.reward for t in group]):
+                slot = empty.pop(0)
+                for offset in range(group_size):
+                    _replace_row(rows[slot + offset], new_rows[start + offset])
+                    result.trajectories[slot + offset] = group[offset]
+    return RefillStats(wanted, drawn, wanted - len(empty), episodes, successes)
+
+
+def _replace_row(row: dict[str, Any], new: dict[str, Any]) -> None:
+    prompt = row.get("prompt")
+    row.update(new)
+    if isinstance(prompt, list):  # TRL's own prompt list holds this object (for its logs): change it in place
+        prompt[:] = new["prompt"]
+        row["prompt"] = prompt
+
+
+def _add_time(total: RolloutResult, extra: RolloutResult) -> None:
+    total.total_s += extra.total_s
+    total.agent_s += extra.agent_s
+    total.env_s += extra.env_s
+    total.turns_played += extra.turns_played
+
+
+class ItemDrawer:
+    """Draws train items for refills, reproducibly: the draw depends on the seed, the step and the process."""
+
+    def __init__(self, items: Sequence[tuple[str, int]], seed: int):
+        if not items:
+            raise ValueError("dynamic sampling needs train items to draw from")
+        self.items = list(items)
+        self.seed = seed
+
+    def for_step(self, step: int, process: int = 0) -> Callable[[int], list[tuple[str, int]]]:
+        rng = np.random.default_rng([self.seed, step, process])
+
+        def draw(count: int) -> list[tuple[str, int]]:
+            picks = rng.integers(len(self.items), size=count)
+            return [self.items[int(i)] for i in picks]
+
+        return draw

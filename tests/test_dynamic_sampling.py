@@ -1,0 +1,145 @@
+"""Dynamic sampling (groups that teach replace groups that do not), idle steps, and training on named items."""
+
+from __future__ import annotations
+
+import json
+import os
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch.set_num_threads(1)
+
+from agent_envs import COUNTDOWN, CRASHING_ITEM  # noqa: E402
+from test_trainer import countdown_rows, make_config, make_trainer  # noqa: E402
+
+from agentgym_trl.data import env_rows, placeholder_prompt  # noqa: E402
+from agentgym_trl.dynamic_sampling import ItemDrawer, fill_informative_groups, group_varies  # noqa: E402
+from agentgym_trl.rollout import RolloutResult  # noqa: E402
+
+
+def fake_rollout(rows, reward_of) -> RolloutResult:
+    trajectories = [SimpleNamespace(reward=reward_of(row, i), success=reward_of(row, i) > 0, item=row["item_id"])
+                    for i, row in enumerate(rows)]
+    return RolloutResult(total_s=1.0, agent_s=0.5, trajectories=trajectories)
+
+
+def rows_of(items, group_size=4):
+    return [{"env_id": COUNTDOWN, "item_id": item, "prompt": placeholder_prompt(COUNTDOWN, item)}
+            for item in items for _ in range(group_size)]
+
+
+def mixed_if_odd(row, index):  # odd items teach (rewards 0 and 1 in the group), even items all score 0
+    return float(row["item_id"] % 2 == 1 and index % 2 == 0)
+
+
+def test_equal_reward_groups_are_replaced_by_groups_that_teach() -> None:
+    rows = rows_of([1, 2, 4, 3])  # groups 2 and 4 score 0 everywhere
+    prompt_objects = [row["prompt"] for row in rows]
+    result = fake_rollout(rows, mixed_if_odd)
+    draws = iter([[(COUNTDOWN, 6), (COUNTDOWN, 7), (COUNTDOWN, 9)], [(COUNTDOWN, 11)]])
+    played = []
+
+    def play(new_rows):
+        played.append([row["item_id"] for row in new_rows[::4]])
+        return fake_rollout(new_rows, mixed_if_odd)
+
+    stats = fill_informative_groups(rows, result, 4, play, lambda count: next(draws)[:count], max_groups=12)
+
+    assert [row["item_id"] for row in rows[::4]] == [1, 7, 9, 3], "each empty slot took the next group that teaches"
+    assert [t.item for t in result.trajectories[::4]] == [1, 7, 9, 3], "rows and episodes stay aligned"
+    assert all(group_varies([t.reward for t in result.trajectories[s:s + 4]]) for s in range(0, 16, 4))
+    assert rows[4]["prompt"] is prompt_objects[4] and rows[4]["prompt"] == placeholder_prompt(COUNTDOWN, 7), \
+        "the prompt list TRL logs is changed in place"
+    assert (stats.groups_wanted, stats.groups_kept, stats.cap_hit) == (4, 4, False)
+    assert stats.groups_drawn == 4 + 3 and played == [[6, 7, 9]]
+    assert stats.metrics()["dynamic/drawn_success"] == pytest.approx((2 * 2 + 2 * 2) / 28)
+    assert result.total_s == 2.0, "the refills' time counts in the rollout's time"
+
+
+def test_the_cap_stops_the_draws_and_says_so() -> None:
+    rows = rows_of([2, 4])
+    result = fake_rollout(rows, mixed_if_odd)
+    stats = fill_informative_groups(rows, result, 4, lambda new: fake_rollout(new, mixed_if_odd),
+                                    lambda count: [(COUNTDOWN, 8)] * count, max_groups=5)
+    assert (stats.groups_drawn, stats.groups_kept, stats.cap_hit) == (5, 0, True)
+    assert stats.metrics()["dynamic/cap_hit"] == 1.0
+    assert [row["item_id"] for row in rows[::4]] == [2, 4], "nothing that teaches was found: the batch stays"
+
+
+def test_rows_must_form_whole_groups() -> None:
+    rows = rows_of([1])[:3]
+    with pytest.raises(ValueError, match="whole groups"):
+        fill_informative_groups(rows, fake_rollout(rows, mixed_if_odd), 4, None, None, 8)
+
+
+def test_item_draws_repeat_per_seed_step_and_process() -> None:
+    drawer = ItemDrawer([(COUNTDOWN, i) for i in range(50)], seed=3)
+    assert drawer.for_step(5)(6) == drawer.for_step(5)(6)
+    assert drawer.for_step(5)(6) != drawer.for_step(6)(6)
+    assert drawer.for_step(5, process=1)(6) != drawer.for_step(5)(6)
+    assert ItemDrawer([(COUNTDOWN, i) for i in range(50)], seed=4).for_step(5)(6) != drawer.for_step(5)(6)
+
+
+def test_training_with_dynamic_sampling_logs_what_it_drew(tmp_path) -> None:
+    trainer = make_trainer(tmp_path, countdown_rows(range(12)), max_steps=2, dynamic_sampling=True, beta=0.0,
+                           skip_zero_advantage=True, bf16=False, max_turns=1, log_trajectories=True)
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "dynamic/groups_drawn" in h]
+    assert len(logs) == 2
+    for log in logs:
+        assert 2 <= log["dynamic/groups_drawn"] <= 8 and 0 <= log["dynamic/groups_kept"] <= 2
+        assert log["dynamic/cap_hit"] == float(log["dynamic/groups_kept"] < 2)
+    records = [json.loads(line) for line in (tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()]
+    assert len(records) == 16 and {r["item_id"] for r in records} <= set(range(12))
+
+
+def test_a_step_with_nothing_to_learn_leaves_the_weights_alone(tmp_path) -> None:
+    # every episode of the crashing item ends with reward 0: no group teaches, however many are drawn
+    trainer = make_trainer(tmp_path, countdown_rows([CRASHING_ITEM] * 2), max_steps=2, dynamic_sampling=True,
+                           dynamic_sampling_max_batches=2, beta=0.0, skip_zero_advantage=True, bf16=False,
+                           learning_rate=1e-2)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.train()
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters())), "Adam's momentum moved weights"
+    logs = [h for h in trainer.state.log_history if "train/idle_step" in h]
+    assert [log["train/idle_step"] for log in logs] == [1.0, 1.0]
+    assert all(log["dynamic/cap_hit"] == 1.0 and log["dynamic/groups_drawn"] == 4 for logs_ in [logs] for log in logs_)
+
+
+def test_a_step_that_teaches_moves_the_weights(tmp_path) -> None:
+    trainer = make_trainer(tmp_path, countdown_rows(range(12)), max_steps=1, beta=0.0, skip_zero_advantage=True,
+                           bf16=False, learning_rate=1e-2, max_turns=1, dynamic_sampling=True)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.train()
+    (log,) = [h for h in trainer.state.log_history if "train/idle_step" in h]
+    if log["dynamic/groups_kept"] == 0:
+        pytest.fail("no group of 12 items x 4 samples varied: the tiny model's Countdown rewards should")
+    assert log["train/idle_step"] == 0.0
+    assert not all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
+
+
+def test_train_items_file_limits_the_rows(tmp_path) -> None:
+    path = tmp_path / "items.json"
+    path.write_text(json.dumps({"AgentGym/TextCraft-Depth1-v0": [3, 1, 3]}))
+    config = make_config(tmp_path, env_ids=["AgentGym/TextCraft-Depth1-v0"], train_items_file=str(path))
+    assert config.train_items() == {"AgentGym/TextCraft-Depth1-v0": [3, 1, 3]}
+    rows = env_rows(config.env_ids, only_items=config.train_items())
+    assert [row["item_id"] for row in rows] == [1, 3]
+    with pytest.raises(ValueError, match="not in its 'train' split"):
+        env_rows(config.env_ids, only_items={"AgentGym/TextCraft-Depth1-v0": [0]})  # item 0 is a test item
+    path.write_text(json.dumps({"AgentGym/BabyAI-GoTo-v0": [1]}))
+    with pytest.raises(ValueError, match="names no items for"):
+        make_config(tmp_path, env_ids=["AgentGym/TextCraft-Depth1-v0"], train_items_file=str(path))
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="must hold"):
+        make_config(tmp_path, train_items_file=str(path))
+
+
+def test_dynamic_sampling_needs_whole_groups_per_process(tmp_path) -> None:
+    with pytest.raises(ValueError, match="multiple of num_generations"):
+        make_config(tmp_path, dynamic_sampling=True, per_device_train_batch_size=6, num_generations=4)
+    with pytest.raises(ValueError, match="dynamic_sampling_max_batches"):
+        make_config(tmp_path, dynamic_sampling_max_batches=0)
