@@ -45,7 +45,10 @@ def main() -> None:
     llm = LLM(args.model, dtype=args.dtype, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
               gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager,
               enable_prefix_caching=True, logprobs_mode="processed_logprobs", skip_tokenizer_init=True,
-              seed=args.seed)
+              seed=args.seed,
+              # every prompt prefilled whole: vLLM's CPU runner crashes ("CPU Generator does not use offset") when
+              # it rewinds a seeded request's generator after a partial (chunked) prefill, as a big batch causes
+              enable_chunked_prefill=False)
     authkey = os.environb[b"AGENTGYM_VLLM_AUTHKEY"]
     with Listener(args.address, family="AF_UNIX", authkey=authkey) as listener:
         print(READY_LINE, flush=True)

@@ -57,7 +57,7 @@ class ExperimentConfig:
     warmup_items: int = field(default=64, metadata={"help": "train items of the warm-up (RL draws from these)"})
     clone_steps: int = field(default=40, metadata={"help": "optimizer steps of the warm-up"})
     seeds: list[int] = field(default_factory=lambda: [0, 1], metadata={"help": "GRPO training seeds"})
-    steps: int = field(default=20, metadata={"help": "GRPO steps of every seed"})
+    steps: int = field(default=28, metadata={"help": "GRPO steps of every seed"})
     groups_per_step: int = field(default=2, metadata={"help": "groups with unequal rewards wanted per step"})
     group_size: int = field(default=8, metadata={"help": "rollouts per item (the GRPO group)"})
     max_draw_batches: int = field(default=4, metadata={"help": "dynamic sampling's cap, in batches of groups"})
@@ -65,6 +65,8 @@ class ExperimentConfig:
     max_turns: int = field(default=6, metadata={"help": "turn budget of training and of every evaluation"})
     eval_samples: int = field(default=8, metadata={"help": "samples per held-out item (K)"})
     eval_batch_size: int = 64
+    eval_limit: int = field(default=0, metadata={
+        "help": "only the first N items of each held-out part (0: all, as registered); for quick trials"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature in training and tests"})
     max_turn_tokens: int = field(default=48, metadata={"help": "token limit of one reply (oracle replies: <=41)"})
     max_context_tokens: int = 1536
@@ -132,8 +134,10 @@ def load_items(config: ExperimentConfig) -> dict:
     return items
 
 
-def held_out_keys(items: dict) -> list[str]:
-    return [f"{items['env_id']}:{i}" for i in items["test"] + items["held_out_train"]]
+def held_out_ids(items: dict, limit: int = 0) -> list[int]:
+    """The held-out items evaluated: the test split, then the held-out train items (the first ``limit`` of each)."""
+    parts = (items["test"], items["held_out_train"])
+    return [i for part in parts for i in (part[:limit] if limit else part)]
 
 
 # ---- 2-3. start, training, evaluation ----------------------------------------------------------
@@ -216,7 +220,9 @@ def evaluate(config: ExperimentConfig, items: dict, name: str, model: Path) -> N
     from agentgym_trl.eval import evaluate_model
     from agentgym_trl.models import bf16_is_fast
 
-    for part, split, ids in (("test", "test", None), ("held_out_train", "train", items["held_out_train"])):
+    parts = (("test", "test", items["test"]), ("held_out_train", "train", items["held_out_train"]))
+    for part, split, ids in parts:
+        ids = ids[:config.eval_limit] if config.eval_limit else ids
         out = Path(config.out_dir) / "eval" / name / part
         if (out / "summary.json").is_file() and json.loads((out / "summary.json").read_text()).get("complete"):
             continue
@@ -277,13 +283,14 @@ def report(config: ExperimentConfig) -> dict:
         if (Path(config.out_dir) / "eval" / name / "held_out_train" / "summary.json").is_file():
             models[name] = outcomes(config, name)
             runs[name] = run_record(config, seed)
-    hard = [f"{items['env_id']}:{i}" for i in items["test"] + items["held_out_train"]
-            if items["oracle_actions"][str(i)] > 2]
+    held_out = held_out_ids(items, config.eval_limit)
+    key = f"{items['env_id']}:{{}}".format
+    hard = [key(i) for i in held_out if items["oracle_actions"][str(i)] > 2]
     result = {
         "what": f"GRPO with dynamic sampling from one behaviour-cloned start on {config.env_id}: per-item outcomes "
                 "of the start and of every training seed on held-out items",
         "protocol": "docs/learning_protocol.md",
-        "items": held_out_keys(items),
+        "items": [key(i) for i in held_out],
         "hard_items": hard,
         "item_lists": config.items_file,
         "k": config.eval_samples,

@@ -1,0 +1,186 @@
+"""The learning experiment (examples/learning.py) and its statistics: the registered tests recomputed from
+per-item outcomes, the stratified item split, evaluation and cloning on named items, and the pipeline end to end
+on a tiny model."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+import subprocess
+import sys
+from math import comb
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_turn_budget import ROOT, TEXTCRAFT
+from tiny_model import save_tiny
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from agentgym_envs.collect import episode_plan  # noqa: E402
+from agentgym_envs.evaluation.plots import plot_learning  # noqa: E402
+from agentgym_envs.evaluation.runner import EvalError, plan_jobs  # noqa: E402
+from agentgym_envs.evaluation.significance import (  # noqa: E402
+    learning_report,
+    mean_interval,
+    pooled,
+    sign_flip_test,
+    within_item_permutation_test,
+)
+
+
+def load_learning():
+    """examples/learning.py as a module (registered first: its dataclass resolves annotations through it)."""
+    spec = importlib.util.spec_from_file_location("example_learning", ROOT / "examples" / "learning.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def exact_within_item_p(start: dict, trained: dict) -> float:
+    """The exact two-sided p of the within-item permutation test, by enumerating every dealing of successes."""
+    keys = sorted(start)
+    per_item = []
+    for key in keys:
+        n1, n2, s = len(start[key]), len(trained[key]), sum(start[key]) + sum(trained[key])
+        total = comb(n1 + n2, s)
+        per_item.append([(x / n2 - (s - x) / n1, comb(n2, x) * comb(n1, s - x) / total)
+                         for x in range(max(0, s - n1), min(s, n2) + 1)])
+    observed = np.mean([np.mean(trained[k]) - np.mean(start[k]) for k in keys])
+    return sum(np.prod([p for _, p in combo]) for combo in itertools.product(*per_item)
+               if abs(np.mean([d for d, _ in combo])) >= abs(observed) - 1e-12)
+
+
+def test_within_item_permutation_matches_exact_enumeration() -> None:
+    start = {"a": [0, 0, 1, 0], "b": [1, 0, 0, 0], "c": [0, 0, 0, 0]}
+    trained = {"a": [1, 1, 1, 0, 1, 1], "b": [1, 1, 0, 1, 1, 0], "c": [1, 0, 0, 0, 0, 0]}
+    exact = exact_within_item_p(start, trained)
+    result = within_item_permutation_test(start, trained, resamples=200_000)
+    assert result["items"] == 3
+    assert result["difference"] == pytest.approx(np.mean([5 / 6 - 1 / 4, 4 / 6 - 1 / 4, 1 / 6]))
+    assert result["p_value"] == pytest.approx(exact, abs=0.005)
+
+
+def test_no_change_gives_no_evidence_and_a_big_change_gives_a_tiny_p() -> None:
+    start = {str(i): [i % 2, 0, 1, 0] for i in range(40)}
+    assert within_item_permutation_test(start, start)["p_value"] == 1.0
+    better = {str(i): [1, 1, 1, i % 2] for i in range(40)}
+    result = within_item_permutation_test(start, better, resamples=20_000)
+    assert result["difference"] > 0.4 and result["p_value"] == pytest.approx(1 / 20_001)
+    items_never_solved = {str(i): [0] * 4 for i in range(40)}  # nothing varies: every dealing is the same
+    assert within_item_permutation_test(items_never_solved, items_never_solved)["p_value"] == 1.0
+
+
+def test_sign_flip_counts_items_and_intervals_cover_the_mean() -> None:
+    start = {str(i): [0, 0] for i in range(30)}
+    trained = {str(i): [int(i < 20), 0] for i in range(30)}
+    flip = sign_flip_test(start, trained, resamples=20_000)
+    assert (flip["items_up"], flip["items_down"], flip["items"]) == (20, 0, 30)
+    assert flip["p_value"] < 0.001 and flip["difference"] == pytest.approx(20 / 30 / 2)
+    interval = mean_interval([0.5] * 20 + [0.0] * 10)
+    assert interval["bca_low"] < interval["mean"] < interval["bca_high"]
+    half_width = 2.045 * np.std([0.5] * 20 + [0.0] * 10, ddof=1) / np.sqrt(30)  # t(0.975, 29) = 2.045
+    assert interval["t_high"] - interval["mean"] == pytest.approx(half_width, rel=1e-3)
+    assert mean_interval([0.2, 0.2]) == {"mean": 0.2, "bca_low": 0.2, "bca_high": 0.2, "t_low": 0.2, "t_high": 0.2}
+
+
+def synthetic_result(effect: float, items: int = 40, k: int = 8, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.1, 0.7, size=items)
+    keys = [f"{TEXTCRAFT}:{i}" for i in range(items)]
+
+    def model(rates):
+        return {key: [int(x) for x in rng.random(k) < rate] for key, rate in zip(keys, rates)}
+
+    curve = {"step": [1, 2, 3], "drawn_success": [0.4, 0.5, 0.6], "groups_drawn": [5, 3, 2], "groups_kept": [2, 2, 2]}
+    return {"items": keys, "hard_items": keys[:5], "k": k,
+            "models": {"start": model(base), "seed0": model(np.minimum(base + effect, 1)),
+                       "seed1": model(np.minimum(base + effect, 1))},
+            "runs": {"seed0": {"curve": curve}, "seed1": {"curve": curve}}}
+
+
+def test_learning_report_pools_the_seeds_as_registered(tmp_path: Path) -> None:
+    result = synthetic_result(effect=0.25)
+    report = learning_report(result)
+    primary = report["primary"]
+    assert primary["seeds"] == ["seed0", "seed1"] and primary["items"] == 40 and primary["significant"]
+    together = pooled([result["models"]["seed0"], result["models"]["seed1"]])
+    assert primary == {**within_item_permutation_test(result["models"]["start"], together), "seeds": primary["seeds"],
+                       "rule": primary["rule"], "significant": True}, "recomputable from the per-item outcomes alone"
+    assert set(report["per_seed"]) == {"seed0", "seed1"} and report["hard_items"]["pooled"]
+    assert report["success"]["start"]["hard_items_solved_at_least_once"] <= 5
+    null = learning_report(synthetic_result(effect=0.0, seed=1))
+    assert not null["primary"]["significant"]
+
+    result["analysis"] = report
+    plot = plot_learning(result, tmp_path / "learning.png")
+    assert (tmp_path / "learning.png").read_bytes()[:4] == b"\x89PNG" and plot.files == [tmp_path / "learning.png"]
+
+
+def test_items_are_split_per_shape_in_proportion() -> None:
+    learning = load_learning()
+    config = learning.ExperimentConfig()
+    items = learning.split_items(config)
+    train = set(items["warmup_and_rl"]) | set(items["held_out_train"])
+    assert not set(items["warmup_and_rl"]) & set(items["held_out_train"]) and len(items["warmup_and_rl"]) == 64
+    assert len(train) == 94 and not train & set(items["test"])
+    shapes = {int(k): v for k, v in items["oracle_actions"].items()}
+    for shape in set(shapes.values()):
+        of_shape = [i for i in train if shapes[i] == shape]
+        in_warmup = sum(shapes[i] == shape for i in items["warmup_and_rl"])
+        assert abs(in_warmup - len(of_shape) * 64 / 94) < 1, shape
+    assert items == learning.split_items(config), "the split is reproducible"
+    committed = json.loads((ROOT / "benchmarks" / "results" / "learning_items.json").read_text())
+    assert committed == items, "the committed item lists are what the code makes"
+
+
+def test_evaluation_and_cloning_on_named_items() -> None:
+    jobs = plan_jobs([TEXTCRAFT], "train", 2, [3], items=[5, 1, 5])
+    assert [(job.item_id, job.sample) for job in jobs] == [(5, 0), (5, 1), (1, 0), (1, 1)]
+    with pytest.raises(EvalError, match="not in its 'train' split"):
+        plan_jobs([TEXTCRAFT], "train", 1, [3], items=[0])
+    assert episode_plan(TEXTCRAFT, "train", 3, items=[7, 2]) == [(7, 7), (2, 2), (7, 7 + 1_000_003)]
+    with pytest.raises(ValueError, match="not items of its 'train' split"):
+        episode_plan(TEXTCRAFT, "train", 1, items=[0])
+
+
+def test_experiment_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
+    """Items, start (cloned from the tiny model), evaluations, two seeds with dynamic sampling, report; a rerun
+    redoes nothing."""
+    base = save_tiny(tmp_path / "tiny")
+    argv = [
+        "--env_id", TEXTCRAFT, "--base_model", str(base), "--out_dir", str(tmp_path / "exp"),
+        "--items_file", str(tmp_path / "items.json"), "--warmup_items", "4", "--clone_steps", "1",
+        "--steps", "1", "--groups_per_step", "1", "--group_size", "2", "--max_draw_batches", "2", "--max_turns", "2",
+        "--eval_samples", "2", "--eval_limit", "2", "--eval_batch_size", "8", "--engine", "hf",
+        "--max_turn_tokens", "12", "--max_context_tokens", "2048", "--save_steps", "1",
+        "--results_file", str(tmp_path / "learning.json"), "--plot_file", str(tmp_path / "learning.png"),
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    command = [sys.executable, str(ROOT / "examples" / "learning.py"), *argv]
+    first = subprocess.run(command, check=False, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1200)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    result = json.loads((tmp_path / "learning.json").read_text())
+    items = json.loads((tmp_path / "items.json").read_text())
+    assert len(result["items"]) == 4 and result["items"][:2] == [f"{TEXTCRAFT}:{i}" for i in items["test"][:2]]
+    assert set(result["models"]) == {"start", "seed0", "seed1"}
+    for outcomes in result["models"].values():
+        assert set(outcomes) == set(result["items"]) and all(len(o) == 2 and set(o) <= {0, 1}
+                                                              for o in outcomes.values())
+    for seed in (0, 1):
+        run = result["runs"][f"seed{seed}"]
+        assert run["seed"] == seed and run["steps"] == 1 and run["command"][run["command"].index("--seed") + 1] == \
+            str(seed)
+        assert run["episodes_played"] >= 2 and run["curve"]["groups_drawn"][0] >= 1
+    rl_items = json.loads((tmp_path / "exp" / "rl_items.json").read_text())
+    assert rl_items == {TEXTCRAFT: items["warmup_and_rl"]}
+    assert 0 < result["analysis"]["primary"]["p_value"] <= 1
+    assert (tmp_path / "learning.png").read_bytes()[:4] == b"\x89PNG"
+
+    again = subprocess.run(command, check=False, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "$ " not in again.stdout and "evaluating" not in again.stdout, "a finished experiment reruns nothing"
