@@ -207,6 +207,24 @@ def test_result(run_dir: Path) -> dict:
             "per_item": per_item}
 
 
+def outcomes(per_item: dict) -> dict[str, list[int]]:
+    """Per-item outcomes as the result file keeps them (``"env id:item id": [0/1 per sample]``), so anyone
+    can recompute every interval and p-value."""
+    return {f"{env_id}:{item}": [int(bool(x)) for x in samples] for (env_id, item), samples in sorted(per_item.items())}
+
+
+RUN_CONFIG_FILE = "experiment_config.json"  # the config of the run that trained and tested (not of --report_only)
+
+
+def record_run_config(config: ExperimentConfig) -> None:
+    """Keep the config of each training/evaluating call, so the report names what actually ran."""
+    path = Path(config.out_dir) / RUN_CONFIG_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    runs = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+    runs.append({"at": time.strftime("%Y-%m-%d %H:%M:%S"), "config": asdict(config)})
+    path.write_text(json.dumps(runs, indent=1) + "\n", encoding="utf-8")
+
+
 def training_curve(arm_dir: Path) -> dict:
     rows = last_per_step(read_metrics(arm_dir / METRICS_FILE))
     keys = {"budget": "agent/max_turns", "success": "agent/success", "reward": "agent/reward",
@@ -240,11 +258,15 @@ def report(config: ExperimentConfig) -> dict:
         }
     pairs = {f"{a}_vs_{b}": compare_success(arms[b]["per_item"], arms[a]["per_item"])
              for a, b in (("staged", "small"), ("staged", "large"), ("large", "small")) if a in arms and b in arms}
+    run_configs = out / RUN_CONFIG_FILE
     summary = {
         "what": "GRPO from one behaviour-cloned start, three turn-budget arms, test success before and after",
         "config": asdict(config),
+        "run_configs": json.loads(run_configs.read_text(encoding="utf-8")) if run_configs.is_file() else [],
         "start": {k: v for k, v in start.items() if k != "per_item"},
         "arms": {arm: {k: v for k, v in entry.items() if k != "per_item"} for arm, entry in arms.items()},
+        "per_item_outcomes": {"start": outcomes(start["per_item"]),
+                              **{arm: outcomes(entry["per_item"]) for arm, entry in arms.items()}},
         "arm_vs_arm": pairs,
         "replication": replication(out, start["per_item"], {arm: entry["per_item"] for arm, entry in arms.items()}),
         "method": "success = Avg@K over every test item; 95% interval = bootstrap over items (10k resamples); "
@@ -276,11 +298,13 @@ def replication(out: Path, first_start: dict, first_arms: dict[str, dict]) -> di
     if not (folder / "start" / "summary.json").is_file():
         return {}
     start = test_result(folder / "start")
-    result: dict = {"start": {k: v for k, v in start.items() if k != "per_item"}}
+    result: dict = {"start": {k: v for k, v in start.items() if k != "per_item"},
+                    "per_item_outcomes": {"start": outcomes(start["per_item"])}}
     for arm, first in first_arms.items():
         if not (folder / arm / "summary.json").is_file():
             continue
         again = test_result(folder / arm)
+        result["per_item_outcomes"][arm] = outcomes(again["per_item"])
         result[arm] = {
             "test": {k: v for k, v in again.items() if k != "per_item"},
             "change_vs_start": compare_success(start["per_item"], again["per_item"]),
@@ -309,7 +333,7 @@ def print_table(summary: dict) -> None:
         print(f"{name}: {change_text(change)}")
     again = summary.get("replication") or {}
     for arm, entry in again.items():
-        if arm != "start":
+        if arm not in ("start", "per_item_outcomes"):
             print(f"replication, {arm} vs start: {pct(entry['test'])} vs {pct(again['start'])}, "
                   f"{change_text(entry['change_vs_start'])}; pooled with the first test: "
                   f"{change_text(entry['pooled_change_vs_start'])}")
@@ -332,6 +356,7 @@ def main(argv: list[str] | None = None) -> dict:
     if config.phase not in ("all", "train", "eval"):
         sys.exit(f"unknown phase {config.phase!r}; choose all, train or eval")
     if not config.report_only:
+        record_run_config(config)
         began = time.time()
         if config.phase != "eval":
             make_start(config)

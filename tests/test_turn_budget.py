@@ -120,6 +120,13 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path: Path) -> None:
         assert entry["test"]["episodes"] == 6 and 0 <= entry["test"]["low"] <= entry["test"]["high"] <= 1
         assert 0 <= entry["change_vs_start"]["p_value"] <= 1
     assert set(summary["arm_vs_arm"]) == {"staged_vs_small", "staged_vs_large", "large_vs_small"}
+    outcomes = summary["per_item_outcomes"]  # what lets anyone recompute every interval and p-value
+    assert set(outcomes) == {"start", "small", "large", "staged"}
+    assert all(len(samples) == 2 and set(samples) <= {0, 1} for o in outcomes.values() for samples in o.values())
+    recomputed = compare_success(outcomes["start"], outcomes["large"])
+    reported = summary["arms"]["large"]["change_vs_start"]
+    assert (recomputed["difference"], recomputed["p_value"]) == (reported["difference"], reported["p_value"])
+    assert [run["config"]["steps"] for run in summary["run_configs"]] == [2], "the config of the call that ran"
     assert (tmp_path / "turn_budget.png").read_bytes()[:4] == b"\x89PNG"
     assert "| staged | 0:1,1:2 |" in first.stdout
     for arm in ("small", "large", "staged"):  # resumable checkpoints with optimizer state, then the final model
@@ -135,7 +142,8 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "turn_budget.json").read_text())
     assert report["arms"].keys() == summary["arms"].keys()
     replication = report["replication"]
-    assert set(replication) == {"start", "large"} and replication["large"]["test"] == summary["arms"]["large"]["test"]
+    assert set(replication) == {"start", "large", "per_item_outcomes"}
+    assert replication["large"]["test"] == summary["arms"]["large"]["test"]
     pooled = replication["large"]["pooled_change_vs_start"]
     assert pooled["items"] == 3 and pooled["difference"] == pytest.approx(
         summary["arms"]["large"]["change_vs_start"]["difference"])

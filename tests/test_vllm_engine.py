@@ -131,6 +131,20 @@ def test_engine_samples_what_the_policy_scores_and_follows_each_weight_sync(serv
 
 
 @needs_engine
+def test_a_full_batch_of_long_seeded_prompts_is_served(served) -> None:
+    # 8 distinct prompts of 450 tokens exceed one scheduler step's token budget: with chunked prefill, vLLM's CPU
+    # runner crashed rewinding a seeded request's generator ("CPU Generator does not use offset")
+    engine, _, prompt = served
+    long = (prompt * 60)[:450]
+    prompts = [long[i:] + long[:i] for i in range(8)]
+    stop = [tiny_tokenizer("chatml").eos_token_id]
+    outputs = engine.generate(prompts, [4] * 8, temperature=1.0, stop_token_ids=stop, seeds=list(range(8)))
+    assert all(1 <= len(output["ids"]) <= 4 for output in outputs)
+    again = engine.generate(prompts, [4] * 8, temperature=1.0, stop_token_ids=stop, seeds=list(range(8)))
+    assert [o["ids"] for o in again] == [o["ids"] for o in outputs]
+
+
+@needs_engine
 def test_a_killed_engine_raises_instead_of_hanging(tmp_path) -> None:
     folder = tmp_path / "model"
     vllm_ready_model().save_pretrained(folder)
