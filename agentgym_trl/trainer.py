@@ -109,6 +109,11 @@ class AgentGRPOTrainer(GRPOTrainer):
             )
         self.schedule = args.turn_schedule()
         self.on_cpu = args.use_cpu or not torch.cuda.is_available()
+        if not self.on_cpu:
+            # cuDNN's SDPA backward (what bf16 sdpa ran on an H100, torch 2.11) returned NaN gradients for fully
+            # masked query rows, which left-padded prompts have; the NaN reached every weight although those rows
+            # are never scored (benchmarks/results/gpu_check_h100_nan.json). Eager attention and fp32 did not.
+            torch.backends.cuda.enable_cudnn_sdp(False)
         if self.on_cpu:
             use_cpu_threads(PartialState().num_processes, args.cpu_threads)
         use_compact_lm_head(args.compact_lm_head)
