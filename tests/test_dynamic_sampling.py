@@ -1,4 +1,5 @@
-"""Dynamic sampling (groups that teach replace groups that do not), idle steps, and training on named items."""
+"""Dynamic sampling (groups that teach replace groups that do not), the optimizer-step guard (idle steps, non-finite
+gradients), and training on named items."""
 
 from __future__ import annotations
 
@@ -143,3 +144,19 @@ def test_dynamic_sampling_needs_whole_groups_per_process(tmp_path) -> None:
         make_config(tmp_path, dynamic_sampling=True, per_device_train_batch_size=6, num_generations=4)
     with pytest.raises(ValueError, match="dynamic_sampling_max_batches"):
         make_config(tmp_path, dynamic_sampling_max_batches=0)
+
+
+def test_a_step_with_non_finite_gradients_is_skipped(tmp_path, caplog) -> None:
+    # as cuDNN's bf16 attention backward did on an H100 (benchmarks/results/gpu_check_h100_nan.json): one NaN
+    # gradient would turn every weight into NaN at the optimizer step
+    trainer = make_trainer(tmp_path, countdown_rows(range(12)), max_steps=1, bf16=False, learning_rate=1e-2,
+                           max_turns=1)
+    poisoned = trainer.model.model.norm.weight
+    poisoned.register_hook(lambda grad: torch.full_like(grad, float("nan")))
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    with caplog.at_level("WARNING", logger="agentgym_trl.trainer"):
+        trainer.train()
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
+    (log,) = [h for h in trainer.state.log_history if "train/nonfinite_grad_step" in h]
+    assert log["train/nonfinite_grad_step"] == 1.0 and "non-finite gradients; the step is skipped" in caplog.text
+    assert not any(trainer.optimizer.state.values()), "AdamW's state was never touched"
