@@ -4,7 +4,7 @@ AgentGym's ``Toolusage`` envs evaluate the Action Input as Python, record ``fini
 list sorted first) as a subgoal, and win when ``gold_subgoal in recorded_subgoals``, i.e. under
 Python's ``==``. The rule is re-implemented small below from that code; the cases are every question
 item of the test splits and the first train items of Weather, Movie, Academia, Sheet and TODOList,
-each answered ~15 ways (the gold itself, case, punctuation, units, rounding, numbers as text, lists
+each answered 9-13 ways (the gold itself, case, punctuation, units, rounding, numbers as text, lists
 reordered or as text, yes/no spellings). By default the env must agree with the rule on every case;
 ``lenient_answers=True`` (our forgiving grading, the default before issue 38) is measured too.
 """
