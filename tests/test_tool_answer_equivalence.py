@@ -137,7 +137,8 @@ def test_the_env_grades_finish_as_agentgym_by_default_and_ours_on_request(name: 
             for answer in list(near_misses(gold))[:6]:
                 env.reset(options={"item_id": item})
                 action_input = json.dumps({"answer": answer})
-                _, reward, terminated, _, info = env.step(f"Thought: done.\n\nAction: finish with Action Input: {action_input}")
+                response = f"Thought: done.\n\nAction: finish with Action Input: {action_input}"
+                _, reward, terminated, _, info = env.step(response)
                 expected = gold.matches(answer) if lenient else agentgym_wins(action_input, gold)
                 assert terminated and info["success"] is expected and reward == float(expected), (item, answer)
         env.close()
@@ -146,4 +147,5 @@ def test_the_env_grades_finish_as_agentgym_by_default_and_ours_on_request(name: 
 def test_lenient_answers_follows_detailed_instruction_unless_given() -> None:
     assert gym.make("AgentGym/Movie-v0").unwrapped.lenient_answers is False
     assert gym.make("AgentGym/Movie-v0", detailed_instruction=True).unwrapped.lenient_answers is True
-    assert gym.make("AgentGym/Movie-v0", detailed_instruction=True, lenient_answers=False).unwrapped.lenient_answers is False
+    strict = gym.make("AgentGym/Movie-v0", detailed_instruction=True, lenient_answers=False)
+    assert strict.unwrapped.lenient_answers is False
