@@ -162,21 +162,35 @@ def test_oracle_solves_two_test_games_of_each_type(env) -> None:
 
 
 def test_command_spellings_old_and_new(env) -> None:
-    env.reset(options={"item_id": 0})  # put a newspaper in diningtable
-    base = env.unwrapped
-    world = World(base.engine.facts())
-    obj = next(o for o in world.objects(base.goal.object_type) if o in world.inside)
-    holder = world.inside[obj]
-    target = world.receptacles(base.goal.receptacle_type)[0]
-    for command in (f"go to {holder}", f"open {holder}" if world.closed(holder) else None,
-                    f"Pick up {obj} from the {holder}.", f"goto {target}"):
-        if command:
-            obs, _, _, _, info = env.step(command)
-            assert info["valid_action"], (command, obs)
-    if World(base.engine.facts()).closed(target):
-        env.step(f"open {target}")
-    obs, reward, terminated, _, info = env.step(f"move {obj} to {target}")  # alfworld 0.4.2's spelling
-    assert info["valid_action"] and terminated and info["success"] and reward == 1.0
+    """By default a command runs only as spelled (TextWorld's exact lookup), or in ALFWorld's other put
+    spelling; our forgiving spellings (case, punctuation, synonyms, "the") need ``extra_feedback=True``."""
+    lenient = gym.make(ENV_ID, extra_feedback=True)
+    for game, strict in ((env, True), (lenient, False)):
+        game.reset(options={"item_id": 0})  # put a newspaper in diningtable
+        base = game.unwrapped
+        world = World(base.engine.facts())
+        obj = next(o for o in world.objects(base.goal.object_type) if o in world.inside)
+        holder = world.inside[obj]
+        target = world.receptacles(base.goal.receptacle_type)[0]
+        exact = [f"go to {holder}", f"open {holder}" if world.closed(holder) else None,
+                 f"take {obj} from {holder}", f"go to {target}"]
+        forgiving = [f"Go to {holder}.", None, f"Pick up {obj} from the {holder}.", f"goto {target}"]
+        for right, loose in zip(exact, forgiving):
+            if loose is None:  # opening the holder, when it is closed, is spelled as it is
+                if right is not None:
+                    game.step(right)
+                continue
+            obs, _, _, _, info = game.step(loose)
+            assert info["valid_action"] is not strict, (loose, obs)
+            if strict:
+                assert obs == "Nothing happens."
+                obs, _, _, _, info = game.step(right)
+                assert info["valid_action"], (right, obs)
+        if World(base.engine.facts()).closed(target):
+            game.step(f"open {target}")
+        obs, reward, terminated, _, info = game.step(f"move {obj} to {target}")  # alfworld 0.4.2's spelling
+        assert info["valid_action"] and terminated and info["success"] and reward == 1.0
+    lenient.close()
 
 
 def test_toggle_is_use(env) -> None:

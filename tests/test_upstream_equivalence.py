@@ -172,10 +172,21 @@ def test_sciworld_matches_the_scienceworld_package() -> None:
         upstream.close()
 
 
+def near_miss_spelling(command: str, rng: np.random.Generator) -> str:
+    """``command`` as an agent might misspell it: case, punctuation, spacing or a synonym. TextWorld runs
+    only the exact text (after ``strip()``), so each is "Nothing happens." there."""
+    synonyms = [("go to ", "goto "), ("go to ", "go to the "), ("take ", "pick up "), ("examine ", "look at "),
+                ("use ", "turn on "), (" in/on ", " in "), ("inventory", "i"), ("look", "look around")]
+    forms = [command.upper(), command.capitalize() if command[:1].islower() else command + "!", command + ".",
+             command.replace(" ", "  ", 1) if " " in command else command + "?"]
+    forms += [command.replace(old, new, 1) for old, new in synonyms if old in command]
+    return forms[int(rng.integers(len(forms)))]
+
+
 def test_alfworld_matches_textworlds_own_game_loop() -> None:
     """AgentGym's ALFWorld server plays the game files through TextWorld's gym loop with ALFWorld's
     ``AlfredDemangler``; the same commands give the same text (as its server and client pass it on),
-    the same admissible commands, wins and ends."""
+    the same admissible commands, wins and ends, near-miss spellings included (refused on both)."""
     textworld_gym = pytest.importorskip("textworld.gym")
     import textworld
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
@@ -199,8 +210,10 @@ def test_alfworld_matches_textworlds_own_game_loop() -> None:
                 admissible = upstream_info["admissible_commands"]
                 assert sorted(info["available_actions"]) == sorted(admissible)
                 draw = rng.random()
-                response = (env.unwrapped.oracle_action() if draw < 0.6 else
-                            f"Action:\n{admissible[int(rng.integers(len(admissible)))]}" if draw < 0.85 else
+                some_command = admissible[int(rng.integers(len(admissible)))]
+                response = (env.unwrapped.oracle_action() if draw < 0.5 else
+                            f"Action:\n{some_command}" if draw < 0.75 else
+                            f"Action:\n{near_miss_spelling(some_command, rng)}" if draw < 0.9 else
                             "Thought:\nhm\n\nAction:\nfly to the moon")
                 observation, reward, terminated, _, info = env.step(response)
                 upstream_obs, _, done, upstream_info = upstream.step(parse_react(response).action)

@@ -71,6 +71,10 @@ Action:
 _PUT = re.compile(r"^(?:put|place|move|drop)\s+(.+?)\s+(?:in/on|in / on|into|onto|inside|in|on|to)\s+(?:the\s+)?(.+)$")
 _TAKE = re.compile(r"^(?:take|pick up|pickup|get|grab)\s+(.+?)\s+(?:from|off|out of)\s+(?:the\s+)?(.+)$")
 _TOOL = re.compile(r"^(clean|heat|cool|slice)\s+(.+?)\s+(?:with|using|in)\s+(?:the\s+)?(.+)$")
+#: ALFWorld's two spellings of one command (``_resolve_as_agentgym``): exact words, no case folding
+_AGENTGYM_PUT = re.compile(r"^put (.+) in/on (.+)$")
+_AGENTGYM_MOVE = re.compile(r"^move (.+) to (.+)$")
+_AGENTGYM_TOGGLE = re.compile(r"^toggle (.+)$")
 _SINGLE = re.compile(r"^(go to|goto|open|close|use|toggle|turn on|turn off|switch on|switch off|examine|look at|inspect)\s+(?:the\s+)?(.+)$")
 
 
@@ -187,9 +191,9 @@ class ALFWorldEnv(TextEnv):
 
     def _act_as_agentgym(self, action: str) -> Outcome:
         """TextWorld's answer, as AgentGym's server passes it on: "Nothing happens." for a command
-        that is not admissible, the feedback alone otherwise, reward 1 and done once won. AgentGym's
-        older ALFWorld spellings ("put X in/on Y", "toggle X") name the admissible command they mean."""
-        command = self._resolve(normalize_command(action))
+        that is not admissible (spelled exactly, see ``_resolve_as_agentgym``), the feedback alone
+        otherwise, reward 1 and done once won."""
+        command = self._resolve_as_agentgym(action)
         feedback = self.engine.step(command) if command is not None else None
         if feedback is None:
             return Outcome("Nothing happens.", valid=False)
@@ -207,6 +211,26 @@ class ALFWorldEnv(TextEnv):
             if command.startswith("move ") and " to " in command:
                 return "move {o} to {r}"
         return "put {o} in/on {r}"
+
+    def _resolve_as_agentgym(self, action: str) -> str | None:
+        """The admissible command TextWorld runs for ``action`` on AgentGym's server: the text itself after
+        ``strip()``, with no case folding, punctuation or other wording forgiven (TextWorld's PDDL env looks
+        the command up exactly). The one adaptation: a command in ALFWorld's other spelling names the same
+        command ("put X in/on Y" and "move X to Y", "toggle X" for "use X"), since AgentGym's data uses
+        the older spelling and our generated games the newer one."""
+        command = action.strip()
+        admissible = self.engine.admissible_commands
+        if command in admissible:
+            return command
+        candidates = []
+        if match := _AGENTGYM_PUT.match(command):
+            candidates.append("move {} to {}".format(*match.groups()))
+        elif match := _AGENTGYM_MOVE.match(command):
+            candidates.append("put {} in/on {}".format(*match.groups()))
+        elif match := _AGENTGYM_TOGGLE.match(command):  # "toggle desklamp 1" or "toggle desklamp 1 desk 1"
+            words = match.group(1).split(" ")
+            candidates += [f"use {' '.join(words[:k])}" for k in range(len(words), 0, -1)]
+        return next((c for c in candidates if c in admissible), None)
 
     def _resolve(self, command: str) -> str | None:
         """The admissible command the agent means, accepting ALFWorld's older and newer spellings."""

@@ -1,7 +1,14 @@
-"""Grading of ``finish`` answers: numbers with a tolerance, texts after normalisation, lists as sets.
+"""Grading of ``finish`` answers.
 
-Agents answer in many shapes (``21.4``, ``"21.4 °C"``, ``["a", "b"]``, ``"a, b"``, ``"Yes."``);
-the gold answer's type decides how the prediction is read.
+By default an answer is graded as AgentGym's tool servers grade it (``agentenv-tool``'s
+``Toolusage`` envs): ``finish`` records its answer (a list sorted) as a subgoal, and the task is won
+when that value equals the gold subgoal under Python's ``==``: no case folding, no tolerance, no
+reading of numbers out of text (``"21.4"`` is not ``21.4``; ``21.40`` is ``21.4`` and ``3`` is
+``3.0``). ``Gold.matches_as_agentgym`` is that rule.
+
+``Gold.matches`` is ours (``lenient_answers=True``): agents answer in many shapes (``21.4``,
+``"21.4 °C"``, ``["a", "b"]``, ``"a, b"``, ``"Yes."``); the gold answer's type decides how the
+prediction is read, numbers within a tolerance, texts after normalisation, lists as sets.
 """
 
 from __future__ import annotations
@@ -76,7 +83,28 @@ class Gold:
     tolerance: float = 0.0
     relative: float = 0.0
 
+    @property
+    def agentgym_subgoal(self) -> Any:
+        """The gold as AgentGym's data stores a subgoal: lists sorted (its ``finish`` sorts the answer
+        and its gold lists are sorted), a yes/no answer as the word our question asks for."""
+        if self.kind == "bool":
+            return "yes" if self.value else "no"
+        if isinstance(self.value, list):
+            return _sorted_or_none(self.value)
+        return self.value
+
+    def matches_as_agentgym(self, predicted: Any) -> bool:
+        """AgentGym's rule: the answer (a list sorted, as its ``finish`` does) ``==`` the gold subgoal."""
+        if isinstance(predicted, list):
+            predicted = _sorted_or_none(predicted)
+            if predicted is None:  # AgentGym's sort raises: an error observation, never a win
+                return False
+        if isinstance(predicted, bool):  # JSON true/false: AgentGym evals the input as Python, a NameError there
+            return False
+        return bool(predicted == self.agentgym_subgoal)
+
     def matches(self, predicted: Any) -> bool:
+        """Our forgiving rule (``lenient_answers=True``)."""
         if predicted is None:
             return False
         if self.kind == "number":
@@ -90,3 +118,11 @@ class Gold:
         if self.kind == "bool":
             return read_bool(predicted) is bool(self.value)
         return normalize_text(predicted) == normalize_text(self.value)
+
+
+def _sorted_or_none(values: list[Any]) -> list[Any] | None:
+    """``sorted(values)``, or ``None`` where Python cannot order them (mixed types)."""
+    try:
+        return sorted(values)
+    except TypeError:
+        return None

@@ -253,11 +253,16 @@ class ToolEnv(TextEnv):
     #: get_latitude_longitude"), naming our tools
     agentgym_hint: ClassVar[str] = 'If you are finished, you will call "finish" action.'
 
-    def __init__(self, task_id: str, render_mode: str | None = None, detailed_instruction: bool = False):
+    def __init__(self, task_id: str, render_mode: str | None = None, detailed_instruction: bool = False,
+                 lenient_answers: bool | None = None):
         """``detailed_instruction=True``: our instruction (what the service holds, how answers are graded)
-        and plain observations instead of AgentGym's."""
+        and plain observations instead of AgentGym's. ``lenient_answers=True``: ``finish`` answers are
+        graded by our forgiving rule (``Gold.matches``: case, punctuation, units, number tolerances, lists
+        as text) instead of AgentGym's ``==`` (``Gold.matches_as_agentgym``); left out, it follows
+        ``detailed_instruction``, whose instruction describes our rule."""
         super().__init__(task_id, render_mode=render_mode)
         self.detailed_instruction = detailed_instruction
+        self.lenient_answers = detailed_instruction if lenient_answers is None else bool(lenient_answers)
         self.offset = ENVS[self.subtask][0]
         self.service: Service | None = None
         self.current: ToolTask | None = None
@@ -363,7 +368,7 @@ class ToolEnv(TextEnv):
                     'Error: finish: this question needs an answer; call finish with Action Input: {"answer": <your answer>}.',
                     valid=False,
                 )
-            success = task.gold.matches(answer)
+            success = task.gold.matches(answer) if self.lenient_answers else task.gold.matches_as_agentgym(answer)
             verdict = (
                 "correct" if success else f"not correct (expected {json.dumps(task.gold.value, ensure_ascii=False)})"
             )
@@ -428,8 +433,10 @@ class SharedWorldEnv(ToolEnv):
     build_world: ClassVar[Callable[[], sqlite3.Connection]]
     generate_task: ClassVar[Callable[[Any, int], ToolTask]]
 
-    def __init__(self, task_id: str, render_mode: str | None = None, detailed_instruction: bool = False):
-        super().__init__(task_id, render_mode=render_mode, detailed_instruction=detailed_instruction)
+    def __init__(self, task_id: str, render_mode: str | None = None, detailed_instruction: bool = False,
+                 lenient_answers: bool | None = None):
+        super().__init__(task_id, render_mode=render_mode, detailed_instruction=detailed_instruction,
+                         lenient_answers=lenient_answers)
         self._shared: Service | None = None
 
     def _make_service(self) -> Service:
