@@ -15,6 +15,7 @@ from agentgym_envs.agents import make_agent
 from agentgym_envs.core.episode import MAX_TURNS
 from agentgym_envs.core.loop import Agent, BaseAgent, Episode, Reply, run_episode
 from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_opening_argument, check_env_kwargs
+from agentgym_envs.core.tables import render_table
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -26,14 +27,13 @@ def cmd_list(args: argparse.Namespace) -> int:
                            "install": None if spec.extra_installed() else spec.install_hint} for spec in specs],
                          indent=1))
         return 0
-    rows = [("id", "scenario", "sub-task", "train", "test", "turns", "installed")]
+    rows = []
     for spec in specs:
         installed = "yes" if spec.extra_installed() else f"no: {spec.install_hint}"
         rows.append((spec.env_id, spec.scenario, spec.subtask or "(all)", str(len(spec.split("train"))),
                      str(len(spec.split("test"))), str(spec.max_turns), installed))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    print(render_table(("id", "scenario", "sub-task", "train", "test", "turns", "installed"), rows,
+                       justify=("left", "left", "left", "right", "right", "right", "left")))
     return 0
 
 
@@ -97,10 +97,14 @@ def cmd_solve(args: argparse.Namespace) -> int:
     by_subtask: dict[str, list[bool]] = {}
     for result in results:
         by_subtask.setdefault(str(result.subtask), []).append(result.success)
-    for subtask, successes in sorted(by_subtask.items()):
-        print(f"{subtask:>12}: {sum(successes)}/{len(successes)} = {100 * sum(successes) / len(successes):.1f}%")
-    solved = sum(r.success for r in results)
-    print(f"{'overall':>12}: {solved}/{len(results)} = {100 * solved / max(1, len(results)):.1f}% success")
+
+    def counts(successes: Sequence[bool]) -> list[str]:
+        return [str(sum(successes)), str(len(successes)), f"{100 * sum(successes) / max(1, len(successes)):.1f}"]
+
+    rows = [[subtask, *counts(successes)] for subtask, successes in sorted(by_subtask.items())]
+    overall = ["overall", *counts([result.success for result in results])]
+    print(render_table(("sub-task", "solved", "episodes", "success %"), rows,
+                       justify=("left", "right", "right", "right"), footer=overall))
     return 0
 
 

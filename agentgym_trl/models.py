@@ -5,8 +5,8 @@ The default model is SmolLM2-135M-Instruct shipped as a Q4_1 GGUF inside the ``l
 but then refuses ``save_pretrained`` while the GGUF quantiser is attached, and TRL's reference model
 (``beta > 0``) is reloaded from the policy's ``name_or_path``: so the first load copies the weights
 into a fresh model of the same config and saves that plain fp32 copy to a cache directory
-(``$AGENTGYM_CACHE_DIR/models``, default ``~/.cache/agentgym/models``), which later runs load in well
-under a second.
+(``$AGENTGYM_CACHE_DIR/models``, default the platform's cache folder: ``~/.cache/agentgym/models`` on
+Linux), which later runs load in well under a second.
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentgym_envs.core.tables import render_table
+
 logger = logging.getLogger(__name__)
 
 STAGES_FILE = "stages.json"
@@ -137,11 +139,10 @@ def report_stages(stages: dict[str, dict[str, Any]], output_dir: str | os.PathLi
     out = Path(output_dir)
     (out / STAGES_FILE).write_text(json.dumps(stages, indent=1) + "\n")
     print("\nheld-out success (same test items at every stage):", file=sys.stderr)
-    print(f"{'stage':>8}  {'success':>7}  {'95% interval':>14}  {'valid actions':>13}  episodes", file=sys.stderr)
-    for name, result in stages.items():
-        low, high = result["ci95"]
-        print(f"{name:>8}  {result['success']:>7.2f}  [{low:>5.2f}, {high:>5.2f}]  {result['valid_action_rate']:>13.2f}"
-              f"  {result['episodes']}", file=sys.stderr)
+    rows = [[name, f"{result['success']:.2f}", "[{:.2f}, {:.2f}]".format(*result["ci95"]),
+             f"{result['valid_action_rate']:.2f}", str(result["episodes"])] for name, result in stages.items()]
+    print(render_table(("stage", "success", "95% interval", "valid actions", "episodes"), rows,
+                       justify=("left", "right", "right", "right", "right")), file=sys.stderr)
     plot_stages(stages, out / STAGES_PLOT, out / metrics_file if metrics_file else None)
     return out / STAGES_FILE
 

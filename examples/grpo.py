@@ -44,6 +44,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from accelerate import PartialState  # noqa: E402
 from trl import ModelConfig, TrlParser, get_peft_config  # noqa: E402
 
+from agentgym_envs.core.tables import render_table  # noqa: E402
 from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer, ScheduleError  # noqa: E402
 from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.stages import StageArguments, behaviour_clone, held_out_success, report_stages  # noqa: E402
@@ -252,16 +253,16 @@ def resume_point(args: AgentGRPOConfig) -> str | None:
 
 def print_summary(trainer: AgentGRPOTrainer) -> None:
     """One line per step: the curriculum's budget and what the rollouts achieved."""
-    print("\nstep  budget  turns  success  reward  valid  cut-by-tokens  rollout_s", file=sys.stderr)
-    for log in trainer.state.log_history:
-        if "agent/max_turns" not in log:
-            continue
-        print(
-            f"{log['step']:>4}  {log['agent/max_turns']:>6.0f}  {log['agent/turns_mean']:>5.2f}  "
-            f"{log['agent/success']:>7.2f}  {log['agent/reward']:>6.2f}  {log['agent/valid_action_rate']:>5.2f}  "
-            f"{log['agent/truncated_frac']:>13.2f}  {log['agent/rollout_s']:>9.1f}",
-            file=sys.stderr,
-        )
+    columns = (  # (title, log key, format)
+        ("step", "step", "{}"), ("budget", "agent/max_turns", "{:.0f}"), ("turns", "agent/turns_mean", "{:.2f}"),
+        ("success", "agent/success", "{:.2f}"), ("reward", "agent/reward", "{:.2f}"),
+        ("valid", "agent/valid_action_rate", "{:.2f}"), ("cut-by-tokens", "agent/truncated_frac", "{:.2f}"),
+        ("rollout_s", "agent/rollout_s", "{:.1f}"),
+    )
+    rows = [[style.format(log[key]) for _, key, style in columns]
+            for log in trainer.state.log_history if "agent/max_turns" in log]
+    print("\n" + render_table([title for title, _, _ in columns], rows, justify=["right"] * len(columns)),
+          file=sys.stderr)
     if trainer.last_rollout is not None:  # what the policy actually wrote, so truncation or format problems show
         episode = trainer.last_rollout.trajectories[0]
         print(

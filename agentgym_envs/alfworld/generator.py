@@ -400,7 +400,8 @@ def goal_pddl(info: TaskInfo) -> str:
 
 # ---- the disk cache -----------------------------------------------------------------------------
 def cache_dir() -> Path:
-    """Where generated games are kept: ``$AGENTGYM_CACHE_DIR/alfworld`` (default ``~/.cache/agentgym/alfworld``)."""
+    """Where generated games are kept: ``$AGENTGYM_CACHE_DIR/alfworld`` (``~/.cache/agentgym/alfworld`` on
+    Linux by default)."""
     return cache_root() / "alfworld" / f"games-v{GENERATOR_VERSION}"
 
 

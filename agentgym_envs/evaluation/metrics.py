@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from agentgym_envs.core.tables import render_table
+
 OVERALL = "overall"
 
 
@@ -161,20 +163,19 @@ def _cell(value: Any, style: str) -> str:
 
 
 def format_table(entry: Mapping[str, Any], split: str = "test") -> str:
-    """A paper-like table of one (env id, turn budget) entry of ``summarize_run``."""
+    """A paper-like table of one (env id, turn budget) entry of ``summarize_run``: one row per sub-task and the
+    overall row as the footer."""
     subtasks = entry["subtasks"]
     k = subtasks[OVERALL]["k"]
     header = ["sub-task", *(title.format(k=k) for _, title, _ in COLUMNS)]
-    rows = [[name, *(_cell(metrics[key], style) for key, _, style in COLUMNS)] for name, metrics in subtasks.items()]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join([cells[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(cells[1:], widths[1:]))])
+    def row(name: str) -> list[str]:
+        return [name, *(_cell(subtasks[name][key], style) for key, _, style in COLUMNS)]
 
-    rule = "-" * len(line(header))
+    body = [row(name) for name in subtasks if name != OVERALL]
     title = f"{entry['env_id']}  ({split} split, K={k}, max turns {entry['max_turns']})"
-    body = [line(row) for row in rows[:-1]]
-    return "\n".join([title, rule, line(header), rule, *body, rule, line(rows[-1]), rule])
+    table = render_table(header, body, justify=["left", *["right"] * len(COLUMNS)], footer=row(OVERALL))
+    return f"{title}\n{table}"
 
 
 def has_scaling(entries: Sequence[Mapping[str, Any]]) -> bool:
@@ -191,9 +192,7 @@ def format_scaling(entries: Sequence[Mapping[str, Any]]) -> str:
     for entry in entries:
         by_env[entry["env_id"]][entry["max_turns"]] = entry["subtasks"][OVERALL]["success"]
     budgets = sorted({entry["max_turns"] for entry in entries})
-    width = max(len(env_id) for env_id in by_env)
-    lines = [" ".join(["success % by max turns".ljust(width), *(f"{b:>7d}" for b in budgets)])]
-    for env_id, values in sorted(by_env.items()):
-        cells = [_cell(values.get(b), "pct").rjust(7) for b in budgets]
-        lines.append(" ".join([env_id.ljust(width), *cells]))
-    return "\n".join(lines)
+    header = ["success % by max turns", *(str(budget) for budget in budgets)]
+    rows = [[env_id, *(_cell(values.get(budget), "pct") for budget in budgets)]
+            for env_id, values in sorted(by_env.items())]
+    return render_table(header, rows, justify=["left", *["right"] * len(budgets)], column_gap=1)

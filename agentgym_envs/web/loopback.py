@@ -1,32 +1,27 @@
-"""A stdlib HTTP server for the embedded sites, on a free port of 127.0.0.1, served from a daemon thread.
+"""Serves an embedded site (a Starlette app) on a free port of 127.0.0.1 with uvicorn, from a daemon thread.
 
-WebShop's browser mode and WebArena's five sites are plain server-rendered HTML; they differ only
-in how they answer a request, so each passes a ``respond`` callable and this module owns the
-sockets, the thread, form decoding and the response headers. Standard library only: no web
-framework is needed for pages a browser under test reads.
+WebShop's browser mode and WebArena's five sites are plain server-rendered HTML written as Starlette apps
+(routes, requests, responses); this module owns what is the same for all of them: the loopback socket, the
+server thread and its shutdown, the response headers every page carries, and the decoding of form fields.
+The socket is bound to 127.0.0.1 before uvicorn sees it, so no site is ever reachable from another machine.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
 from urllib.parse import parse_qs
 
+LOOPBACK_HOST = "127.0.0.1"
+#: Headers of every page: the pages change with every action, so a browser must never reuse one.
+PAGE_HEADERS = {"Cache-Control": "no-store"}
+HTML_MEDIA_TYPE = "text/html"  # Starlette appends "; charset=utf-8"
 
-@dataclass
-class HtmlResponse:
-    """What a site answers: a status, an HTML body and, for redirects, where to go."""
-
-    status: int
-    body: str
-    location: str | None = None
-
-
-#: ``respond(method, path with query, form fields of a POST) -> HtmlResponse``
-Responder = Callable[[str, str, dict[str, str]], HtmlResponse]
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
 
 
 def parse_fields(encoded: str) -> dict[str, str]:
@@ -34,71 +29,50 @@ def parse_fields(encoded: str) -> dict[str, str]:
     return {key: values[-1] for key, values in parse_qs(encoded, keep_blank_values=True).items()}
 
 
-class LoopbackHtmlServer:
-    """Serves ``respond`` on ``base_url`` (``http://127.0.0.1:<free port>``) until ``shutdown()``."""
+def strip_trailing_slash(app: ASGIApp) -> ASGIApp:
+    """``/cart/`` is ``/cart``: the sites always answered both with the same page, not with a redirect
+    (Starlette's ``redirect_slashes`` would send a 307 first)."""
 
-    #: Seconds an idle keep-alive connection is kept open (its handler thread waits that long).
-    IDLE_TIMEOUT = 30.0
+    async def wrapped(scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] != "/":
+            scope = {**scope, "path": scope["path"].rstrip("/") or "/"}
+        await app(scope, receive, send)
 
-    def __init__(self, respond: Responder, name: str):
-        connections: set[socket.socket] = set()
-        lock = threading.Lock()
-        self._connections, self._lock = connections, lock
+    return wrapped
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            timeout = self.IDLE_TIMEOUT
 
-            def setup(self) -> None:
-                super().setup()
-                with lock:
-                    connections.add(self.connection)
+class LoopbackServer:
+    """Serves ``app`` on ``base_url`` (``http://127.0.0.1:<free port>``) until ``shutdown()``."""
 
-            def finish(self) -> None:
-                with lock:
-                    connections.discard(self.connection)
-                super().finish()
+    #: Seconds an idle keep-alive connection is kept open.
+    IDLE_TIMEOUT = 30
+    START_TIMEOUT = 30.0
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-                self._answer(respond("GET", self.path, {}))
+    def __init__(self, app: ASGIApp, name: str):
+        import uvicorn
 
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length).decode("utf-8", "replace") if length else ""
-                self._answer(respond("POST", self.path, parse_fields(raw)))
-
-            def _answer(self, response: HtmlResponse) -> None:
-                data = response.body.encode("utf-8")
-                self.send_response(response.status)
-                if response.location is not None:
-                    self.send_header("Location", response.location)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("Cache-Control", "no-store")
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True
-        )
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((LOOPBACK_HOST, 0))
+        self.base_url = f"http://{LOOPBACK_HOST}:{sock.getsockname()[1]}"
+        # log_config=None: a site starting must not reconfigure the host process's logging
+        config = uvicorn.Config(app, host=LOOPBACK_HOST, lifespan="off", log_config=None, log_level="warning",
+                                access_log=False, timeout_keep_alive=self.IDLE_TIMEOUT, timeout_graceful_shutdown=5,
+                                server_header=False, date_header=False)
+        self._server = uvicorn.Server(config)
+        self._socket = sock
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, name=name, daemon=True)
         self._thread.start()
-        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        deadline = time.monotonic() + self.START_TIMEOUT
+        while not self._server.started:  # the port is bound already; wait until requests are answered
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.shutdown()
+                raise RuntimeError(f"the {name} site did not start on {self.base_url}")
+            time.sleep(0.005)
 
     def shutdown(self) -> None:
-        """Stop serving and end every open connection: a browser (perhaps pooled for the next env)
-        keeps its keep-alive connections, and each holds a handler thread and a descriptor."""
-        self._server.shutdown()
-        self._server.server_close()
-        with self._lock:
-            open_connections = list(self._connections)
-        for connection in open_connections:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)  # the handler's read returns, its thread ends
-            except OSError:
-                pass
-        self._thread.join(timeout=5)
+        """Stop serving and end every open connection: a browser (perhaps pooled for the next env) keeps its
+        keep-alive connections open, and uvicorn closes them on the way out."""
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._socket.close()

@@ -138,7 +138,8 @@ class WebArenaEnv(TextEnv):
         grades ``fuzzy_match`` string answers as WebArena does, instead of the fixed offline rule.
         ``lenient_matching=True``: the project's forgiving string and URL checks instead of
         WebArena's (see ``evaluation.py``)."""
-        require("selenium", extra="web")
+        for module in ("selenium", "starlette", "uvicorn"):  # the browser, and the sites it is pointed at
+            require(module, extra="web")
         from agentgym_envs.web.browser import require_browser
 
         require_browser()

@@ -39,7 +39,7 @@ class GitLabSite(SiteApp):
     name = "gitlab"
     title = "GitLab"
     nav = (("Projects", "/"), ("Explore", "/explore"), ("Profile", f"/users/{ME}"))
-    PROJECT = r"/([\w.-]+)/([\w.-]+)"
+    PROJECT = "/{namespace:dotted}/{project:dotted}"
 
     def create_schema(self, db: sqlite3.Connection) -> None:
         db.executescript(
@@ -85,11 +85,11 @@ class GitLabSite(SiteApp):
     def routes(self):
         P = self.PROJECT
         return [
-            ("GET", "/", self.home), ("GET", "/explore", self.explore), ("GET", r"/users/([\w.-]+)", self.user),
-            ("GET", P, self.project), ("POST", P + "/star", self.star), ("GET", P + r"/-/blob/(.+)", self.blob),
+            ("GET", "/", self.home), ("GET", "/explore", self.explore), ("GET", "/users/{username:dotted}", self.user),
+            ("GET", P, self.project), ("POST", P + "/star", self.star), ("GET", P + "/-/blob/{file_path:rest}", self.blob),
             ("GET", P + "/-/commits", self.commits), ("GET", P + "/-/issues", self.issues), ("GET", P + "/-/issues/new", self.new_issue),
-            ("POST", P + "/-/issues", self.create_issue), ("GET", P + r"/-/issues/(\d+)", self.issue),
-            ("POST", P + r"/-/issues/(\d+)/state", self.issue_state), ("GET", P + "/-/merge_requests", self.merge_requests),
+            ("POST", P + "/-/issues", self.create_issue), ("GET", P + "/-/issues/{number:digits}", self.issue),
+            ("POST", P + "/-/issues/{number:digits}/state", self.issue_state), ("GET", P + "/-/merge_requests", self.merge_requests),
             ("GET", P + "/-/project_members", self.members), ("POST", P + "/-/project_members", self.add_member),
         ]
 

@@ -78,7 +78,7 @@ class MapsSite(SiteApp):
         db.executemany("INSERT INTO places (name, kind, address, lat, lon) VALUES (?,?,?,?,?)", PLACES)
 
     def routes(self):
-        return [("GET", "/", self.home), ("GET", "/search", self.search), ("GET", r"/place/(\d+)", self.place),
+        return [("GET", "/", self.home), ("GET", "/search", self.search), ("GET", "/place/{place_id:digits}", self.place),
                 ("GET", "/directions", self.directions)]
 
     def _find(self, text: str) -> sqlite3.Row | None:

@@ -72,10 +72,10 @@ class RedditSite(SiteApp):
 
     def routes(self):
         return [
-            ("GET", "/", self.forums), ("GET", "/forums", self.forums), ("GET", r"/f/(\w+)", self.forum),
-            ("GET", r"/f/(\w+)/(\d+)", self.post), ("POST", r"/f/(\w+)/(\d+)/comment", self.comment),
-            ("POST", r"/vote/(\d+)/(up|down)", self.vote), ("GET", "/submit", self.submit_form), ("POST", "/submit", self.submit),
-            ("GET", r"/user/([\w-]+)", self.user),
+            ("GET", "/", self.forums), ("GET", "/forums", self.forums), ("GET", "/f/{forum:word}", self.forum),
+            ("GET", "/f/{forum:word}/{post_id:digits}", self.post), ("POST", "/f/{forum:word}/{post_id:digits}/comment", self.comment),
+            ("POST", "/vote/{post_id:digits}/{direction:vote}", self.vote), ("GET", "/submit", self.submit_form), ("POST", "/submit", self.submit),
+            ("GET", "/user/{username:slug}", self.user),
         ]
 
     def _score(self, post_id: int) -> int:

@@ -1,12 +1,13 @@
-"""The small web framework the embedded WebArena sites are written in (stdlib and jinja2).
+"""The embedded WebArena sites: Starlette apps over a SQLite database, rendered with jinja2.
 
 Each site is a ``SiteApp``: a SQLite database seeded deterministically once per process and
 copied fresh for every episode (``reset()``, via SQLite's backup API, about a millisecond), plus
-a list of routes that render plain server-rendered HTML from autoescaped jinja2 templates
-(``templates/``: ``layout.html``, the shared macros of ``fragments.html`` and one file of page
-macros per site, so no text reaches a page unescaped). ``SiteServer`` serves one app on a free
-loopback port from a daemon thread; requests are handled one at a time under the app's lock, so
-the database needs no further locking and an evaluator reading it sees a consistent state.
+a list of Starlette routes (path templates with the converters of ``PATH_CONVERTERS``) whose handlers
+render plain server-rendered HTML from autoescaped jinja2 templates (``templates/``: ``layout.html``, the
+shared macros of ``fragments.html`` and one file of page macros per site, so no text reaches a page
+unescaped). ``SiteServer`` serves one app on a free loopback port with uvicorn (``web/loopback.py``);
+handlers run one at a time under the app's lock, so the database needs no further locking and an evaluator
+reading it sees a consistent state.
 
 The embedded sites start signed in as the task's user (WebArena's auto-login does the same with
 cookies), so there is no login page to get through and nothing session-like to leak between
@@ -19,20 +20,27 @@ import re
 import sqlite3
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
-from urllib.parse import quote, urlencode, urlsplit
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from jinja2.ext import Extension
 from markupsafe import Markup
 
-from agentgym_envs.web.loopback import HtmlResponse, LoopbackHtmlServer, parse_fields
+from agentgym_envs.web.loopback import (HTML_MEDIA_TYPE, PAGE_HEADERS, ASGIApp, LoopbackServer, parse_fields,
+                                        strip_trailing_slash)
+
+if TYPE_CHECKING:
+    from starlette.requests import Request as HttpRequest
+    from starlette.responses import Response as HttpResponse
 
 _NOT_FOUND = "The page you requested was not found."
 
 
 @dataclass
 class Request:
+    """What a handler reads of a request: query and form fields, the last value of each (blanks kept)."""
+
     method: str
     path: str
     query: dict[str, str]
@@ -44,6 +52,8 @@ class Request:
 
 @dataclass
 class Response:
+    """A handler's answer other than a plain page: a status, and for redirects where to go."""
+
     status: int
     body: str = ""
     location: str | None = None
@@ -54,6 +64,20 @@ class NotFound(Exception):
 
 
 Handler = Callable[..., "Response | str"]
+
+#: The path parameters the sites' routes use (``/product/{product_id:digits}``): each matches what the
+#: sites' regular expressions matched before they moved to Starlette, and hands the handler the text (not an
+#: int, so ``/orders/007`` reaches the handler as it was typed).
+PATH_CONVERTERS = {"digits": r"\d+", "slug": r"[\w-]+", "dotted": r"[\w.-]+", "word": r"\w+", "vote": "up|down",
+                   "rest": ".+"}
+
+
+def _register_path_converters() -> None:
+    from starlette.convertors import CONVERTOR_TYPES, StringConvertor, register_url_convertor
+
+    for name, regex in PATH_CONVERTERS.items():
+        if name not in CONVERTOR_TYPES:
+            register_url_convertor(name, type(f"{name.title()}Convertor", (StringConvertor,), {"regex": regex})())
 
 
 class SiteApp:
@@ -70,9 +94,6 @@ class SiteApp:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.db = self.fresh_database()
-        self._routes: list[tuple[str, re.Pattern[str], Handler]] = [
-            (method, re.compile(f"^{pattern}$"), handler) for method, pattern, handler in self.routes()
-        ]
 
     # ---- data -----------------------------------------------------------------------------------
     def create_schema(self, db: sqlite3.Connection) -> None:
@@ -126,21 +147,52 @@ class SiteApp:
 
     # ---- HTTP -----------------------------------------------------------------------------------
     def routes(self) -> list[tuple[str, str, Handler]]:
+        """(method, Starlette path template, handler): the handler gets the request and the path parameters."""
         raise NotImplementedError
 
-    def handle(self, request: Request) -> Response:
+    def asgi_app(self) -> ASGIApp:
+        """The site as a Starlette app: its routes, and the site's own "Not found" page for any other URL or
+        method (as a 404, like every unknown page of the site)."""
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+
+        _register_path_converters()
+
+        def endpoint(handler: Handler) -> Callable[[HttpRequest], Any]:
+            async def answer(request: HttpRequest) -> HttpResponse:
+                from starlette.concurrency import run_in_threadpool
+
+                body = (await request.body()).decode("utf-8", "replace") if request.method == "POST" else ""
+                query = request.scope["query_string"].decode("latin-1")
+                site_request = Request(request.method, request.scope["path"], parse_fields(query), parse_fields(body))
+                return _http(await run_in_threadpool(self.answer, handler, site_request, *request.path_params.values()))
+
+            return answer
+
+        async def not_found(request: HttpRequest, error: Exception) -> HttpResponse:
+            return _http(self.not_found())
+
+        routes = [Route(path, endpoint(handler), methods=[method]) for method, path, handler in self.routes()]
+        app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+        app.router.redirect_slashes = False  # strip_trailing_slash answers /cart/ with /cart's page instead
+        return strip_trailing_slash(app)
+
+    def answer(self, handler: Handler, request: Request, *path_params: str) -> Response:
+        """The handler's page under the site's lock; a missing thing is a 404 page, bad input a 400 page, and a
+        bug a 500 page (never a dead server)."""
         with self.lock:
-            for method, pattern, handler in self._routes:
-                match = pattern.match(request.path)
-                if match and method == request.method:
-                    try:
-                        result = handler(request, *match.groups())
-                    except NotFound:
-                        return Response(404, self.page("Not found", message(_NOT_FOUND)))
-                    except ValueError as error:
-                        return Response(400, self.page("Invalid request", message(f"Invalid input: {error}")))
-                    return result if isinstance(result, Response) else Response(200, result)
-            return Response(404, self.page("Not found", message(_NOT_FOUND)))
+            try:
+                result = handler(request, *path_params)
+            except NotFound:
+                return self.not_found()
+            except ValueError as error:
+                return Response(400, self.page("Invalid request", message(f"Invalid input: {error}")))
+            except Exception as error:  # a site bug must not take the server down
+                return Response(500, self.page("Server error", message(repr(error))))
+            return result if isinstance(result, Response) else Response(200, result)
+
+    def not_found(self) -> Response:
+        return Response(404, self.page("Not found", message(_NOT_FOUND)))
 
     def page(self, heading: str, body: Markup) -> str:
         """A full page: header navigation, a heading, the body (``layout.html``)."""
@@ -217,22 +269,22 @@ def message(text: str) -> Markup:
     return macro("fragments.html", "paragraph")(text)
 
 
+def _http(response: Response) -> HttpResponse:
+    from starlette.responses import HTMLResponse
+
+    headers = dict(PAGE_HEADERS)
+    if response.location is not None:
+        headers["Location"] = response.location  # as the site wrote it (RedirectResponse would re-quote it)
+    return HTMLResponse(response.body, status_code=response.status, headers=headers, media_type=HTML_MEDIA_TYPE)
+
+
 class SiteServer:
     """One app on ``http://127.0.0.1:<free port>``, served from a daemon thread until ``shutdown()``."""
 
     def __init__(self, app: SiteApp):
         self.app = app
-        self._http = LoopbackHtmlServer(self._respond, name=f"webarena-{app.name}")
+        self._http = LoopbackServer(app.asgi_app(), name=f"webarena-{app.name}")
         self.base_url = self._http.base_url
-
-    def _respond(self, method: str, target: str, form_data: dict[str, str]) -> HtmlResponse:
-        parts = urlsplit(target)
-        path = parts.path.rstrip("/") or "/"
-        try:
-            response = self.app.handle(Request(method, path, parse_fields(parts.query), form_data))
-        except Exception as error:  # a site bug must not kill the server thread
-            response = Response(500, self.app.page("Server error", message(repr(error))))
-        return HtmlResponse(response.status, response.body, response.location)
 
     def shutdown(self) -> None:
         self._http.shutdown()

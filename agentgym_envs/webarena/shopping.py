@@ -117,10 +117,10 @@ class ShoppingSite(SiteApp):
 
     def routes(self):
         return [
-            ("GET", "/", self.home), ("GET", "/search", self.search), ("GET", r"/category/([\w-]+)", self.category),
-            ("GET", r"/product/(\d+)", self.product), ("POST", "/cart/add", self.cart_add), ("GET", "/cart", self.cart),
-            ("POST", r"/cart/remove/(\d+)", self.cart_remove), ("GET", "/checkout", self.checkout),
-            ("POST", "/checkout", self.place_order), ("GET", "/orders", self.orders), ("GET", r"/orders/(\d+)", self.order),
+            ("GET", "/", self.home), ("GET", "/search", self.search), ("GET", "/category/{category_slug:slug}", self.category),
+            ("GET", "/product/{product_id:digits}", self.product), ("POST", "/cart/add", self.cart_add), ("GET", "/cart", self.cart),
+            ("POST", "/cart/remove/{product_id:digits}", self.cart_remove), ("GET", "/checkout", self.checkout),
+            ("POST", "/checkout", self.place_order), ("GET", "/orders", self.orders), ("GET", "/orders/{order_id:digits}", self.order),
             ("GET", "/account", self.account), ("POST", "/account", self.save_account),
         ]
 

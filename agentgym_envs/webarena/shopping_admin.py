@@ -40,11 +40,11 @@ class ShoppingAdminSite(SiteApp):
 
     def routes(self):
         return [
-            ("GET", "/", self.dashboard), ("GET", "/products", self.products), ("GET", r"/products/(\d+)", self.product),
-            ("POST", r"/products/(\d+)", self.save_product), ("GET", "/orders", self.orders), ("GET", r"/orders/(\d+)", self.order),
-            ("POST", r"/orders/(\d+)/status", self.set_status), ("GET", "/customers", self.customers),
-            ("GET", r"/customers/(\d+)", self.customer), ("POST", r"/customers/(\d+)", self.save_customer),
-            ("GET", "/reviews", self.reviews), ("POST", r"/reviews/(\d+)/delete", self.delete_review),
+            ("GET", "/", self.dashboard), ("GET", "/products", self.products), ("GET", "/products/{product_id:digits}", self.product),
+            ("POST", "/products/{product_id:digits}", self.save_product), ("GET", "/orders", self.orders), ("GET", "/orders/{order_id:digits}", self.order),
+            ("POST", "/orders/{order_id:digits}/status", self.set_status), ("GET", "/customers", self.customers),
+            ("GET", "/customers/{customer_id:digits}", self.customer), ("POST", "/customers/{customer_id:digits}", self.save_customer),
+            ("GET", "/reviews", self.reviews), ("POST", "/reviews/{review_id:digits}/delete", self.delete_review),
             ("GET", "/reports/bestsellers", self.report),
         ]
 

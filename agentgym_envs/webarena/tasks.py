@@ -20,6 +20,7 @@ _SITES = (
 
 TASKS = family_tasks(
     "WebArena", "webarena", "web navigation", "WebArenaEnv", MAX_TURNS, extra="web",
-    requires=("selenium",), spec_class=BrowserTaskSpec, subtasks={n: f"WebArena on {t}" for n, t in _SITES},
+    requires=("selenium", "starlette", "uvicorn"), spec_class=BrowserTaskSpec,
+    subtasks={n: f"WebArena on {t}" for n, t in _SITES},
     description="WebArena tasks over all five sites, in headless Chromium with an accessibility-tree view",
 )

@@ -3,8 +3,8 @@ original WebShop data files.
 
 * ``default_catalogue()``: 12,000 products over the 100 product types of ``vocabulary.py`` (12
   departments) and 6,000 goals, a pure function of ``DEFAULT_SEED``. It is generated once (about
-  a second) and cached as JSON under ``$AGENTGYM_CACHE_DIR/webshop`` (default
-  ``~/.cache/agentgym/webshop``); every later process loads the file, and the catalogue object is
+  a second) and cached as JSON under ``<cache root>/webshop`` (``core.cache``: ``$AGENTGYM_CACHE_DIR``,
+  else ``~/.cache/agentgym`` on Linux); every later process loads the file, and the catalogue object is
   shared by every env of the process. Goal ``i`` is item id ``i``: ids 0-199 are the test split
   (AgentGym evaluates WebShop on 200 items), the rest train.
 * ``load_webshop_data(products_file, instructions_file, ...)``: the original WebShop files (the
@@ -111,7 +111,7 @@ class Catalogue:
 
 # ---- disk cache -------------------------------------------------------------------------------
 def cache_dir() -> Path:
-    """``$AGENTGYM_CACHE_DIR/webshop`` (default ``~/.cache/agentgym/webshop``), created on demand."""
+    """``cache_root() / "webshop"`` (``~/.cache/agentgym/webshop`` on Linux by default), created on demand."""
     path = cache_root() / "webshop"
     path.mkdir(parents=True, exist_ok=True)
     return path

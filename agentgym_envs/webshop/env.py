@@ -180,7 +180,8 @@ class WebShopEnv(TextEnv):
         self.mode = mode
         self._browser_config = browser_config
         if mode == "browser":
-            require("selenium", extra="web")
+            for module in ("selenium", "starlette", "uvicorn"):  # the browser, and the site it is pointed at
+                require(module, extra="web")
             from agentgym_envs.web.browser import require_browser
 
             require_browser()

@@ -1,5 +1,5 @@
-"""The WebShop web site for the browser mode: the same pages as text mode, served as HTML on
-127.0.0.1 by the shared loopback server (``agentgym_envs/web/loopback.py``).
+"""The WebShop web site for the browser mode: the same pages as text mode, a Starlette app served as HTML
+on 127.0.0.1 by the shared loopback server (uvicorn, ``agentgym_envs/web/loopback.py``).
 
 The site is stateless apart from a table of sessions (session id -> shop and goal): the whole
 page state is in the URL (``/s/<session>/<page kind>?k=keywords&p=page&a=asin&o=options&d=tab``),
@@ -17,15 +17,20 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import jinja2
 import markupsafe
 
-from agentgym_envs.web.loopback import HtmlResponse, LoopbackHtmlServer, parse_fields
+from agentgym_envs.web.loopback import (HTML_MEDIA_TYPE, PAGE_HEADERS, ASGIApp, LoopbackServer, parse_fields,
+                                        strip_trailing_slash)
 from agentgym_envs.webshop.catalogue import Goal
 from agentgym_envs.webshop.engine import KINDS, PageState, PageView, Segment, Shop, normalize_text
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 _STYLE = """
 body{font-family:sans-serif;max-width:60em;margin:1em auto;color:#222}
@@ -122,7 +127,7 @@ class ShopSite:
     def __init__(self) -> None:
         self._sessions: dict[str, tuple[Shop, Goal]] = {}
         self._lock = threading.Lock()
-        self._http = LoopbackHtmlServer(self._respond, name="webshop-site")
+        self._http = LoopbackServer(self.asgi_app(), name="webshop-site")
         self.base_url = self._http.base_url
         self.users = 0
 
@@ -155,14 +160,48 @@ class ShopSite:
             return 404, _message_page("No such product page.")
         return 200, render_html(session, view)
 
-    def _respond(self, method: str, target: str, form: dict[str, str]) -> HtmlResponse:
-        if method != "GET":  # the shop's forms all submit with GET, like WebShop's
-            return HtmlResponse(405, _message_page("Only GET requests are served."))
-        status, page = self.respond(target)
-        return HtmlResponse(status, page)
+    def asgi_app(self) -> ASGIApp:
+        """One route, ``/s/<session>/<page kind>`` (``respond`` reads the page state from the URL); any other
+        path is the site's "Page not found." page, and any method but GET is refused with a page that says so
+        (the shop's forms all submit with GET, like WebShop's)."""
+        from starlette.applications import Starlette
+        from starlette.concurrency import run_in_threadpool
+        from starlette.routing import Route
+
+        async def page(request: Request) -> Response:
+            target = request.scope["path"]
+            if request.scope["query_string"]:
+                target += "?" + request.scope["query_string"].decode("latin-1")
+            return _html(*await run_in_threadpool(self.respond, target))
+
+        async def not_found(request: Request, error: Exception) -> Response:
+            return _html(404, _message_page("Page not found."))
+
+        app = Starlette(routes=[Route("/s/{session}/{kind}", page, methods=["GET"])],
+                        exception_handlers={404: not_found})
+        app.router.redirect_slashes = False  # strip_trailing_slash answers /s/x/search/ with its page instead
+        return _refuse_other_methods(strip_trailing_slash(app))
 
     def shutdown(self) -> None:
         self._http.shutdown()
+
+
+def _html(status: int, page: str) -> Response:
+    from starlette.responses import HTMLResponse
+
+    return HTMLResponse(page, status_code=status, headers=PAGE_HEADERS, media_type=HTML_MEDIA_TYPE)
+
+
+def _refuse_other_methods(app: ASGIApp) -> ASGIApp:
+    """A POST (or any method but GET) gets the 405 page on every path, not only on the shop's pages."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] not in ("GET", "HEAD"):
+            await _html(405, _message_page("Only GET requests are served."))(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return wrapped
 
 
 _SITE: ShopSite | None = None

@@ -16,6 +16,7 @@ TASKS = [
     *family_tasks("WebShop", "webshop", "web shopping", "WebShopEnv", MAX_TURNS, requires=("bm25s",),
                   description="find and buy the requested product in a 12k-product shop (text pages)"),
     *family_tasks("WebShop-Browser", "webshop", "web shopping", "WebShopEnv", MAX_TURNS, extra="webshop,web",
-                  requires=("bm25s", "selenium"), kwargs={"mode": "browser"}, spec_class=BrowserTaskSpec,
+                  requires=("bm25s", "selenium", "starlette", "uvicorn"), kwargs={"mode": "browser"},
+                  spec_class=BrowserTaskSpec,
                   description="the same shop served on 127.0.0.1 and driven through headless Chromium"),
 ]
