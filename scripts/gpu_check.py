@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -112,6 +113,8 @@ def run_part(name: str, args: argparse.Namespace) -> dict:
         "step_s": [round(log.get("step_time", float("nan")), 2) for log in logs],
         "rollout_s": [round(log.get("agent/rollout_s", float("nan")), 2) for log in logs],
         "loss": [log.get("loss") for log in logs],
+        "grad_norm": [log.get("grad_norm") for log in logs],
+        "nonfinite_grad_steps": sum(log.get("train/nonfinite_grad_step", 0) for log in logs),
         "success": [log.get("agent/success") for log in logs],
         "weights_changed": changed,
         "dtype": str(next(trainer.model.parameters()).dtype),
@@ -123,8 +126,8 @@ def run_part(name: str, args: argparse.Namespace) -> dict:
     if on_gpu:
         record["peak_gpu_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
     trainer.close_envs()
-    ok = len(logs) == args.steps and changed and all(
-        loss is not None and loss == loss for loss in record["loss"])
+    finite = all(value is not None and math.isfinite(value) for value in record["loss"] + record["grad_norm"])
+    ok = len(logs) == args.steps and changed and finite and not record["nonfinite_grad_steps"]
     record["ok"] = bool(ok)
     return record
 

@@ -21,7 +21,7 @@ from agentgym_trl.vllm_engine import engine_available  # noqa: E402
 def test_the_shell_script_parses_and_the_arguments_are_checked() -> None:
     assert subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu_check.sh")]).returncode == 0
     args = gpu_check.parse_args([])
-    assert args.device == "cuda" and args.steps == 3 and args.parts == list(gpu_check.PARTS)
+    assert args.device == "cuda" and args.steps == 8 and args.parts == list(gpu_check.PARTS)
     with pytest.raises(SystemExit):
         gpu_check.parse_args(["--steps", "0"])
     with pytest.raises(SystemExit):
@@ -40,5 +40,6 @@ def test_the_same_code_path_trains_on_the_cpu(tmp_path) -> None:
     summary = json.loads((tmp_path / "gpu_check.json").read_text())
     records = {record["part"]: record for record in summary["parts"]}
     assert all(records[part]["ok"] and records[part]["weights_changed"] for part in parts)
+    assert all(records[part]["nonfinite_grad_steps"] == 0 and len(records[part]["grad_norm"]) == 1 for part in parts)
     if "tiny-vllm" in records:
         assert records["tiny-vllm"]["engine_weight_loads"] >= 1
