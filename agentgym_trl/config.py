@@ -139,6 +139,11 @@ class AgentGRPOConfig(GRPOConfig):
             "per-row metrics on every call, so each process trains its batch whole."
         },
     )
+    rollout_progress_s: float = field(
+        default=10.0,
+        metadata={"help": "Print the rollout's progress (turn, episodes playing, tokens/s) to stderr every N seconds "
+                  "while it lasts longer than that (main process); 0 = never."},
+    )
     release_memory: bool = field(
         default=True,
         metadata={"help": "Return freed memory to the OS after each rollout and optimizer step (CPU)."},
@@ -298,11 +303,12 @@ class AgentGRPOConfig(GRPOConfig):
                 "skip_zero_advantage needs beta=0: a row with zero advantage still has a KL gradient when beta > 0"
             )
         if self.dynamic_sampling_max_batches < 1:
-            raise ValueError(f"dynamic_sampling_max_batches must be at least 1, got {self.dynamic_sampling_max_batches}")
-        if self.dynamic_sampling and (self.per_device_train_batch_size * self.steps_per_generation_or_default()
-                                      ) % self.num_generations:
-            raise ValueError("dynamic_sampling replaces whole groups: each process's rollout batch "
-                             "(per_device_train_batch_size x steps_per_generation) must be a multiple of num_generations")
+            raise ValueError(
+                f"dynamic_sampling_max_batches must be at least 1, got {self.dynamic_sampling_max_batches}")
+        rollout_batch = self.per_device_train_batch_size * self.steps_per_generation_or_default()
+        if self.dynamic_sampling and rollout_batch % self.num_generations:
+            raise ValueError("dynamic_sampling replaces whole groups: each process's rollout batch (per_device_train_"
+                             "batch_size x steps_per_generation) must be a multiple of num_generations")
         self.train_items()  # raises on a bad file
         if self.env_workers < 1:
             raise ValueError(f"env_workers must be at least 1, got {self.env_workers}")

@@ -11,6 +11,7 @@ reward functions can read (``env_reward``, ``env_success``, ``env_turns``, ``env
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any
 
 from agentgym_envs.core.episode import Trajectory
 from agentgym_envs.core.loop import EnvPool, EpisodeError, EpisodeStart, PlayStats, play_batch
+from agentgym_envs.evaluation.runner import TurnProgress
 from agentgym_trl.agent import ModelAgent
 from agentgym_trl.chat import ChatEncoder
 from agentgym_trl.generation import Generator
@@ -51,6 +53,24 @@ class RolloutResult(PlayStats):
             "env_turns": [t.turns for t in ts],
             "env_stop_reason": [t.stop_reason for t in ts],
         }
+
+
+class RolloutProgress(TurnProgress):
+    """The rollout's progress as a line on stderr every ``interval`` seconds (turn, episodes still playing, model
+    tokens per second), so a training step whose rollout takes minutes never looks stuck, on a terminal or in a
+    log file alike."""
+
+    def __init__(self, episodes: int, interval: float, label: str = "rollout"):
+        super().__init__(bar=None, interval=interval)
+        self.label = label
+        self.start_batch(episodes)
+        self.episodes = episodes
+
+    def show(self, now: float) -> None:
+        tokens = sum(self.tokens.values())
+        print(f"[{self.label}] turn {self.turn}, {self.active}/{self.episodes} episodes playing, "
+              f"{tokens / max(now - self.started, 1e-9):.1f} tok/s, {now - self.started:.0f} s", file=sys.stderr,
+              flush=True)
 
 
 def validate_rollout_output(output: Mapping[str, Sequence], expected: int) -> None:
@@ -98,18 +118,20 @@ def run_rollout(
     truncated_turn: str = "end",
     mask_truncated_turns: bool = False,
     merged_first_turn: bool = False,
+    on_step: Any = None,
 ) -> RolloutResult:
     """Play one episode per row with the model and return their tokens and outcomes.
 
     Each episode opens as in AgentGym (instruction, acknowledgement, first observation) or, with
     ``merged_first_turn``, with one user turn holding the instruction and the first observation.
     ``max_turns``: one budget, or one per row. A reset that fails raises ``RuntimeError``.
+    ``on_step(episode, observation, reward, ended)`` is called after every env step (e.g. ``RolloutProgress``).
     """
     agent = ModelAgent(generator, encoder, max_turn_tokens=max_turn_tokens, max_context_tokens=max_context_tokens,
                        truncated_turn=truncated_turn, mask_truncated_turns=mask_truncated_turns, name="policy")
     try:
         trajectories, stats = play_batch(episode_starts(rows, max_turns), agent, env_pool, executor=executor,
-                                         agentgym_order=not merged_first_turn)
+                                         agentgym_order=not merged_first_turn, on_step=on_step)
     except EpisodeError as error:
         raise RuntimeError(f"rollout failed: {error}") from error
     finally:

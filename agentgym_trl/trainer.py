@@ -61,7 +61,7 @@ from agentgym_trl.generation import Generator, HFGenerator, VLLMGenerator
 from agentgym_trl.metrics import MetricsFileCallback, episode_stats, rollout_metrics, timing_metrics
 from agentgym_trl.model_card import agent_section, base_model_of, complete_model_card
 from agentgym_trl.models import is_reloadable, save_plain_copy
-from agentgym_trl.rollout import RolloutResult, run_rollout, validate_rollout_output
+from agentgym_trl.rollout import RolloutProgress, RolloutResult, run_rollout, validate_rollout_output
 from agentgym_trl.vllm_engine import VLLMEngine, shared_engine, sync_policy
 from agentgym_trl.value_head import VALUE_HEAD_ATTRIBUTE, VALUE_HEAD_FILE, ValueHead, attach_value_head, value_loss
 
@@ -275,11 +275,14 @@ class AgentGRPOTrainer(GRPOTrainer):
 
     def _play(self, rows: Sequence[dict[str, Any]], generator: Generator, budget: int | list[int]) -> RolloutResult:
         """One batch of episodes with ``generator`` under the config's token limits and opening."""
+        interval = self.args.rollout_progress_s
+        progress = RolloutProgress(len(rows), interval, f"step {self.state.global_step + 1} rollout") \
+            if interval > 0 and self.accelerator.is_local_main_process else None
         return run_rollout(rows, generator, self.chat, self.env_pool, max_turns=budget,
                            max_turn_tokens=self.args.max_turn_tokens, max_context_tokens=self.args.max_context_tokens,
                            executor=self.env_executor, truncated_turn=self.args.truncated_turn,
                            mask_truncated_turns=self.args.mask_truncated_turns,
-                           merged_first_turn=self.args.merged_first_turn)
+                           merged_first_turn=self.args.merged_first_turn, on_step=progress)
 
     # ---- advantage estimators other than TRL's GRPO ------------------------------------------------
     def _greedy_rollout(self, rows: Sequence[dict[str, Any]], budget: int) -> list[float]:

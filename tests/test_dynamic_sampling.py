@@ -1,5 +1,5 @@
 """Dynamic sampling (groups that teach replace groups that do not), the optimizer-step guard (idle steps, non-finite
-gradients), and training on named items."""
+gradients), training on named items, and the rollout's progress lines."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(1)
 
-from agent_envs import COUNTDOWN, CRASHING_ITEM  # noqa: E402
+from agent_envs import COUNTDOWN, CRASHING_ITEM, SLOW_COUNTDOWN  # noqa: E402
+from datasets import Dataset  # noqa: E402
 from test_trainer import countdown_rows, make_config, make_trainer  # noqa: E402
 
 from agentgym_trl.data import env_rows, placeholder_prompt  # noqa: E402
@@ -160,3 +161,18 @@ def test_a_step_with_non_finite_gradients_is_skipped(tmp_path, caplog) -> None:
     (log,) = [h for h in trainer.state.log_history if "train/nonfinite_grad_step" in h]
     assert log["train/nonfinite_grad_step"] == 1.0 and "non-finite gradients; the step is skipped" in caplog.text
     assert not any(trainer.optimizer.state.values()), "AdamW's state was never touched"
+
+
+def test_a_slow_rollout_reports_its_progress_turn_by_turn(tmp_path, capfd) -> None:
+    # 0.3 s per env step: the trainer's rollout prints where it is, so a long step never looks stuck
+    trainer = make_trainer(tmp_path, Dataset.from_list([{"env_id": SLOW_COUNTDOWN, "item_id": 2}] * 2),
+                           env_ids=[SLOW_COUNTDOWN], max_steps=1, max_turns=3, bf16=False, rollout_progress_s=0.2)
+    trainer.train()
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("[step 1 rollout]")]
+    assert lines, "no progress line"
+    assert all(" episodes playing, " in line and line.endswith(" s") and "tok/s" in line for line in lines)
+    assert any("/8 episodes playing" in line for line in lines)
+    quiet = make_trainer(tmp_path, Dataset.from_list([{"env_id": SLOW_COUNTDOWN, "item_id": 2}] * 2),
+                         env_ids=[SLOW_COUNTDOWN], max_steps=1, max_turns=3, bf16=False, rollout_progress_s=0)
+    quiet.train()
+    assert "rollout]" not in capfd.readouterr().err
