@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,3 +183,15 @@ def plot_stages(stages: dict[str, dict[str, Any]], path: Path, metrics_path: Pat
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def run_logged(command: list[str], log: str | os.PathLike) -> None:
+    """An experiment's child process (a training run) whose output goes to ``log`` (tail it to follow); its failure
+    stops the experiment with a line that says how to resume."""
+    log = Path(log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"$ {' '.join(command)}\n  (log: {log})", flush=True)
+    with open(log, "a", encoding="utf-8") as handle:
+        code = subprocess.call(command, stdout=handle, stderr=subprocess.STDOUT)
+    if code != 0:
+        sys.exit(f"failed with exit code {code}; see {log}. Run the same command again to resume.")

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -41,6 +40,7 @@ from transformers import HfArgumentParser  # noqa: E402
 
 import agentgym_envs  # noqa: E402
 from agentgym_envs.evaluation.records import load_run  # noqa: E402
+from agentgym_trl.stages import run_logged  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent
 TRAINED_MARK = "TRAINED"  # written once a seed's training process has saved its final model and exited
@@ -141,16 +141,6 @@ def held_out_ids(items: dict, limit: int = 0) -> list[int]:
 
 
 # ---- 2-3. start, training, evaluation ----------------------------------------------------------
-def run(command: list[str], log: Path) -> None:
-    """A child process whose output goes to ``log`` (tail it to follow); its failure stops the experiment."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    print(f"$ {' '.join(command)}\n  (log: {log})", flush=True)
-    with open(log, "a", encoding="utf-8") as handle:
-        code = subprocess.call(command, stdout=handle, stderr=subprocess.STDOUT)
-    if code != 0:
-        sys.exit(f"failed with exit code {code}; see {log}. Run the same command again to resume.")
-
-
 def start_model(config: ExperimentConfig) -> Path:
     return Path(config.out_dir) / "start"
 
@@ -210,7 +200,7 @@ def train_seed(config: ExperimentConfig, items: dict, seed: int) -> None:
     rl_items = Path(config.out_dir) / "rl_items.json"
     rl_items.write_text(json.dumps({config.env_id: items["warmup_and_rl"]}) + "\n", encoding="utf-8")
     began = time.time()
-    run(grpo_command(config, seed), Path(config.out_dir) / "logs" / f"train-seed{seed}.log")
+    run_logged(grpo_command(config, seed), Path(config.out_dir) / "logs" / f"train-seed{seed}.log")
     (folder / TRAINED_MARK).write_text(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M:%S"),
                                                    "last_call_s": round(time.time() - began, 1)}) + "\n")
 

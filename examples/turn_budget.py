@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -56,7 +55,7 @@ from agentgym_envs.evaluation.plots import (  # noqa: E402
 from agentgym_envs.evaluation.records import load_run  # noqa: E402
 from agentgym_trl.eval import evaluate_model  # noqa: E402
 from agentgym_trl.models import bf16_is_fast, default_model_path, is_reloadable  # noqa: E402
-from agentgym_trl.stages import StageArguments, behaviour_clone  # noqa: E402
+from agentgym_trl.stages import StageArguments, behaviour_clone, run_logged  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent
 ARMS = ("small", "large", "staged")
@@ -114,16 +113,6 @@ def budget_args(config: ExperimentConfig, arm: str) -> list[str]:
     }[arm]
 
 
-def run(command: list[str], log: Path) -> None:
-    """A child process whose output goes to ``log`` (tail it to follow); its failure stops the experiment."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    print(f"$ {' '.join(command)}\n  (log: {log})", flush=True)
-    with open(log, "a", encoding="utf-8") as handle:
-        code = subprocess.call(command, stdout=handle, stderr=subprocess.STDOUT)
-    if code != 0:
-        sys.exit(f"failed with exit code {code}; see {log}. Run the same command again to resume.")
-
-
 def make_start(config: ExperimentConfig) -> None:
     """The main job's warm-up (``examples/grpo.py``): behaviour cloning on oracle episodes of train items."""
     if is_reloadable(config.start_model):
@@ -151,7 +140,8 @@ def train_arm(config: ExperimentConfig, arm: str) -> None:
     arm_dir = final_model(config, arm)
     if is_trained(config, arm):
         return
-    run(grpo_command(config, arm_dir, budget_args(config, arm)), Path(config.out_dir) / "logs" / f"train-{arm}.log")
+    log = Path(config.out_dir) / "logs" / f"train-{arm}.log"
+    run_logged(grpo_command(config, arm_dir, budget_args(config, arm)), log)
     (arm_dir / TRAINED_MARK).write_text(time.strftime("%Y-%m-%d %H:%M:%S\n"), encoding="utf-8")
 
 
