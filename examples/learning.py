@@ -295,8 +295,41 @@ def report(config: ExperimentConfig) -> dict:
     result["analysis"] = learning_report(result)
     Path(config.results_file).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     plot_learning(result, Path(config.plot_file))
-    print(json.dumps(result["analysis"], indent=1))
+    print(markdown_table(result))
     return result
+
+
+def markdown_table(result: dict) -> str:
+    """The result as docs/results.md quotes it: one row per model, then the registered primary test."""
+    analysis = result["analysis"]
+    lines = ["| model | held-out success (BCa 95%) | hard items (BCa 95%) | hard items solved >= once | "
+             "change vs start, points (BCa 95%) | within-item p | sign-flip p (items up/down) |", "|---" * 7 + "|"]
+    for name, success in analysis["success"].items():
+        held, hard = success["held_out"], success["hard"]
+        row = [name, interval_text(held), interval_text(hard) if hard else "-",
+               f"{success['hard_items_solved_at_least_once']} of {len(result['hard_items'])}"]
+        change = analysis.get("per_seed", {}).get(name)
+        if name != "start" and change is not None:
+            flip = change["sign_flip_over_items"]
+            row += [interval_text(change["difference_interval"], signed=True),
+                    f"{change['within_item_permutation']['p_value']:.2g}",
+                    f"{flip['p_value']:.2g} ({flip['items_up']}/{flip['items_down']})"]
+        else:
+            row += ["-", "-", "-"]
+        lines.append("| " + " | ".join(row) + " |")
+    if "primary" in analysis:
+        pooled, primary = analysis["pooled"], analysis["primary"]
+        flip = pooled["sign_flip_over_items"]
+        lines.append(f"| seeds pooled (primary) | | | | {interval_text(pooled['difference_interval'], signed=True)} | "
+                     f"**{primary['p_value']:.2g}** | {flip['p_value']:.2g} ({flip['items_up']}/{flip['items_down']}) |")
+    return "\n".join(lines)
+
+
+def interval_text(interval: dict, signed: bool = False) -> str:
+    """A rate as "41.2% [35.0, 47.5]", or a change (``signed``) in points as "+6.1 [+2.0, +10.3]"."""
+    sign, unit = ("+", "") if signed else ("", "%")
+    return (f"{interval['mean'] * 100:{sign}.1f}{unit} [{interval['bca_low'] * 100:{sign}.1f}, "
+            f"{interval['bca_high'] * 100:{sign}.1f}]")
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -117,6 +117,9 @@ def test_learning_report_pools_the_seeds_as_registered(tmp_path: Path) -> None:
     assert not null["primary"]["significant"]
 
     result["analysis"] = report
+    table = load_learning().markdown_table(result).splitlines()
+    assert len(table) == 2 + 3 + 1 and table[-1].startswith("| seeds pooled (primary) |")
+    assert f"**{primary['p_value']:.2g}**" in table[-1]
     plot = plot_learning(result, tmp_path / "learning.png")
     assert (tmp_path / "learning.png").read_bytes()[:4] == b"\x89PNG" and plot.files == [tmp_path / "learning.png"]
 
