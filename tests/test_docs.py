@@ -89,6 +89,9 @@ RULES = [
          skip="tests the learning experiment's models (an hour to make); covered by tests/test_eval.py"),
     Rule(r"^python examples/turn_budget\.py",
          skip="the learning experiment (hours); covered by tests/test_turn_budget.py"),
+    Rule(r"^python examples/learning\.py",
+         skip="the pre-registered learning experiment (~100 min; the report needs its runs); covered by "
+              "tests/test_learning.py"),
     Rule(r"^(OMP_NUM_THREADS=1 )?python benchmarks/bench_algorithms\.py",
          skip="the estimators compared (hours); covered by tests/test_algorithms.py (shortened)"),
     # shortened: a model's evaluation on one item, one turn; fewer expert episodes
