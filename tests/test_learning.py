@@ -86,6 +86,8 @@ def test_sign_flip_counts_items_and_intervals_cover_the_mean() -> None:
     half_width = 2.045 * np.std([0.5] * 20 + [0.0] * 10, ddof=1) / np.sqrt(30)  # t(0.975, 29) = 2.045
     assert interval["t_high"] - interval["mean"] == pytest.approx(half_width, rel=1e-3)
     assert mean_interval([0.2, 0.2]) == {"mean": 0.2, "bca_low": 0.2, "bca_high": 0.2, "t_low": 0.2, "t_high": 0.2}
+    one_item = sign_flip_test({"a": [0, 0]}, {"a": [1, 0]})  # the one-hard-item case of a small trial
+    assert (one_item["p_value"], one_item["items_up"]) == (1.0, 1)
 
 
 def synthetic_result(effect: float, items: int = 40, k: int = 8, seed: int = 0) -> dict:

@@ -238,16 +238,16 @@ def test_a_page_that_never_loads_times_out_with_a_note(browser) -> None:
     try:
         env.reset(options={"split": "test", "index": 0})
         app = env.unwrapped._servers["map"].app
-        original = app.handle
+        original = app.answer  # every route's handler runs through it (in Starlette's thread pool)
 
-        def hanging(request):
-            if request.path == "/slow":
+        def hanging(handler, request, *path_params):
+            if request.path == "/directions":
                 release.wait(30)
-            return original(request)
+            return original(handler, request, *path_params)
 
-        app.handle = hanging
+        app.answer = hanging
         started = time.perf_counter()
-        obs, reward, terminated, truncated, info = env.step(act("goto [http://localhost:3000/slow]"))
+        obs, reward, terminated, truncated, info = env.step(act("goto [http://localhost:3000/directions]"))
         assert time.perf_counter() - started < 10
         assert "did not finish loading within 1.5 seconds" in obs and not terminated
         release.set()

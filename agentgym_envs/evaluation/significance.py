@@ -65,9 +65,12 @@ def sign_flip_test(start: Outcomes, trained: Outcomes, *, resamples: int = 100_0
     """Two-sided sign-flip test over items of the per-item differences (scipy's one-sample permutation test)."""
     keys = sorted(set(start) & set(trained))
     differences = rates(trained, keys) - rates(start, keys)
-    result = _stats().permutation_test((differences,), np.mean, permutation_type="samples", n_resamples=resamples,
-                                       alternative="two-sided", rng=np.random.default_rng(seed))
-    return {"items": len(keys), "difference": float(differences.mean()), "p_value": float(result.pvalue),
+    p_value = 1.0  # one item: its two sign patterns are equally extreme
+    if differences.size > 1:
+        p_value = float(_stats().permutation_test((differences,), np.mean, permutation_type="samples",
+                                                  n_resamples=resamples, alternative="two-sided",
+                                                  rng=np.random.default_rng(seed)).pvalue)
+    return {"items": len(keys), "difference": float(differences.mean()), "p_value": p_value,
             "items_up": int(np.sum(differences > 0)), "items_down": int(np.sum(differences < 0))}
 
 
