@@ -274,13 +274,13 @@ def report(config: ExperimentConfig) -> dict:
             models[name] = outcomes(config, name)
             runs[name] = run_record(config, seed)
     held_out = held_out_ids(items, config.eval_limit)
-    key = f"{items['env_id']}:{{}}".format
-    hard = [key(i) for i in held_out if items["oracle_actions"][str(i)] > 2]
+    keys = {i: f"{items['env_id']}:{i}" for i in held_out}  # "env id:item id", as outcomes() names them
+    hard = [keys[i] for i in held_out if items["oracle_actions"][str(i)] > 2]
     result = {
         "what": f"GRPO with dynamic sampling from one behaviour-cloned start on {config.env_id}: per-item outcomes "
                 "of the start and of every training seed on held-out items",
         "protocol": "docs/learning_protocol.md",
-        "items": [key(i) for i in held_out],
+        "items": [keys[i] for i in held_out],
         "hard_items": hard,
         "item_lists": config.items_file,
         "k": config.eval_samples,
