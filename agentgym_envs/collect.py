@@ -107,16 +107,17 @@ def episode_plan(env_id: str, split: str, episodes: int, seed: int = 0,
     The first pass resets with ``seed=item_id`` (the rollout's default); each later pass offsets the
     seed so envs with seed-dependent randomness play a different episode.
     """
-    known = list(agentgym_envs.get_task(env_id).split(split))
+    spec = agentgym_envs.get_task(env_id)
+    known = list(spec.split(split))
     if not known:
         raise ValueError(f"{env_id} has no {split!r} items")
     if items is None:
         items, order = known, np.random.default_rng(seed).permutation(len(known))
     else:
-        outside = sorted(set(map(int, items)) - set(known))
-        if outside or not items:
-            raise ValueError(f"{env_id}: items {outside[:10] or '(none)'} are not items of its {split!r} split")
-        items, order = [int(i) for i in items], np.arange(len(items))
+        items = spec.named_items(split, items)
+        if not items:
+            raise ValueError(f"{env_id}: no items given of its {split!r} split")
+        order = np.arange(len(items))
     plan = []
     for index in range(episodes):
         item = int(items[order[index % len(items)]])

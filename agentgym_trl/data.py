@@ -67,10 +67,7 @@ def env_rows(
         if not items:
             raise ValueError(f"{env_id} has no {split!r} items")
         if only_items is not None:
-            outside = sorted(set(only_items[env_id]) - {int(i) for i in items})
-            if outside:
-                raise ValueError(f"{env_id}: items {outside[:10]} are not in its {split!r} split")
-            items = sorted(set(only_items[env_id]))
+            items = sorted(set(spec.named_items(split, only_items[env_id])))
         if max_items_per_env is not None and len(items) > max_items_per_env:
             items = sorted(rng.choice(items, size=max_items_per_env, replace=False).tolist())
         rows.extend({"prompt": placeholder_prompt(env_id, i), "env_id": env_id, "item_id": int(i)} for i in items)

@@ -149,7 +149,7 @@ def test_evaluation_and_cloning_on_named_items() -> None:
     with pytest.raises(EvalError, match="not in its 'train' split"):
         plan_jobs([TEXTCRAFT], "train", 1, [3], items=[0])
     assert episode_plan(TEXTCRAFT, "train", 3, items=[7, 2]) == [(7, 7), (2, 2), (7, 7 + 1_000_003)]
-    with pytest.raises(ValueError, match="not items of its 'train' split"):
+    with pytest.raises(ValueError, match=r"items \[0\] are not in its 'train' split"):
         episode_plan(TEXTCRAFT, "train", 1, items=[0])
 
 

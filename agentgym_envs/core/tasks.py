@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 NAMESPACE = "AgentGym"
 SPLITS = ("train", "test")
@@ -71,6 +71,16 @@ class TaskSpec:
                 if rank < len(subtask_items) and len(chosen) < limit:
                     chosen.add(subtask_items[rank])
         return [item for item in items if item in chosen]
+
+    def named_items(self, name: str, items: Sequence[int]) -> list[int]:
+        """``items`` as ints, in their order, after checking each is an item of split ``name`` (a held-out part of
+        the train split, say); ``ValueError`` names the ones that are not."""
+        known = set(self.split(name))
+        chosen = [int(item) for item in items]
+        outside = [item for item in chosen if item not in known]
+        if outside:
+            raise ValueError(f"{self.env_id}: items {outside[:10]} are not in its {name!r} split")
+        return chosen
 
     def extra_installed(self) -> bool:
         return all(importlib.util.find_spec(module) is not None for module in self.requires)

@@ -132,7 +132,7 @@ def plan_jobs(env_ids: Sequence[str], split: str, n_samples: int, max_turns: Seq
             if not spec.extra_installed():
                 raise EvalError(f"{spec.env_id} needs its extra, which is not installed: {spec.install_hint}")
             try:
-                chosen = spec.first_items(split, limit) if items is None else _items_of_split(spec, split, items)
+                chosen = spec.first_items(split, limit) if items is None else spec.named_items(split, items)
             except ValueError as error:
                 raise EvalError(str(error)) from None
             if not chosen:
@@ -168,14 +168,6 @@ def _batches(jobs: Sequence[EpisodeStart], size: int) -> Iterator[Sequence[Episo
         batch.append(job)
     if batch:
         yield batch
-
-
-def _items_of_split(spec: Any, split: str, items: Sequence[int]) -> list[int]:
-    known = set(spec.split(split))
-    outside = [int(item) for item in items if int(item) not in known]
-    if outside:
-        raise ValueError(f"{spec.env_id}: items {outside[:10]} are not in its {split!r} split")
-    return list(dict.fromkeys(int(item) for item in items))
 
 
 def evaluate(agent: Agent, env_ids: Sequence[str], out_dir: str | Path, *, split: str = "test",
