@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 from transformers import HfArgumentParser  # noqa: E402
 
 import agentgym_envs  # noqa: E402
+from agentgym_envs.evaluation.metrics import item_successes, outcome_lists  # noqa: E402
 from agentgym_envs.evaluation.records import load_run  # noqa: E402
 from agentgym_trl.stages import run_logged  # noqa: E402
 
@@ -229,13 +230,10 @@ def evaluate(config: ExperimentConfig, items: dict, name: str, model: Path) -> N
 
 # ---- 4. the report -----------------------------------------------------------------------------
 def outcomes(config: ExperimentConfig, name: str) -> dict[str, list[int]]:
-    """Every held-out item's K outcomes (0/1) of one model, in sample order."""
-    per_item: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for part in ("test", "held_out_train"):
-        for record in load_run(Path(config.out_dir) / "eval" / name / part):
-            key = f"{record['env_id']}:{record['item_id']}"
-            per_item[key].append((int(record.get("sample", 0)), int(bool(record["info"]["success"]))))
-    return {key: [outcome for _, outcome in sorted(samples)] for key, samples in per_item.items()}
+    """Every held-out item's K outcomes (0/1) of one model."""
+    records = [record for part in ("test", "held_out_train")
+               for record in load_run(Path(config.out_dir) / "eval" / name / part)]
+    return outcome_lists(item_successes(records))
 
 
 def run_record(config: ExperimentConfig, seed: int) -> dict:
@@ -320,8 +318,9 @@ def markdown_table(result: dict) -> str:
     if "primary" in analysis:
         pooled, primary = analysis["pooled"], analysis["primary"]
         flip = pooled["sign_flip_over_items"]
-        lines.append(f"| seeds pooled (primary) | | | | {interval_text(pooled['difference_interval'], signed=True)} | "
-                     f"**{primary['p_value']:.2g}** | {flip['p_value']:.2g} ({flip['items_up']}/{flip['items_down']}) |")
+        change = interval_text(pooled["difference_interval"], signed=True)
+        lines.append(f"| seeds pooled (primary) | | | | {change} | **{primary['p_value']:.2g}** | "
+                     f"{flip['p_value']:.2g} ({flip['items_up']}/{flip['items_down']}) |")
     return "\n".join(lines)
 
 

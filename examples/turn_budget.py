@@ -43,6 +43,7 @@ from transformers import HfArgumentParser  # noqa: E402
 from agentgym_envs.evaluation.metrics import (  # noqa: E402
     compare_success,
     item_successes,
+    outcome_lists,
     success_interval,
     summarize,
 )
@@ -197,12 +198,6 @@ def test_result(run_dir: Path) -> dict:
             "per_item": per_item}
 
 
-def outcomes(per_item: dict) -> dict[str, list[int]]:
-    """Per-item outcomes as the result file keeps them (``"env id:item id": [0/1 per sample]``), so anyone
-    can recompute every interval and p-value."""
-    return {f"{env_id}:{item}": [int(bool(x)) for x in samples] for (env_id, item), samples in sorted(per_item.items())}
-
-
 RUN_CONFIG_FILE = "experiment_config.json"  # the config of the run that trained and tested (not of --report_only)
 
 
@@ -255,8 +250,8 @@ def report(config: ExperimentConfig) -> dict:
         "run_configs": json.loads(run_configs.read_text(encoding="utf-8")) if run_configs.is_file() else [],
         "start": {k: v for k, v in start.items() if k != "per_item"},
         "arms": {arm: {k: v for k, v in entry.items() if k != "per_item"} for arm, entry in arms.items()},
-        "per_item_outcomes": {"start": outcomes(start["per_item"]),
-                              **{arm: outcomes(entry["per_item"]) for arm, entry in arms.items()}},
+        "per_item_outcomes": {"start": outcome_lists(start["per_item"]),
+                              **{arm: outcome_lists(entry["per_item"]) for arm, entry in arms.items()}},
         "arm_vs_arm": pairs,
         "replication": replication(out, start["per_item"], {arm: entry["per_item"] for arm, entry in arms.items()}),
         "method": "success = Avg@K over every test item; 95% interval = bootstrap over items (10k resamples); "
@@ -289,12 +284,12 @@ def replication(out: Path, first_start: dict, first_arms: dict[str, dict]) -> di
         return {}
     start = test_result(folder / "start")
     result: dict = {"start": {k: v for k, v in start.items() if k != "per_item"},
-                    "per_item_outcomes": {"start": outcomes(start["per_item"])}}
+                    "per_item_outcomes": {"start": outcome_lists(start["per_item"])}}
     for arm, first in first_arms.items():
         if not (folder / arm / "summary.json").is_file():
             continue
         again = test_result(folder / arm)
-        result["per_item_outcomes"][arm] = outcomes(again["per_item"])
+        result["per_item_outcomes"][arm] = outcome_lists(again["per_item"])
         result[arm] = {
             "test": {k: v for k, v in again.items() if k != "per_item"},
             "change_vs_start": compare_success(start["per_item"], again["per_item"]),

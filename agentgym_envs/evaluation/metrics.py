@@ -112,12 +112,24 @@ def compare_success(before: Mapping[Any, Sequence[bool]], after: Mapping[Any, Se
     differences = np.array([rates_after[key] - rates_before[key] for key in shared])
     rng = np.random.default_rng(seed)
     low, high = _bootstrap_interval(differences, level, resamples, rng)
-    p_value = 1.0  # one item: its two sign patterns are equally extreme
-    if differences.size > 1:  # one sample with permutation_type="samples" is scipy's sign-flip test
-        p_value = float(_stats().permutation_test((differences,), np.mean, permutation_type="samples",
-                                                  n_resamples=resamples, alternative="two-sided", rng=rng).pvalue)
     return {"items": len(shared), "difference": float(differences.mean()), "low": low, "high": high,
-            "p_value": p_value}
+            "p_value": sign_flip_p_value(differences, resamples, rng)}
+
+
+def sign_flip_p_value(differences: Any, resamples: int, rng: Any) -> float:
+    """Two-sided sign-flip permutation p of the mean of per-item ``differences`` (no change = each difference is
+    as likely negative as positive); exact when the 2^items sign patterns are at most ``resamples``."""
+    if differences.size < 2:  # one item: its two sign patterns are equally extreme
+        return 1.0
+    # one sample with permutation_type="samples" is scipy's sign-flip test
+    return float(_stats().permutation_test((differences,), np.mean, permutation_type="samples",
+                                           n_resamples=resamples, alternative="two-sided", rng=rng).pvalue)
+
+
+def outcome_lists(per_item: Mapping[tuple[str, int], Sequence[bool]]) -> dict[str, list[int]]:
+    """``item_successes`` as result files keep it: ``{"env id:item id": [0/1 per sample]}``, so anyone can
+    recompute every interval and p-value from the file."""
+    return {f"{env_id}:{item}": [int(bool(x)) for x in samples] for (env_id, item), samples in sorted(per_item.items())}
 
 
 def summarize_by_subtask(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -19,13 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from agentgym_envs.evaluation.metrics import _stats, sign_flip_p_value  # scipy.stats, imported when needed
+
 Outcomes = Mapping[str, Sequence[int]]
-
-
-def _stats() -> Any:
-    from agentgym_envs.evaluation.metrics import _stats as stats
-
-    return stats()
 
 
 def pooled(models: Sequence[Outcomes]) -> dict[str, list[int]]:
@@ -65,11 +61,7 @@ def sign_flip_test(start: Outcomes, trained: Outcomes, *, resamples: int = 100_0
     """Two-sided sign-flip test over items of the per-item differences (scipy's one-sample permutation test)."""
     keys = sorted(set(start) & set(trained))
     differences = rates(trained, keys) - rates(start, keys)
-    p_value = 1.0  # one item: its two sign patterns are equally extreme
-    if differences.size > 1:
-        p_value = float(_stats().permutation_test((differences,), np.mean, permutation_type="samples",
-                                                  n_resamples=resamples, alternative="two-sided",
-                                                  rng=np.random.default_rng(seed)).pvalue)
+    p_value = sign_flip_p_value(differences, resamples, np.random.default_rng(seed))
     return {"items": len(keys), "difference": float(differences.mean()), "p_value": p_value,
             "items_up": int(np.sum(differences > 0)), "items_down": int(np.sum(differences < 0))}
 
