@@ -123,7 +123,8 @@ class AgentGRPOTrainer(GRPOTrainer):
                                               only_items=args.train_items())
         else:
             train_dataset = prepare_rows_dataset(train_dataset)
-        self.item_drawer = ItemDrawer(list(zip(train_dataset["env_id"], train_dataset["item_id"])), args.seed)
+        self.item_drawer = (ItemDrawer(list(zip(train_dataset["env_id"], train_dataset["item_id"])), args.seed)
+                            if args.dynamic_sampling else None)  # refills draw from the train items
         self.step_guard = OptimizerStepGuard(self)
         if eval_dataset is not None:
             eval_dataset = prepare_rows_dataset(eval_dataset)
