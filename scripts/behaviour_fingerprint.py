@@ -133,8 +133,8 @@ TRAINER_RUNS: dict[str, dict[str, Any]] = {
     "reinforce_pp_nokl": {"advantage_estimator": "reinforce_pp", "beta": 0.0},
     "gae_shared": {"advantage_estimator": "gae", "value_head": "shared"},
     "gae_detached": {"advantage_estimator": "gae", "value_head": "detached"},
-    "skip_zero": {"skip_zero_advantage": True},
-    "dynamic": {"dynamic_sampling": True, "skip_zero_advantage": True},
+    "skip_zero": {"skip_zero_advantage": True, "beta": 0.0},
+    "dynamic": {"dynamic_sampling": True, "skip_zero_advantage": True, "beta": 0.0},
     "micro_batch": {"micro_batch_tokens": 64},
 }
 
