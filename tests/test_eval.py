@@ -515,7 +515,8 @@ def test_training_plots_show_every_metric_and_env(tmp_path) -> None:
         assert_png(path)
     overview = result.lines["training_curves.png"]
     outcome = overview["Reward and success"]
-    assert set(outcome) == {"reward", "success", "TextCraft success", "TextCraft reward", "BabyAI success", "BabyAI reward"}
+    assert set(outcome) == {"reward", "success", "TextCraft success", "TextCraft reward", "BabyAI success",
+                            "BabyAI reward"}
     assert outcome["BabyAI success"]["y"] == pytest.approx([step / 11 for step in range(1, 7)])
     assert overview["Turn budget vs turns used"]["turn budget"]["y"] == [2, 2, 2, 4, 4, 4]
     assert overview["Response length"]["model tokens"]["x"] == [1, 2, 3, 4, 5, 6]
@@ -597,7 +598,8 @@ def test_sigterm_stops_an_eval_like_ctrl_c(tmp_path) -> None:
 
 # ---- credentials in the endpoint URL ---------------------------------------------------------------------
 def _saved_text(out: Path) -> str:
-    return "".join(path.read_text(encoding="utf-8", errors="replace") for path in sorted(out.rglob("*")) if path.is_file())
+    return "".join(path.read_text(encoding="utf-8",
+                                  errors="replace") for path in sorted(out.rglob("*")) if path.is_file())
 
 
 def test_credentials_in_the_endpoint_url_are_sent_properly_and_never_saved_or_printed(tmp_path, capsys) -> None:

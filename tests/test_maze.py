@@ -59,7 +59,8 @@ def test_every_answer_is_the_servers_description_and_success_at_the_goal(env) ->
     base = env.unwrapped
     blocked = next(m for m in MOVES if base.maze.step(base.position, m) is None)
     start = base.position
-    for response in (f"Thought:\nA wall.\n\nAction:\nmove {blocked}", "jump", "Move Up", "go north", "Action: move up."):
+    for response in (f"Thought:\nA wall.\n\nAction:\nmove {blocked}", "jump", "Move Up", "go north",
+                     "Action: move up."):
         obs, reward, terminated, _, info = env.step(response)
         assert obs == agentgym_description(base.maze, start) and not info["valid_action"]
         assert base.position == start and reward == 0.0 and not terminated

@@ -89,7 +89,8 @@ def test_first_observation_shows_true_recipes_and_distractors() -> None:
 
 
 def test_splits_match_the_paper_and_regenerate_identically() -> None:
-    sizes = {f"Depth{d}": len(agentgym_envs.get_task(f"AgentGym/TextCraft-Depth{d}-v0").split("test")) for d in range(1, 5)}
+    sizes = {f"Depth{d}": len(agentgym_envs.get_task(f"AgentGym/TextCraft-Depth{d}-v0").split("test"))
+             for d in range(1, 5)}
     assert sizes == {"Depth1": 31, "Depth2": 41, "Depth3": 25, "Depth4": 3}
     family = agentgym_envs.get_task("AgentGym/TextCraft-v0")
     assert len(family.split("test")) == 100

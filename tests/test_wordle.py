@@ -1,4 +1,5 @@
-"""Wordle: the word lists, AgentGym's game (our wording opt-in), the feedback rules, bad guesses, the solver, the splits."""
+"""Wordle: the word lists, AgentGym's game (our wording opt-in), the feedback rules, bad guesses, the solver, the
+splits."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 
 import agentgym_envs
 from agentgym_envs.wordle import build_splits, words
-from agentgym_envs.wordle.game import ABSENT, CORRECT, PRESENT, _answer_codes, _code, _patterns, score_guess, solver_guess
+from agentgym_envs.wordle.game import (ABSENT, CORRECT, PRESENT, _answer_codes, _code, _patterns, score_guess,
+                                       solver_guess)
 
 ENV_ID = "AgentGym/Wordle-v0"
 
@@ -39,8 +41,9 @@ def test_the_conversation_opens_as_agentgyms_wordle_client(env) -> None:
     vocabulary = "\n".join(words.answers())
     assert ("Here is the complete list of valid vocabulary words that are accepted by the game:\n```\n"
             f"{vocabulary}\n```\n\nHere is an example.") in obs
-    assert obs.endswith("Now let's start a new game. Remember, the word you guess should be strictly in the vocabulary. "
-                        "You should return your thought and your word strictly in the formation mentioned above.")
+    assert obs.endswith("Now let's start a new game. Remember, the word you guess should be strictly in the "
+                        "vocabulary. You should return your thought and your word strictly in the formation mentioned "
+                        "above.")
 
 
 @pytest.mark.parametrize("guess, answer, feedback", [
@@ -163,7 +166,8 @@ def test_our_six_wrong_guesses_lose_and_reveal_the_word(ours) -> None:
     assert terminated and not info["success"] and reward == 0.0 and f"The word was '{answer}'" in obs
 
 
-@pytest.mark.parametrize("response", ["guess CRANE.", "Guess: crane", "crane", "guess 'crane'", "Action: guess [crane]"])
+@pytest.mark.parametrize("response",
+                         ["guess CRANE.", "Guess: crane", "crane", "guess 'crane'", "Action: guess [crane]"])
 def test_our_guess_spellings(ours, response: str) -> None:
     env = ours
     env.reset(options={"split": "test", "index": 0})

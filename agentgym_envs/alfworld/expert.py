@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-TOOLS = {"clean": ("sinkbasin", "isclean", "clean"), "heat": ("microwave", "ishot", "heat"), "cool": ("fridge", "iscool", "cool")}
+TOOLS = {"clean": ("sinkbasin", "isclean", "clean"), "heat": ("microwave", "ishot", "heat"),
+         "cool": ("fridge", "iscool", "cool")}
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ OBJECT_TYPES = ("ball", "box", "key", "door")
 _COLORS = "red|green|blue|purple|yellow|grey|gray"
 _DOOR_IN_ACTION = re.compile(rf"\b(?:{_COLORS}) door \d+$")
 _DOOR_STATE = re.compile(rf"\b({_COLORS}) (?:open|closed|locked) door\b")
-_NAME = re.compile(r"^(?:(?:the|a|an) )?(?:(red|green|blue|purple|yellow|grey|gray) )?(ball|box|key|door)(?: ([0-9]{1,9}))?$")
+_NAME = re.compile(r"^(?:(?:the|a|an) )?(?:(red|green|blue|purple|yellow|grey|gray) )?(ball|box|key|door)"
+                   r"(?: ([0-9]{1,9}))?$")
 
 PRIMITIVE_COMMANDS = {
     "turn left": LEFT,
@@ -247,7 +248,8 @@ class TextWorld:
         if walls:
             lines.append("Nearest walls: " + ", ".join(walls) + ".")
         carried = self.carrying
-        lines.append("You are not carrying anything." if carried is None else f"You are carrying the {self.label(carried)}.")
+        lines.append("You are not carrying anything." if carried is None
+                     else f"You are carrying the {self.label(carried)}.")
         lines.append("Available actions: " + (", ".join(self.shown_actions()) or "none, the episode is over") + ".")
         return "\n".join(lines)
 
@@ -418,7 +420,8 @@ class TextWorld:
         candidates = [
             (name, obj)
             for name, obj in self._objects.items()
-            if obj.type == kind and color in (None, obj.color) and (self.position(obj) is not None or obj is self.carrying)
+            if obj.type == kind and color in (None,
+                                              obj.color) and (self.position(obj) is not None or obj is self.carrying)
         ]
         if index is not None:
             candidates = [(name, obj) for name, obj in candidates if name.endswith(f" {int(index)}")]

@@ -115,7 +115,8 @@ class TextEnv(gym.Env[str, str]):
         self._splits = {name: self.task.split(name) for name in ("train", "test")}
         self._split_of = {item: name for name, items in self._splits.items() for item in items}
         table = load_splits(self.family)
-        self._subtask_of = {item: sub for sub in self.task.subtasks for ids in table.get(sub, {}).values() for item in ids}
+        self._subtask_of = {item: sub for sub in self.task.subtasks
+                            for ids in table.get(sub, {}).values() for item in ids}
         self.item_id: int | None = None
         self.split: str | None = None
         self._reset_seed: int | None = None
@@ -257,7 +258,8 @@ class TextEnv(gym.Env[str, str]):
         if "index" in options:
             index = _integer_option(options, "index")
             if not 0 <= index < len(items):
-                raise ValueError(f"index {index} is out of range for the {len(items)} {split} items of {self.task.env_id}")
+                raise ValueError(f"index {index} is out of range for the {len(items)} {split} items of "
+                                 f"{self.task.env_id}")
         elif self._reset_seed is not None:
             index = self._seeded_index(split, self._reset_seed, len(items))
         else:

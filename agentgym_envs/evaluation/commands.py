@@ -180,8 +180,8 @@ def add_commands(commands: Any) -> None:
     run.add_argument("--max-context-tokens", type=int, default=4096,
                      help="token limit of a whole episode (local model)")
     run.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
-                     help="local model, hf engine: sample under bf16 autocast (default: as the trainer does, i.e. where "
-                          "the hardware runs bf16 natively: GPUs, CPUs with AVX512-BF16 or AMX)")
+                     help="local model, hf engine: sample under bf16 autocast (default: as the trainer does, i.e. "
+                          "where the hardware runs bf16 natively: GPUs, CPUs with AVX512-BF16 or AMX)")
     run.add_argument("--engine", choices=["hf", "vllm"], default="hf",
                      help="local model: generate with transformers in this process (hf) or with the vLLM engine "
                           "process (vllm; scripts/setup_vllm.sh installs it; several times faster)")

@@ -104,11 +104,14 @@ const asList = (v) => Array.isArray(v) ? v : [];
 episodes.forEach((ep, i) => {
   if (!isObject(ep.info)) ep.info = {};
   ep.messages = asList(ep.messages).filter(isObject)
-    .map(m => ({role: String(m.role), content: typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? '')}));
+    .map(m => ({role: String(m.role),
+                content: typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? '')}));
   ep.rewards = asList(ep.rewards).map(Number);
   if (!Array.isArray(ep.valid)) ep.valid = null;
   if (typeof ep.prompt_messages !== 'number') ep.prompt_messages = undefined;
-  if (ep.final_observation !== null && ep.final_observation !== undefined) ep.final_observation = String(ep.final_observation);
+  if (ep.final_observation !== null && ep.final_observation !== undefined) {
+    ep.final_observation = String(ep.final_observation);
+  }
   ep.env_id = String(ep.env_id ?? '?');
 });
 

@@ -160,8 +160,8 @@ class AcademiaService(Service):
 
     def coauthors(self, author_id: int) -> list[str]:
         return self._column(
-            "SELECT DISTINCT x.name FROM writes a JOIN writes b ON a.paper_id = b.paper_id JOIN authors x ON x.id = b.author_id "
-            "WHERE a.author_id = ? AND b.author_id != ? ORDER BY x.name",
+            "SELECT DISTINCT x.name FROM writes a JOIN writes b ON a.paper_id = b.paper_id JOIN authors x ON x.id = "
+            "b.author_id WHERE a.author_id = ? AND b.author_id != ? ORDER BY x.name",
             author_id,
             author_id,
         )
@@ -184,7 +184,8 @@ class AcademiaService(Service):
             "SELECT name, organization FROM authors WHERE id = ?", (author_id,)
         ).fetchone()
         papers = self._column(
-            "SELECT p.title FROM writes w JOIN papers p ON p.id = w.paper_id WHERE w.author_id = ? ORDER BY p.year, p.title",
+            "SELECT p.title FROM writes w JOIN papers p ON p.id = w.paper_id WHERE w.author_id = ? ORDER BY p.year, "
+            "p.title",
             author_id,
         )
         return {"name": name, "organization": organization, "papers": papers}
@@ -201,8 +202,8 @@ class AcademiaService(Service):
         a, b = self.author(node1), self.author(node2)
         return {
             "papers": self._column(
-                "SELECT p.title FROM writes x JOIN writes y ON x.paper_id = y.paper_id JOIN papers p ON p.id = x.paper_id "
-                "WHERE x.author_id = ? AND y.author_id = ? ORDER BY p.title",
+                "SELECT p.title FROM writes x JOIN writes y ON x.paper_id = y.paper_id JOIN papers p ON p.id = "
+                "x.paper_id WHERE x.author_id = ? AND y.author_id = ? ORDER BY p.title",
                 a,
                 b,
             )
@@ -367,11 +368,13 @@ def _shared_author(g: _Generator) -> ToolTask | None:
 def _most_cited_paper(g: _Generator) -> ToolTask | None:
     author_id, name = g.pick(
         g.all(
-            "SELECT author_id, a.name FROM writes w JOIN authors a ON a.id = w.author_id GROUP BY 1 HAVING COUNT(*) BETWEEN 2 AND 5"
+            "SELECT author_id, a.name FROM writes w JOIN authors a ON a.id = w.author_id GROUP BY 1 HAVING COUNT(*) "
+            "BETWEEN 2 AND 5"
         )
     )
     papers = g.all(
-        "SELECT p.id, p.title FROM writes w JOIN papers p ON p.id = w.paper_id WHERE w.author_id = ? ORDER BY p.year, p.title",
+        "SELECT p.id, p.title FROM writes w JOIN papers p ON p.id = w.paper_id WHERE w.author_id = ? ORDER BY p.year, "
+        "p.title",
         author_id,
     )
     counts = {title: g.citation_count(pid) for pid, title in papers}

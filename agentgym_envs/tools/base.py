@@ -153,7 +153,8 @@ Action: <tool name> with Action Input: <JSON object with the arguments>
 For example:
 Action: {example}
 
-The tool's result comes back as the next observation (an error message if the call was wrong: fix it and try again). {finish_rule}"""
+The tool's result comes back as the next observation (an error message if the call was wrong: fix it and try again). \
+{finish_rule}"""
 
 
 #: AgentGym's tool instructions open with these lines (``agentenv/envs/{weather,movie,...}.py``).
@@ -293,7 +294,8 @@ class ToolEnv(TextEnv):
         self._cursor = 0
         self._diverged = False
         label = "Task" if self.current.changes_state else "Question"
-        first = f"{label}: {self.current.question}" if self.detailed_instruction else agentgym_goal(self.current.question)
+        question = self.current.question
+        first = f"{label}: {question}" if self.detailed_instruction else agentgym_goal(question)
         return Start(self.instruction(), first, {"template": self.current.template})
 
     def instruction(self) -> str:
@@ -304,15 +306,15 @@ class ToolEnv(TextEnv):
             return AGENTGYM_PREAMBLE + "\n\n".join(tools) + f"\n\n{self.agentgym_hint}\n{AGENTGYM_FORMAT}"
         if self.stateful:
             finish_rule = (
-                "When the task asks for a change, make it with the tools; the task is graded on the data you leave behind "
-                "and ends as soon as the data is right, or when you call finish. When the task is a question, answer it with "
-                'finish with Action Input: {"answer": <your answer>}.'
+                "When the task asks for a change, make it with the tools; the task is graded on the data you leave "
+                "behind and ends as soon as the data is right, or when you call finish. When the task is a question, "
+                'answer it with finish with Action Input: {"answer": <your answer>}.'
             )
         else:
             finish_rule = (
-                'When you know the answer, call finish with Action Input: {"answer": <your answer>}: give only the value '
-                "(a number without units, a name, a date as YYYY-MM-DD, yes/no, or a JSON list of names). finish ends the "
-                "episode."
+                'When you know the answer, call finish with Action Input: {"answer": <your answer>}: give only the '
+                "value (a number without units, a name, a date as YYYY-MM-DD, yes/no, or a JSON list of names). "
+                "finish ends the episode."
             )
         rules = FORMAT_RULES.format(example=self.example_call, finish_rule=finish_rule)
         return f"{self.intro}\n\nTools:\n{self.service.tool_docs()}\n\n{rules}"
@@ -365,7 +367,8 @@ class ToolEnv(TextEnv):
         if task.gold is not None:
             if answer is None:
                 return Outcome(
-                    'Error: finish: this question needs an answer; call finish with Action Input: {"answer": <your answer>}.',
+                    'Error: finish: this question needs an answer; call finish with Action Input: {"answer": <your '
+                    'answer>}.',
                     valid=False,
                 )
             success = task.gold.matches(answer) if self.lenient_answers else task.gold.matches_as_agentgym(answer)

@@ -20,7 +20,8 @@ SqlGym's instruction and "Ok.", the database described in words followed by the 
 evidence) as the first observation, the SQL taken from the response as AgentGym's client takes it
 (the last ```sql block), and the result as Python prints the rows (cut at 100 characters) or
 SQLite's error. A result ends the episode; an error is marked invalid and, as SqlGym's single
-attempt, ends it only through the turn cap of 1 (truncated, where SqlGym terminates). ``detailed_instruction=True`` gives our
+attempt, ends it only through the turn cap of 1 (truncated, where SqlGym terminates). ``detailed_instruction=True``
+gives our
 instruction, the CREATE statements with the evidence, and our verdict.
 """
 
@@ -62,12 +63,17 @@ SQLGYM_INSTRUCTION = (
 )
 
 #: Our instruction (``detailed_instruction=True``).
-INSTRUCTION = """You are a database expert. Each episode gives you the schema of a SQLite database, a question about its data and some evidence (external knowledge that explains how the question maps to the columns). Answer with ONE SQLite SELECT statement whose result answers the question.
+INSTRUCTION = """You are a database expert. Each episode gives you the schema of a SQLite database, a question about \
+its data and some evidence (external knowledge that explains how the question maps to the columns). Answer with ONE \
+SQLite SELECT statement whose result answers the question.
 
 Rules:
-- Return exactly the columns the question asks for, nothing more (for a name, select only the name; for "first and last names", select both columns).
-- The database is read-only: only SELECT (and WITH ... SELECT) statements run. A query that fails or runs longer than the time limit returns the error message.
-- The answer is graded by comparing your query's result rows with the correct query's result rows (order of rows does not matter).
+- Return exactly the columns the question asks for, nothing more (for a name, select only the name; for "first and \
+last names", select both columns).
+- The database is read-only: only SELECT (and WITH ... SELECT) statements run. A query that fails or runs longer than \
+the time limit returns the error message.
+- The answer is graded by comparing your query's result rows with the correct query's result rows (order of rows does \
+not matter).
 
 Answer in this format:
 Thought: <your reasoning about the tables, joins and filters>
@@ -128,7 +134,8 @@ def describe_schema(db: sqlite3.Connection, db_id: str) -> str:
             target = fk[4]
             if target is None:  # REFERENCES t without a column: t's primary key
                 target = next((c[1] for c in db.execute(f"PRAGMA table_info(\"{fk[2]}\")") if c[5]), "")
-            keys.append(f"The {fk[3].lower()} of {table.lower()} is the foreign key of {target.lower()} of {fk[2].lower()}.")
+            keys.append(f"The {fk[3].lower()} of {table.lower()} is the foreign key of {target.lower()} of "
+                        f"{fk[2].lower()}.")
     return " ".join(parts + keys)
 
 

@@ -3,7 +3,8 @@
 Every env's items are generated from its local index: the test split is local 0-19 (20 items
 like AgentGym; the templates rotate with the index, so every template appears twice), the train
 split the next 400 items. A train item that asks the same question as a test item (same text and,
-for Weather, the same day and place; for Sheet and TODOList, the same data too) is skipped, and an item the oracle cannot solve is left out
+for Weather, the same day and place; for Sheet and TODOList, the same data too) is skipped, and an item the oracle
+cannot solve is left out
 of both splits, so the table only lists episodes that are known to be solvable.
 """
 

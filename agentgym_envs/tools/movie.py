@@ -71,10 +71,12 @@ _SCHEMA = """
         CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, gender TEXT, birthday TEXT,
                              place_of_birth TEXT, known_for_department TEXT);
         CREATE TABLE movies (id INTEGER PRIMARY KEY, title TEXT UNIQUE NOT NULL, release_date TEXT, runtime INTEGER,
-                             budget INTEGER, revenue INTEGER, vote_average REAL, vote_count INTEGER, original_language TEXT);
+                             budget INTEGER, revenue INTEGER, vote_average REAL, vote_count INTEGER, original_language \
+TEXT);
         CREATE TABLE movie_genres (movie_id INTEGER REFERENCES movies(id), genre TEXT);
         CREATE TABLE companies (id INTEGER PRIMARY KEY, name TEXT, origin_country TEXT);
-        CREATE TABLE movie_companies (movie_id INTEGER REFERENCES movies(id), company_id INTEGER REFERENCES companies(id));
+        CREATE TABLE movie_companies (movie_id INTEGER REFERENCES movies(id), company_id INTEGER REFERENCES \
+companies(id));
         CREATE TABLE movie_countries (movie_id INTEGER REFERENCES movies(id), iso_3166_1 TEXT, name TEXT);
         CREATE TABLE movie_keywords (movie_id INTEGER REFERENCES movies(id), keyword TEXT);
         CREATE TABLE cast_credits (movie_id INTEGER REFERENCES movies(id), person_id INTEGER REFERENCES people(id),
@@ -209,7 +211,8 @@ def _films(
                 if job in ("Director", "Original Music Composer", "Director of Photography")
                 else int(rng.integers(1, 3))
             )
-            tables["crew_credits"] += [(movie_id, person, job, department) for person in casting.popular(department, count)]
+            tables["crew_credits"] += [(movie_id, person, job, department)
+                                       for person in casting.popular(department, count)]
     return tables
 
 
@@ -304,8 +307,8 @@ class MovieService(Service):
     def get_movie_cast(self, movie_id: int) -> list[dict[str, Any]]:
         self._movie(movie_id)
         return self._records(
-            "SELECT c.person_id, p.name, c.character, c.cast_order FROM cast_credits c JOIN people p ON p.id = c.person_id "
-            "WHERE c.movie_id = ? ORDER BY c.cast_order",
+            "SELECT c.person_id, p.name, c.character, c.cast_order FROM cast_credits c JOIN people p ON p.id = "
+            "c.person_id WHERE c.movie_id = ? ORDER BY c.cast_order",
             movie_id,
             ("person_id", "name", "character", "order"),
         )
@@ -374,7 +377,8 @@ class _Generator(TaskDraw):
 def _director(g: _Generator) -> ToolTask | None:
     movie_id, title = g.film()
     rows = g.all(
-        "SELECT p.name FROM crew_credits c JOIN people p ON p.id = c.person_id WHERE c.movie_id = ? AND c.job = 'Director'",
+        "SELECT p.name FROM crew_credits c JOIN people p ON p.id = c.person_id WHERE c.movie_id = ? AND c.job = "
+        "'Director'",
         movie_id,
     )
     name = rows[0][0]
@@ -408,7 +412,8 @@ def _release_year(g: _Generator) -> ToolTask:
 def _character_actor(g: _Generator) -> ToolTask:
     movie_id, title = g.film()
     cast = g.all(
-        "SELECT p.name, c.character FROM cast_credits c JOIN people p ON p.id = c.person_id WHERE c.movie_id = ? ORDER BY c.cast_order",
+        "SELECT p.name, c.character FROM cast_credits c JOIN people p ON p.id = c.person_id WHERE c.movie_id = ? ORDER "
+        "BY c.cast_order",
         movie_id,
     )
     name, character = cast[int(g.rng.integers(len(cast)))]
@@ -426,7 +431,8 @@ def _character_actor(g: _Generator) -> ToolTask:
 
 def _actor_film_count(g: _Generator) -> ToolTask | None:
     picked = g.person_with(
-        "SELECT id, name FROM people WHERE known_for_department = 'Acting' AND id IN (SELECT person_id FROM cast_credits)"
+        "SELECT id, name FROM people WHERE known_for_department = 'Acting' AND id IN (SELECT person_id FROM "
+        "cast_credits)"
     )
     if picked is None:
         return None
@@ -475,7 +481,8 @@ def _best_rated_film_of_actor(g: _Generator) -> ToolTask | None:
 def _director_birthplace(g: _Generator) -> ToolTask:
     movie_id, title = g.film()
     person_id, name = g.one(
-        "SELECT p.id, p.name FROM crew_credits c JOIN people p ON p.id = c.person_id WHERE c.movie_id = ? AND c.job = 'Director'",
+        "SELECT p.id, p.name FROM crew_credits c JOIN people p ON p.id = c.person_id WHERE c.movie_id = ? AND c.job = "
+        "'Director'",
         movie_id,
     )
     place = g.one("SELECT place_of_birth FROM people WHERE id = ?", person_id)[0]
@@ -517,7 +524,8 @@ def _shared_film(g: _Generator) -> ToolTask | None:
     order = g.rng.permutation(len(cast))
     (a_id, a_name), (b_id, b_name) = cast[int(order[0])], cast[int(order[1])]
     shared = g.all(
-        "SELECT movie_id FROM cast_credits WHERE person_id = ? INTERSECT SELECT movie_id FROM cast_credits WHERE person_id = ?",
+        "SELECT movie_id FROM cast_credits WHERE person_id = ? INTERSECT SELECT movie_id FROM cast_credits WHERE "
+        "person_id = ?",
         a_id,
         b_id,
     )

@@ -226,7 +226,8 @@ class SheetService(Service):
     def _cell(value: Any, where: str) -> Any:
         if isinstance(value, (list, dict)) or value is None:
             raise ToolError(
-                f"{where}: a cell value must be a string or a number, got {type(value).__name__ if value is not None else 'null'}."
+                f"{where}: a cell value must be a string or a number, got "
+                f"{type(value).__name__ if value is not None else 'null'}."
             )
         if (
             isinstance(value, (int, float))
@@ -361,7 +362,8 @@ class SheetService(Service):
         if not 1 <= col_num <= width:
             raise ToolError(f"col_num must be between 1 and {width}.")
         self._save(grid[:1] + sort_rows(grid[1:], col_num, order == "des"))
-        return f"Sorted rows 2-{len(grid)} by column {column_letter(col_num)} ({'descending' if order == 'des' else 'ascending'})."
+        direction = 'descending' if order == 'des' else 'ascending'
+        return f"Sorted rows 2-{len(grid)} by column {column_letter(col_num)} ({direction})."
 
     def update_cell_by_formula(
         self, operator: str, start_position: str, end_position: str, result_position: str

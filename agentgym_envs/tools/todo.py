@@ -110,9 +110,12 @@ def create_account(rng: np.random.Generator) -> tuple[sqlite3.Connection, dt.dat
     today = dt.date(2024, 1, 1) + dt.timedelta(days=int(rng.integers(0, 330)))
     db = sqlite3.connect(":memory:", check_same_thread=False)
     db.executescript("""
-        CREATE TABLE projects (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, color TEXT, is_favorite INTEGER NOT NULL DEFAULT 0);
-        CREATE TABLE tasks (id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES projects(id), content TEXT NOT NULL,
-                            description TEXT, due_date TEXT, priority INTEGER NOT NULL DEFAULT 1, duration_minutes INTEGER,
+        CREATE TABLE projects (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, color TEXT, is_favorite INTEGER NOT \
+NULL DEFAULT 0);
+        CREATE TABLE tasks (id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES projects(id), content TEXT \
+NOT NULL,
+                            description TEXT, due_date TEXT, priority INTEGER NOT NULL DEFAULT 1, duration_minutes \
+INTEGER,
                             is_completed INTEGER NOT NULL DEFAULT 0);
         """)
     names = [str(n) for n in rng.choice(list(PROJECTS), size=int(rng.integers(4, 7)), replace=False)]

@@ -131,7 +131,8 @@ class Tool:
         if unknown:
             allowed = ", ".join(sorted(known)) or "none"
             raise ToolError(
-                f"{self.name}: unknown argument(s) {', '.join(repr(u) for u in unknown)}; its parameters are: {allowed}."
+                f"{self.name}: unknown argument(s) {', '.join(repr(u) for u in unknown)}; its parameters are: "
+                f"{allowed}."
             )
         for param in self.params:
             if param.required and param.name not in arguments:
@@ -184,7 +185,8 @@ def _fill(text: str, values: dict[str, Any]) -> str:
 
 FINISH = Tool(
     "finish",
-    "End the task. For a question, give your final answer; for a task that changes data, call it once the change is made.",
+    "End the task. For a question, give your final answer; for a task that changes data, call it once the change is "
+    "made.",
     (Param("answer", "any", "the final answer: a number, a string, true/false, or a list of strings", required=False),),
     "nothing: the episode ends and is graded",
 )

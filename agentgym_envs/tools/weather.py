@@ -169,7 +169,8 @@ class WeatherService(Service):
         best = min(self.cities, key=lambda c: haversine_km(latitude, longitude, c[3], c[4]))
         if haversine_km(latitude, longitude, best[3], best[4]) > 50:
             raise ToolError(
-                f"no weather data within 50 km of ({latitude}, {longitude}); look the place up with get_latitude_longitude first."
+                f"no weather data within 50 km of ({latitude}, {longitude}); look the place up with "
+                f"get_latitude_longitude first."
             )
         return best
 
@@ -182,7 +183,8 @@ class WeatherService(Service):
         if history:
             if end >= self.today:
                 raise ToolError(
-                    f"historical data ends yesterday ({self.today - dt.timedelta(days=1)}); today is {self.today}. Use the forecast tools for today and later."
+                    f"historical data ends yesterday ({self.today - dt.timedelta(days=1)}); today is {self.today}. Use "
+                    f"the forecast tools for today and later."
                 )
             if start < FIRST_DAY:
                 raise ToolError(f"historical data starts on {FIRST_DAY}.")
@@ -340,7 +342,8 @@ def _historical_average(g: _Generator) -> ToolTask:
     answer = round(float(np.mean(values)), 2)
     return ToolTask(
         "historical_average",
-        f"What was the average of the daily mean temperatures in {city[1]} from {_d(start)} to {_d(end)} (inclusive), in °C?",
+        f"What was the average of the daily mean temperatures in {city[1]} from {_d(start)} to {_d(end)} (inclusive), "
+        f"in °C?",
         [
             g.lookup(city),
             g.range_step("Get the past daily temperatures for that range.", "get_historical_temp", city, start, end),
@@ -360,7 +363,8 @@ def _rainiest_recent_day(g: _Generator) -> ToolTask | None:
     day = start + dt.timedelta(days=values.index(best))
     return ToolTask(
         "rainiest_recent_day",
-        "Over the last 7 days (not counting today), on which date did it rain the most where I am? Answer with the date.",
+        "Over the last 7 days (not counting today), on which date did it rain the most where I am? Answer with the "
+        "date.",
         [
             g.today_step(),
             step("And where the user is.", "get_user_current_location"),

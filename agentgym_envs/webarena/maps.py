@@ -72,14 +72,15 @@ class MapsSite(SiteApp):
     nav = (("Search", "/"), ("Directions", "/directions"))
 
     def create_schema(self, db: sqlite3.Connection) -> None:
-        db.execute("CREATE TABLE places (id INTEGER PRIMARY KEY, name TEXT, kind TEXT, address TEXT, lat REAL, lon REAL)")
+        db.execute("CREATE TABLE places (id INTEGER PRIMARY KEY, name TEXT, kind TEXT, address TEXT, lat REAL, lon "
+                   "REAL)")
 
     def seed(self, db: sqlite3.Connection) -> None:
         db.executemany("INSERT INTO places (name, kind, address, lat, lon) VALUES (?,?,?,?,?)", PLACES)
 
     def routes(self):
-        return [("GET", "/", self.home), ("GET", "/search", self.search), ("GET", "/place/{place_id:digits}", self.place),
-                ("GET", "/directions", self.directions)]
+        return [("GET", "/", self.home), ("GET", "/search", self.search),
+                ("GET", "/place/{place_id:digits}", self.place), ("GET", "/directions", self.directions)]
 
     def _find(self, text: str) -> sqlite3.Row | None:
         rows = self.query("SELECT id, name, kind, lat, lon, address FROM places ORDER BY id")
@@ -92,7 +93,8 @@ class MapsSite(SiteApp):
 
     def search(self, request: Request) -> str:
         term = request.arg("q")
-        rows = self.query("SELECT * FROM places WHERE ?<>'' AND (name LIKE ? OR address LIKE ? OR kind LIKE ?) ORDER BY name",
+        rows = self.query("SELECT * FROM places WHERE ?<>'' AND (name LIKE ? OR address LIKE ? OR kind LIKE ?) ORDER "
+                          "BY name",
                           (term, f"%{term}%", f"%{term}%", f"%{term}%"))
         return self.render("Search Results", "search", term=term, rows=rows)
 
@@ -122,10 +124,12 @@ class MapsSite(SiteApp):
 
 def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
     places = db.execute("SELECT id, name, kind, lat, lon, address FROM places ORDER BY id").fetchall()
-    pairs = [(places[i], places[(i * 7 + 3) % len(places)]) for i in range(len(places)) if i != (i * 7 + 3) % len(places)]
+    pairs = [(places[i], places[(i * 7 + 3) % len(places)]) for i in range(len(places))
+             if i != (i * 7 + 3) % len(places)]
 
     def directions_steps(a, b, mode: str) -> list[str]:
-        steps = [f"click <link {q('Directions')}>", f"type <textbox {q('From')}> [{a[1]}] [0]", f"type <textbox {q('To')}> [{b[1]}] [0]"]
+        steps = [f"click <link {q('Directions')}>", f"type <textbox {q('From')}> [{a[1]}] [0]",
+                 f"type <textbox {q('To')}> [{b[1]}] [0]"]
         if mode != "car":
             steps.append(f"click <radio {q(mode)}>")
         return [*steps, f"click <button {q('Go')}>"]
@@ -134,7 +138,8 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
         for p in places:
             yield Draft("coordinates", f"What are the coordinates of {p[1]} (latitude, longitude)?", "/",
                         answer_eval("must_include", [f"{p[3]:.4f}", f"{p[4]:.4f}"]),
-                        [f"type <searchbox {q('Search places')}> [{p[1]}] [1]", f"click <link {q(p[1])}>", f"stop [{p[3]:.4f}, {p[4]:.4f}]"])
+                        [f"type <searchbox {q('Search places')}> [{p[1]}] [1]", f"click <link {q(p[1])}>",
+                         f"stop [{p[3]:.4f}, {p[4]:.4f}]"])
 
     def drive_time() -> Iterator[Draft]:
         for a, b in pairs:
@@ -146,7 +151,8 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
         for a, b in pairs[::-1]:
             distance, _ = route(a, b, "foot")
             yield Draft("walk_distance", f"What is the walking distance from {a[1]} to {b[1]}?", "/",
-                        answer_eval("must_include", [distance]), [*directions_steps(a, b, "foot"), f"stop [{distance}]"])
+                        answer_eval("must_include", [distance]),
+                        [*directions_steps(a, b, "foot"), f"stop [{distance}]"])
 
     def address() -> Iterator[Draft]:
         for p in places[::-1]:
@@ -164,6 +170,7 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
             near = min((o for o in places if o[0] != p[0]), key=lambda o: (haversine_km(p[3], p[4], o[3], o[4]), o[1]))
             yield Draft("nearest", f"Which place is closest to {p[1]} in straight-line distance?", "/",
                         answer_eval("fuzzy_match", [near[1]]),
-                        [f"type <searchbox {q('Search places')}> [{p[1]}] [1]", f"click <link {q(p[1])}>", f"stop [{near[1]}]"])
+                        [f"type <searchbox {q('Search places')}> [{p[1]}] [1]", f"click <link {q(p[1])}>",
+                         f"stop [{near[1]}]"])
 
     return iter([coordinates(), drive_time(), address(), walk_distance(), bike_url(), nearest()])

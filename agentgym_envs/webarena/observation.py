@@ -15,10 +15,13 @@ from typing import Any
 #: Roles that never help an agent on their own (their children are kept).
 SKIPPED_ROLES = {"InlineTextBox", "LineBreak", "none", "presentation", "ListMarker", "MenuListPopup"}
 #: Roles dropped when they have no name (pure layout containers).
-UNNAMED_SKIPPED = {"generic", "group", "Section", "div", "paragraph", "LayoutTable", "LayoutTableRow", "LayoutTableCell",
-                   "list", "listitem", "rowgroup", "banner", "contentinfo", "Abbr", "strong", "emphasis", "LabelText", "time", "article"}
+UNNAMED_SKIPPED = {"generic", "group", "Section", "div", "paragraph", "LayoutTable", "LayoutTableRow",
+                   "LayoutTableCell",
+                   "list", "listitem", "rowgroup", "banner", "contentinfo", "Abbr", "strong", "emphasis", "LabelText",
+                   "time", "article"}
 #: Properties shown after a node's name, in WebArena's ``key: value`` style.
-SHOWN_PROPERTIES = ("focused", "required", "checked", "selected", "expanded", "disabled", "level", "readonly", "invalid")
+SHOWN_PROPERTIES = ("focused", "required", "checked", "selected", "expanded", "disabled", "level", "readonly",
+                    "invalid")
 #: Roles the agent can type into.
 TEXT_ROLES = {"textbox", "searchbox", "spinbutton", "combobox", "TextField", "textField"}
 

@@ -15,7 +15,8 @@ from agentgym_envs.webarena.server import Request, SiteApp, redirect, url
 from agentgym_envs.webarena.taskgen import Draft, answer_eval, db_eval, q
 
 ME = "MarvelsGrantMan136"
-USERS = [ME, "Sorin_Markov", "jaja_brooklyn", "BlackIguana", "ziggy_stardust", "PaperPlanes99", "the_bread_guy", "NorthernLights"]
+USERS = [ME, "Sorin_Markov", "jaja_brooklyn", "BlackIguana", "ziggy_stardust", "PaperPlanes99", "the_bread_guy",
+         "NorthernLights"]
 FORUMS = {
     "books": ["Just finished {}", "Looking for books like {}", "Is {} worth reading?", "{} book club thread"],
     "movies": ["{} was better than expected", "Rewatching {}", "Underrated: {}", "The ending of {} explained"],
@@ -32,8 +33,8 @@ TOPICS = {
     "pittsburgh": ["Oakland", "Squirrel Hill", "Lawrenceville", "the Strip District", "Shadyside", "Bloomfield"],
     "DIY": ["bookshelf", "leaky faucet", "workbench", "garden bed", "desk lamp", "bike rack"],
 }
-COMMENTS = ["Great post, thanks for sharing!", "I disagree, but interesting.", "Same here.", "Source?", "This made my day.",
-            "Could you elaborate?", "Saving this for later.", "Underrated comment."]
+COMMENTS = ["Great post, thanks for sharing!", "I disagree, but interesting.", "Same here.", "Source?",
+            "This made my day.", "Could you elaborate?", "Saving this for later.", "Underrated comment."]
 
 
 class RedditSite(SiteApp):
@@ -57,7 +58,8 @@ class RedditSite(SiteApp):
             db.execute("INSERT INTO forums VALUES (?,?)", (forum, f"Discussion about {forum}"))
             topics = TOPICS[forum]
             for index, template in enumerate(templates * 2):
-                title = template.format(topics[(index * 5 + len(forum)) % len(topics)] if index < 4 else topics[index % len(topics)])
+                topic = topics[(index * 5 + len(forum)) % len(topics)] if index < 4 else topics[index % len(topics)]
+                title = template.format(topic)
                 if db.execute("SELECT 1 FROM posts WHERE forum=? AND title=?", (forum, title)).fetchone():
                     continue
                 cursor = db.execute("INSERT INTO posts (forum, title, body, author, date) VALUES (?,?,?,?,?)",
@@ -73,9 +75,10 @@ class RedditSite(SiteApp):
     def routes(self):
         return [
             ("GET", "/", self.forums), ("GET", "/forums", self.forums), ("GET", "/f/{forum:word}", self.forum),
-            ("GET", "/f/{forum:word}/{post_id:digits}", self.post), ("POST", "/f/{forum:word}/{post_id:digits}/comment", self.comment),
-            ("POST", "/vote/{post_id:digits}/{direction:vote}", self.vote), ("GET", "/submit", self.submit_form), ("POST", "/submit", self.submit),
-            ("GET", "/user/{username:slug}", self.user),
+            ("GET", "/f/{forum:word}/{post_id:digits}", self.post),
+            ("POST", "/f/{forum:word}/{post_id:digits}/comment", self.comment),
+            ("POST", "/vote/{post_id:digits}/{direction:vote}", self.vote), ("GET", "/submit", self.submit_form),
+            ("POST", "/submit", self.submit), ("GET", "/user/{username:slug}", self.user),
         ]
 
     def _score(self, post_id: int) -> int:
@@ -85,14 +88,17 @@ class RedditSite(SiteApp):
         return self.one("SELECT COUNT(*) AS n FROM comments WHERE post_id=?", (post_id,))["n"]
 
     def forums(self, request: Request) -> str:
-        rows = self.query("SELECT forums.*, COUNT(posts.id) AS n FROM forums LEFT JOIN posts ON posts.forum=forums.name GROUP BY forums.name ORDER BY forums.name")
+        rows = self.query("SELECT forums.*, COUNT(posts.id) AS n FROM forums LEFT JOIN posts ON "
+                          "posts.forum=forums.name GROUP BY forums.name ORDER BY forums.name")
         return self.render("Forums", "forums", rows=rows)
 
     def forum(self, request: Request, forum: str) -> str:
         self.one("SELECT 1 FROM forums WHERE name=?", (forum,))
         sort = request.arg("sort") or "hot"
         rows = self.query("SELECT * FROM posts WHERE forum=?", (forum,))
-        key = {"new": lambda r: (r["date"], r["id"]), "top": lambda r: (self._score(r["id"]), -r["id"])}.get(sort, lambda r: (self._score(r["id"]) + self._comment_count(r["id"]), -r["id"]))
+        def hot(r):
+            return self._score(r["id"]) + self._comment_count(r["id"]), -r["id"]
+        key = {"new": lambda r: (r["date"], r["id"]), "top": lambda r: (self._score(r["id"]), -r["id"])}.get(sort, hot)
         rows = sorted(rows, key=key, reverse=True)
         sorts = [(url(f"/f/{forum}", sort=s), s.title()) for s in ("hot", "new", "top")]
         posts = [(r, self._score(r["id"]), self._comment_count(r["id"])) for r in rows]
@@ -102,14 +108,17 @@ class RedditSite(SiteApp):
         p = self.one("SELECT * FROM posts WHERE id=? AND forum=?", (int(post_id), forum))
         comments = self.query("SELECT * FROM comments WHERE post_id=? ORDER BY id", (p["id"],))
         mine = self.query("SELECT value FROM votes WHERE post_id=? AND username=?", (p["id"], ME))
-        vote_state = {1: "You upvoted this post.", -1: "You downvoted this post."}.get(mine[0]["value"] if mine else 0, "")
-        return self.render(p["title"], "post", p=p, forum=forum, score=self._score(p["id"]), vote_state=vote_state, comments=comments)
+        vote = mine[0]["value"] if mine else 0
+        vote_state = {1: "You upvoted this post.", -1: "You downvoted this post."}.get(vote, "")
+        return self.render(p["title"], "post", p=p, forum=forum, score=self._score(p["id"]), vote_state=vote_state,
+                           comments=comments)
 
     def comment(self, request: Request, forum: str, post_id: str):
         if not request.arg("body"):
             raise ValueError("the comment can't be empty")
         self.one("SELECT 1 FROM posts WHERE id=?", (int(post_id),))
-        self.execute("INSERT INTO comments (post_id, author, body, date) VALUES (?,?,?,?)", (int(post_id), ME, request.arg("body"), "2024-01-15"))
+        self.execute("INSERT INTO comments (post_id, author, body, date) VALUES (?,?,?,?)",
+                     (int(post_id), ME, request.arg("body"), "2024-01-15"))
         return redirect(f"/f/{forum}/{post_id}")
 
     def vote(self, request: Request, post_id: str, direction: str):
@@ -127,7 +136,8 @@ class RedditSite(SiteApp):
         self.one("SELECT 1 FROM forums WHERE name=?", (forum,))
         if not title:
             raise ValueError("the title can't be blank")
-        post_id = self.execute("INSERT INTO posts (forum, title, body, author, date) VALUES (?,?,?,?,?)", (forum, title, request.arg("body"), ME, "2024-01-15"))
+        post_id = self.execute("INSERT INTO posts (forum, title, body, author, date) VALUES (?,?,?,?,?)",
+                               (forum, title, request.arg("body"), ME, "2024-01-15"))
         return redirect(f"/f/{forum}/{post_id}")
 
     def user(self, request: Request, username: str) -> str:
@@ -151,9 +161,12 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
             for topic in TOPICS[forum]:
                 title = f"What is your favourite thing about {topic}?"
                 yield Draft("create_post", f"Post in the {forum} forum with the title \"{title}\".", "/",
-                            db_eval("reddit", "SELECT forum, title, author FROM posts WHERE title=?", [[forum, title, ME]], [title]),
-                            [f"click <link {q('Forums')}>", f"click <link {q(forum)}>", f"click <link {q('Submit a post')}>",
-                             f"type <textbox {q('Title')}> [{title}] [0]", f"click <button {q('Create submission')}>", "stop [done]"])
+                            db_eval("reddit", "SELECT forum, title, author FROM posts WHERE title=?",
+                                    [[forum, title, ME]], [title]),
+                            [f"click <link {q('Forums')}>", f"click <link {q(forum)}>",
+                             f"click <link {q('Submit a post')}>",
+                             f"type <textbox {q('Title')}> [{title}] [0]", f"click <button {q('Create submission')}>",
+                             "stop [done]"])
 
     def upvote() -> Iterator[Draft]:
         for p in posts[::3]:
@@ -165,15 +178,18 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
         for index, p in enumerate(posts[1::3]):
             text = COMMENTS[index % len(COMMENTS)]
             yield Draft("reply", f"Reply to the post \"{p[2]}\" with \"{text}\".", "/",
-                        db_eval("reddit", "SELECT body FROM comments WHERE post_id=? AND author=?", [[text]], [p[0], ME]),
-                        [*open_post(p), f"type <textbox {q('Comment')}> [{text}] [0]", f"click <button {q('Post comment')}>", "stop [done]"])
+                        db_eval("reddit", "SELECT body FROM comments WHERE post_id=? AND author=?", [[text]],
+                                [p[0], ME]),
+                        [*open_post(p), f"type <textbox {q('Comment')}> [{text}] [0]",
+                         f"click <button {q('Post comment')}>", "stop [done]"])
 
     def top_post() -> Iterator[Draft]:
         for forum in FORUMS:
             rows = sorted(((score(p[0]), -p[0], p[2]) for p in posts if p[1] == forum), reverse=True)
             yield Draft("top_post", f"What is the title of the highest-scoring post in f/{forum}?", "/",
                         answer_eval("fuzzy_match", [rows[0][2]]),
-                        [f"click <link {q('Forums')}>", f"click <link {q(forum)}>", f"click <link {q('Top')}>", f"stop [{rows[0][2]}]"])
+                        [f"click <link {q('Forums')}>", f"click <link {q(forum)}>", f"click <link {q('Top')}>",
+                         f"stop [{rows[0][2]}]"])
 
     def comment_count() -> Iterator[Draft]:
         for p in posts[2::3]:

@@ -40,10 +40,13 @@ class ShoppingAdminSite(SiteApp):
 
     def routes(self):
         return [
-            ("GET", "/", self.dashboard), ("GET", "/products", self.products), ("GET", "/products/{product_id:digits}", self.product),
-            ("POST", "/products/{product_id:digits}", self.save_product), ("GET", "/orders", self.orders), ("GET", "/orders/{order_id:digits}", self.order),
+            ("GET", "/", self.dashboard), ("GET", "/products", self.products),
+            ("GET", "/products/{product_id:digits}", self.product),
+            ("POST", "/products/{product_id:digits}", self.save_product), ("GET", "/orders", self.orders),
+            ("GET", "/orders/{order_id:digits}", self.order),
             ("POST", "/orders/{order_id:digits}/status", self.set_status), ("GET", "/customers", self.customers),
-            ("GET", "/customers/{customer_id:digits}", self.customer), ("POST", "/customers/{customer_id:digits}", self.save_customer),
+            ("GET", "/customers/{customer_id:digits}", self.customer),
+            ("POST", "/customers/{customer_id:digits}", self.save_customer),
             ("GET", "/reviews", self.reviews), ("POST", "/reviews/{review_id:digits}/delete", self.delete_review),
             ("GET", "/reports/bestsellers", self.report),
         ]
@@ -54,7 +57,8 @@ class ShoppingAdminSite(SiteApp):
 
     def products(self, request: Request) -> str:
         term = request.arg("q")
-        rows = self.query("SELECT * FROM products WHERE name LIKE ? OR sku LIKE ? ORDER BY id", (f"%{term}%", f"%{term}%"))
+        rows = self.query("SELECT * FROM products WHERE name LIKE ? OR sku LIKE ? ORDER BY id",
+                          (f"%{term}%", f"%{term}%"))
         shown, pages = paginate(rows, request, "/products", q=term)
         return self.render("Products", "products", term=term, rows=rows, shown=shown, pages=pages)
 
@@ -76,14 +80,17 @@ class ShoppingAdminSite(SiteApp):
         rows = self.query("SELECT orders.*, customers.name FROM orders JOIN customers ON customers.id=customer_id "
                           "WHERE (?='' OR status=?) ORDER BY orders.id DESC", (status, status))
         if term:
-            rows = [r for r in rows if term.lower() in f"{r['id']:09d} {r['name']}".lower() or term.lstrip("0") == str(r["id"])]
+            rows = [r for r in rows
+                    if term.lower() in f"{r['id']:09d} {r['name']}".lower() or term.lstrip("0") == str(r["id"])]
         shown, pages = paginate(rows, request, "/orders", status=status, q=term)
         filters = [(url("/orders", status=s), s or "All") for s in ["", *ORDER_STATUSES]]
         return self.render("Orders", "orders", term=term, filters=filters, rows=rows, shown=shown, pages=pages)
 
     def order(self, request: Request, order_id: str) -> str:
-        o = self.one("SELECT orders.*, customers.name FROM orders JOIN customers ON customers.id=customer_id WHERE orders.id=?", (int(order_id),))
-        items = self.query("SELECT order_items.*, products.name FROM order_items JOIN products ON products.id=product_id WHERE order_id=?", (o["id"],))
+        o = self.one("SELECT orders.*, customers.name FROM orders JOIN customers ON customers.id=customer_id WHERE "
+                     "orders.id=?", (int(order_id),))
+        items = self.query("SELECT order_items.*, products.name FROM order_items JOIN products ON "
+                           "products.id=product_id WHERE order_id=?", (o["id"],))
         return self.render(f"Order # {o['id']:09d}", "order", o=o, items=items)
 
     def set_status(self, request: Request, order_id: str):
@@ -95,7 +102,8 @@ class ShoppingAdminSite(SiteApp):
 
     def customers(self, request: Request) -> str:
         term = request.arg("q")
-        rows = self.query("SELECT * FROM customers WHERE name LIKE ? OR email LIKE ? ORDER BY id", (f"%{term}%", f"%{term}%"))
+        rows = self.query("SELECT * FROM customers WHERE name LIKE ? OR email LIKE ? ORDER BY id",
+                          (f"%{term}%", f"%{term}%"))
         return self.render("Customers", "customers", term=term, rows=rows)
 
     def customer(self, request: Request, customer_id: str) -> str:
@@ -105,11 +113,13 @@ class ShoppingAdminSite(SiteApp):
 
     def save_customer(self, request: Request, customer_id: str):
         self.execute("UPDATE customers SET name=?, email=?, phone=?, address=? WHERE id=?",
-                     (request.arg("name"), request.arg("email"), request.arg("phone"), request.arg("address"), int(customer_id)))
+                     (request.arg("name"), request.arg("email"), request.arg("phone"), request.arg("address"),
+                      int(customer_id)))
         return redirect(f"/customers/{customer_id}")
 
     def reviews(self, request: Request) -> str:
-        rows = self.query("SELECT reviews.*, products.name FROM reviews JOIN products ON products.id=product_id ORDER BY reviews.id")
+        rows = self.query("SELECT reviews.*, products.name FROM reviews JOIN products ON products.id=product_id ORDER "
+                          "BY reviews.id")
         shown, pages = paginate(rows, request, "/reviews")
         return self.render("Reviews", "reviews", rows=rows, shown=shown, pages=pages)
 
@@ -127,7 +137,8 @@ class ShoppingAdminSite(SiteApp):
 def _edit_steps(section: str, search: str, name: str, field: str, value: str, save: str) -> list[str]:
     """The expert's way to change one field of a record: open the section, find the record with its search
     box, open its edit form, set ``field`` (a role and its label, e.g. ``<textbox "Price">``) and save."""
-    return [f"click <link {q(section)}>", f"type <searchbox {q(search)}> [{name}] [1]", f"click <link {q('Edit ' + name)}>",
+    return [f"click <link {q(section)}>", f"type <searchbox {q(search)}> [{name}] [1]",
+            f"click <link {q('Edit ' + name)}>",
             f"type {field} [{value}] [0]", f"click <button {q(save)}>", "stop [done]"]
 
 
@@ -143,19 +154,22 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
             for rank in (1, 2, 3):
                 name = bestsellers(db, year)[rank - 1][0]
                 yield Draft("bestseller", f"What is the top-{rank} best-selling product in {year}?", "/",
-                            answer_eval("fuzzy_match", [name]), [f"click <link {q('Reports')}>", f"click <link {q(year)}>", f"stop [{name}]"])
+                            answer_eval("fuzzy_match", [name]),
+                            [f"click <link {q('Reports')}>", f"click <link {q(year)}>", f"stop [{name}]"])
 
     def status_count() -> Iterator[Draft]:
         for status in ORDER_STATUSES:
             n = db.execute("SELECT COUNT(*) FROM orders WHERE status=?", (status,)).fetchone()[0]
-            yield Draft("status_count", f"How many orders have the status {status}?", "/", answer_eval("exact_match", str(n)),
+            yield Draft("status_count", f"How many orders have the status {status}?", "/",
+                        answer_eval("exact_match", str(n)),
                         [f"click <link {q('Orders')}>", f"click <link {q(status)}>", f"stop [{n}]"])
 
     def customer_email() -> Iterator[Draft]:
         for c in customers:
             yield Draft("customer_email", f"What is the email address of the customer {c['name']}?", "/",
                         answer_eval("exact_match", c["email"]),
-                        [f"click <link {q('Customers')}>", f"type <searchbox {q('Search customers')}> [{c['name']}] [1]", f"stop [{c['email']}]"])
+                        [f"click <link {q('Customers')}>",
+                         f"type <searchbox {q('Search customers')}> [{c['name']}] [1]", f"stop [{c['email']}]"])
 
     def set_price() -> Iterator[Draft]:
         for p in shuffled:
@@ -170,7 +184,8 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
             label = f"View {o['id']:09d}"
             yield Draft("cancel_order", f"Cancel order {o['id']:09d}.", "/",
                         db_eval("shopping_admin", "SELECT status FROM orders WHERE id=?", [["Canceled"]], [o["id"]]),
-                        [f"click <link {q('Orders')}>", f"type <searchbox {q('Search orders by ID or customer')}> [{o['id']:09d}] [1]",
+                        [f"click <link {q('Orders')}>",
+                         f"type <searchbox {q('Search orders by ID or customer')}> [{o['id']:09d}] [1]",
                          f"click <link {q(label)}>", f"click <button {q('Cancel Order')}>", "stop [done]"])
 
     def disable_product() -> Iterator[Draft]:
@@ -182,8 +197,10 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
 
     def stock() -> Iterator[Draft]:
         for p in shuffled[10:]:
-            yield Draft("stock", f"How many units of {p['name']} are in stock?", "/", answer_eval("exact_match", str(p["quantity"])),
-                        [f"click <link {q('Products')}>", f"type <searchbox {q('Search by keyword')}> [{p['name']}] [1]", f"stop [{p['quantity']}]"])
+            yield Draft("stock", f"How many units of {p['name']} are in stock?", "/",
+                        answer_eval("exact_match", str(p["quantity"])),
+                        [f"click <link {q('Products')}>",
+                         f"type <searchbox {q('Search by keyword')}> [{p['name']}] [1]", f"stop [{p['quantity']}]"])
 
     def phone() -> Iterator[Draft]:
         for c in customers[::-1]:
@@ -198,8 +215,9 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
             label = f"View {o['id']:09d}"
             yield Draft("order_total", f"What is the grand total of order {o['id']:09d}?", "/",
                         answer_eval("must_include", [f"{o['total']:,.2f}"]),
-                        [f"click <link {q('Orders')}>", f"type <searchbox {q('Search orders by ID or customer')}> [{o['id']:09d}] [1]",
+                        [f"click <link {q('Orders')}>",
+                         f"type <searchbox {q('Search orders by ID or customer')}> [{o['id']:09d}] [1]",
                          f"click <link {q(label)}>", f"stop [${o['total']:,.2f}]"])
 
-    return iter([bestseller(), set_price(), status_count(), cancel_order(), customer_email(), disable_product(), stock(),
-                 phone(), order_total()])
+    return iter([bestseller(), set_price(), status_count(), cancel_order(), customer_email(), disable_product(),
+                 stock(), phone(), order_total()])

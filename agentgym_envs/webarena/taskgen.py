@@ -25,7 +25,8 @@ class Draft:
 
 def answer_eval(kind: str, reference: Any) -> dict[str, Any]:
     """String-match eval: ``kind`` is exact_match, must_include or fuzzy_match."""
-    return {"eval_types": ["string_match"], "reference_answers": {kind: reference}, "reference_url": "", "program_html": []}
+    return {"eval_types": ["string_match"], "reference_answers": {kind: reference}, "reference_url": "",
+            "program_html": []}
 
 
 def url_eval(reference_url: str) -> dict[str, Any]:
