@@ -49,6 +49,7 @@ import numpy as np
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' fake chat server
 import agentgym_envs  # noqa: E402
 from agentgym_envs.testing import HOSTILE_JSON_VALUES, HOSTILE_PAYLOADS, run_hostile_actions  # noqa: E402
 from common import RESULTS_DIR, write_result  # noqa: E402
@@ -290,38 +291,19 @@ def probe_credentialed_urls() -> dict:
     import contextlib
     import io
     import tempfile
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from agentgym_envs.cli import main as cli_main
+    from fake_chat import FakeChatServer
 
-    seen: list[tuple[str, str]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["Content-Length"]))
-            seen.append((self.path, self.headers.get("Authorization", "")))
-            payload = json.dumps({"choices": [{"message": {"role": "assistant",
-                                                           "content": "Action: inventory"}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    port = httpd.server_address[1]
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed_port = probe.getsockname()[1]
-    urls = [f"http://bob:sk-USERINFO@127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/v1?api_key=sk-QUERY",
-            f"http://bob:sk-DOWN@127.0.0.1:{closed_port}/v1?token=sk-DOWNQ",
-            f"http://127.0.0.1:{port}/v1?key=sk-A&key=sk-B"]
     problems = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with FakeChatServer("Action: inventory", usage=None) as server, tempfile.TemporaryDirectory() as tmp:
+        port = server.httpd.server_address[1]
+        urls = [f"http://bob:sk-USERINFO@127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/v1?api_key=sk-QUERY",
+                f"http://bob:sk-DOWN@127.0.0.1:{closed_port}/v1?token=sk-DOWNQ",
+                f"http://127.0.0.1:{port}/v1?key=sk-A&key=sk-B"]
         for index, url in enumerate(urls):
             out = Path(tmp) / str(index)
             printed = io.StringIO()
@@ -337,8 +319,8 @@ def probe_credentialed_urls() -> dict:
                 problems.append(f"URL {index}: a credential was printed")
             if code != (0 if index < 2 else 2):
                 problems.append(f"URL {index}: exit code {code}")
-    httpd.shutdown()
-    httpd.server_close()
+    seen = [(request["path"], {name.lower(): value for name, value in headers.items()}.get("authorization", ""))
+            for request, headers in zip(server.requests, server.headers, strict=True)]
     expected = [("/v1/chat/completions", "Bearer sk-USERINFO"),
                 ("/v1/chat/completions?api_key=sk-QUERY", "Bearer EMPTY")]
     if seen != expected:
