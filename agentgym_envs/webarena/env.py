@@ -193,9 +193,18 @@ class WebArenaEnv(TextEnv):
     # ---- sites ----------------------------------------------------------------------------------
     @property
     def embedded(self) -> bool:
+        """Whether the tasks run on the embedded sites (not on WebArena configs and real deployments)."""
         return self._external_configs is None
 
     def task_config(self, item_id: int) -> dict[str, Any]:
+        """The WebArena config of one item: the embedded catalogue's, or the one loaded from the configs given.
+
+        Args:
+            item_id: the item's id.
+
+        Returns:
+            The task's config (intent, start URL, evaluation, and for embedded tasks the scripted solution).
+        """
         if self._external_configs is not None:
             return self._external_configs[item_id]
         from agentgym_envs.webarena.catalog import embedded_tasks
@@ -218,6 +227,7 @@ class WebArenaEnv(TextEnv):
         return [(server.base_url, SITES[site].display_url) for site, server in self._servers.items()]
 
     def display_url(self, address: str) -> str:
+        """``address`` as the agent sees it: the embedded servers' loopback bases shown as the sites' names."""
         for real, shown in self._display_pairs():
             address = address.replace(real, shown)
         return address
@@ -243,6 +253,7 @@ class WebArenaEnv(TextEnv):
     # ---- browser --------------------------------------------------------------------------------
     @property
     def browser(self) -> Any:
+        """The env's browser, taken from the process's pool on first use (closed to other hosts)."""
         if self._browser is None:
             from agentgym_envs.web.browser import BROWSER_POOL, BrowserConfig
 
@@ -389,6 +400,7 @@ class WebArenaEnv(TextEnv):
             return self._bounded_step(action)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """As ``TextEnv.reset``, bounded by the step timeout (loading the start pages can hang)."""
         with self.browser.time_limit(self.step_timeout):
             return super().reset(seed=seed, options=options)
 
@@ -655,12 +667,16 @@ class WebArenaEnv(TextEnv):
         if not solution:
             raise NotImplementedError("this task has no scripted solution")
         step = solution[min(self._solution_step, len(solution) - 1)]
-        resolved = resolve_script_step(step, lambda role,
-                                       name: getattr(self._tree.find(role, name), "id", None)) or step
+
+        def element_id(role: str, name: str) -> int | None:
+            return getattr(self._tree.find(role, name), "id", None)
+
+        resolved = resolve_script_step(step, element_id) or step
         self._oracle_expected = resolved
         return f"Let's think step-by-step. Following the plan, the next action I will perform is ```{resolved}```"
 
     def random_action(self, rng: np.random.Generator) -> str:
+        """A click on a random link or button of the page, a scroll down or going back."""
         clickable = [n.id for n in self._tree.nodes if n.role in ("link", "button")]
         choices = [f"click [{i}]" for i in clickable] + ["scroll [down]", "go_back"]
         return f"```{choices[int(rng.integers(len(choices)))]}```"

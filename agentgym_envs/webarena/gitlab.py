@@ -43,6 +43,7 @@ class GitLabSite(SiteApp):
     PROJECT = "/{namespace:dotted}/{project:dotted}"
 
     def create_schema(self, db: sqlite3.Connection) -> None:
+        """Projects, files, commits, issues, merge requests, members and stars."""
         db.executescript(
             """
             CREATE TABLE projects (id INTEGER PRIMARY KEY, namespace TEXT, name TEXT, description TEXT);
@@ -61,6 +62,9 @@ author TEXT,
         )
 
     def seed(self, db: sqlite3.Connection) -> None:
+        """The projects of ``PROJECTS`` with a seeded draw of files, contributors, commits, issues and merge requests
+        (the same site in every process).
+        """
         rng = random.Random(42)
         for pid, (namespace, name, description) in enumerate(PROJECTS, start=1):
             db.execute("INSERT INTO projects VALUES (?,?,?,?)", (pid, namespace, name, description))
@@ -93,6 +97,7 @@ author TEXT,
                 db.execute("INSERT INTO stars VALUES (?,?)", (pid, user))
 
     def routes(self):
+        """The project pages live under ``/<namespace>/<name>`` (``PROJECT``), as on GitLab."""
         P = self.PROJECT
         return [
             ("GET", "/", self.home), ("GET", "/explore", self.explore), ("GET", "/users/{username:dotted}", self.user),
@@ -116,15 +121,18 @@ author TEXT,
         return [(r, self._stars(r["id"])) for r in rows]
 
     def home(self, request: Request) -> str:
+        """``/``: the projects byteblaze is a member of."""
         rows = self.query("SELECT DISTINCT projects.* FROM projects JOIN members ON members.project_id=projects.id "
                           "WHERE username=? ORDER BY projects.id", (ME,))
         return self.render("Your projects", "home", projects=self._with_stars(rows))
 
     def explore(self, request: Request) -> str:
+        """``/explore``: every project, most starred first."""
         rows = sorted(self.query("SELECT * FROM projects"), key=lambda r: (-self._stars(r["id"]), r["id"]))
         return self.render("Explore projects", "explore", projects=self._with_stars(rows))
 
     def user(self, request: Request, username: str) -> str:
+        """``/users/<username>``: a user's commit count and starred projects; an unknown user is a 404."""
         if username not in USERS:
             self.one("SELECT 1 WHERE 0")
         commits = self.one("SELECT COUNT(*) AS n FROM commits WHERE author=?", (username,))["n"]
@@ -133,6 +141,7 @@ author TEXT,
         return self.render(f"User {username}", "user", commits=commits, starred=self._with_stars(starred))
 
     def project(self, request: Request, namespace: str, name: str) -> str:
+        """A project's page: its star count and button, its sections and its files."""
         p = self._project(namespace, name)
         base = f"/{namespace}/{name}"
         starred = bool(self.query("SELECT 1 FROM stars WHERE project_id=? AND username=?", (p["id"], ME)))
@@ -144,6 +153,7 @@ author TEXT,
                            starred=starred, sections=sections, files=files)
 
     def star(self, request: Request, namespace: str, name: str):
+        """POST: star the project for byteblaze, or unstar it if it is starred; back to the project."""
         p = self._project(namespace, name)
         if self.query("SELECT 1 FROM stars WHERE project_id=? AND username=?", (p["id"], ME)):
             self.execute("DELETE FROM stars WHERE project_id=? AND username=?", (p["id"], ME))
@@ -152,11 +162,13 @@ author TEXT,
         return redirect(f"/{namespace}/{name}")
 
     def blob(self, request: Request, namespace: str, name: str, path: str) -> str:
+        """``/-/blob/<path>``: one file of the project."""
         p = self._project(namespace, name)
         f = self.one("SELECT * FROM files WHERE project_id=? AND path=?", (p["id"], path))
         return self.render(path, "blob", content=f["content"])
 
     def commits(self, request: Request, namespace: str, name: str) -> str:
+        """``/-/commits``: the project's commits, newest first, ``?author=`` filtering by author."""
         p = self._project(namespace, name)
         author = request.arg("author")
         rows = self.query("SELECT * FROM commits WHERE project_id=? AND (?='' OR author=?) ORDER BY date DESC, id DESC",
@@ -166,6 +178,7 @@ author TEXT,
         return self.render(f"Commits of {name}", "commits", filters=filters, rows=rows)
 
     def issues(self, request: Request, namespace: str, name: str) -> str:
+        """``/-/issues``: the project's issues, ``?state=`` opened (default), closed or all."""
         p = self._project(namespace, name)
         state = request.arg("state") or "opened"
         rows = self.query("SELECT * FROM issues WHERE project_id=? AND (?='all' OR state=?) ORDER BY number DESC",
@@ -175,10 +188,14 @@ author TEXT,
         return self.render(f"Issues of {name}", "issues", base=base, tabs=tabs, rows=rows)
 
     def new_issue(self, request: Request, namespace: str, name: str) -> str:
+        """``/-/issues/new``: the form that opens an issue."""
         self._project(namespace, name)
         return self.render("New Issue", "new_issue", action=f"/{namespace}/{name}/-/issues")
 
     def create_issue(self, request: Request, namespace: str, name: str):
+        """POST ``/-/issues``: open an issue by byteblaze with the form's title (required), description and label; then
+        its page.
+        """
         p = self._project(namespace, name)
         if not request.arg("title"):
             raise ValueError("the title can't be blank")
@@ -190,6 +207,7 @@ author TEXT,
         return redirect(f"/{namespace}/{name}/-/issues/{number}")
 
     def issue(self, request: Request, namespace: str, name: str, number: str) -> str:
+        """``/-/issues/<number>``: one issue, with the button that closes or reopens it."""
         p = self._project(namespace, name)
         i = self.one("SELECT * FROM issues WHERE project_id=? AND number=?", (p["id"], int(number)))
         toggle = "Close issue" if i["state"] == "opened" else "Reopen issue"
@@ -197,23 +215,29 @@ author TEXT,
                            action=f"/{namespace}/{name}/-/issues/{number}/state", toggle=toggle)
 
     def issue_state(self, request: Request, namespace: str, name: str, number: str):
+        """POST: close an open issue or reopen a closed one; back to the issue."""
         p = self._project(namespace, name)
         self.execute("UPDATE issues SET state=CASE state WHEN 'opened' THEN 'closed' ELSE 'opened' END WHERE "
                      "project_id=? AND number=?", (p["id"], int(number)))
         return redirect(f"/{namespace}/{name}/-/issues/{number}")
 
     def merge_requests(self, request: Request, namespace: str, name: str) -> str:
+        """``/-/merge_requests``: the project's merge requests, newest first."""
         p = self._project(namespace, name)
         rows = self.query("SELECT * FROM merge_requests WHERE project_id=? ORDER BY number DESC", (p["id"],))
         return self.render(f"Merge requests of {name}", "merge_requests", rows=rows)
 
     def members(self, request: Request, namespace: str, name: str) -> str:
+        """``/-/project_members``: the members and their roles, and the form that invites one."""
         p = self._project(namespace, name)
         rows = self.query("SELECT * FROM members WHERE project_id=? ORDER BY rowid", (p["id"],))
         return self.render(f"Members of {name}", "members", rows=rows, action=f"/{namespace}/{name}/-/project_members",
                            roles=ROLES)
 
     def add_member(self, request: Request, namespace: str, name: str):
+        """POST: make a known user a member with a known role (replacing a membership they had); a bad name or role is a
+        400 page.
+        """
         p = self._project(namespace, name)
         username, role = request.arg("username"), request.arg("role")
         if username not in USERS or role not in ROLES:
@@ -224,6 +248,15 @@ author TEXT,
 
 
 def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
+    """The GitLab task templates, drawn from the seeded database: commit counts, opening, starring, inviting, closing
+    and counting issues.
+
+    Args:
+        db: the seeded database (``GitLabSite.seeded_template()``).
+
+    Returns:
+        One iterator of ``Draft`` per template, each with its evaluator and an action sequence that solves it.
+    """
     projects = db.execute("SELECT * FROM projects ORDER BY id").fetchall()
 
     def open_project(p) -> list[str]:

@@ -43,6 +43,7 @@ class RedditSite(SiteApp):
     nav = (("Forums", "/forums"), ("Submit", "/submit"), ("Profile", f"/user/{ME}"))
 
     def create_schema(self, db: sqlite3.Connection) -> None:
+        """Forums, posts, comments and votes (one row per user and post)."""
         db.executescript(
             """
             CREATE TABLE forums (name TEXT PRIMARY KEY, description TEXT);
@@ -53,6 +54,7 @@ class RedditSite(SiteApp):
         )
 
     def seed(self, db: sqlite3.Connection) -> None:
+        """Each forum's posts from its title templates, with a seeded draw of authors, comments and votes."""
         rng = random.Random(99)
         for forum, templates in FORUMS.items():
             db.execute("INSERT INTO forums VALUES (?,?)", (forum, f"Discussion about {forum}"))
@@ -73,6 +75,7 @@ class RedditSite(SiteApp):
                     db.execute("INSERT INTO votes VALUES (?,?,?)", (post_id, user, rng.choice([1, 1, 1, -1])))
 
     def routes(self):
+        """Postmill's URL shapes: ``/f/<forum>``, ``/f/<forum>/<post id>``, ``/submit``, ``/user/<name>``."""
         return [
             ("GET", "/", self.forums), ("GET", "/forums", self.forums), ("GET", "/f/{forum:word}", self.forum),
             ("GET", "/f/{forum:word}/{post_id:digits}", self.post),
@@ -88,11 +91,15 @@ class RedditSite(SiteApp):
         return self.one("SELECT COUNT(*) AS n FROM comments WHERE post_id=?", (post_id,))["n"]
 
     def forums(self, request: Request) -> str:
+        """``/`` and ``/forums``: every forum with its post count."""
         rows = self.query("SELECT forums.*, COUNT(posts.id) AS n FROM forums LEFT JOIN posts ON "
                           "posts.forum=forums.name GROUP BY forums.name ORDER BY forums.name")
         return self.render("Forums", "forums", rows=rows)
 
     def forum(self, request: Request, forum: str) -> str:
+        """``/f/<forum>``: its posts with scores and comment counts, ``?sort=`` hot (score plus comments, the
+        default), new or top.
+        """
         self.one("SELECT 1 FROM forums WHERE name=?", (forum,))
         sort = request.arg("sort") or "hot"
         rows = self.query("SELECT * FROM posts WHERE forum=?", (forum,))
@@ -105,6 +112,7 @@ class RedditSite(SiteApp):
         return self.render(f"f/{forum}", "forum", forum=forum, sorts=sorts, posts=posts)
 
     def post(self, request: Request, forum: str, post_id: str) -> str:
+        """``/f/<forum>/<post id>``: the post, its score, the user's own vote, its comments and the reply form."""
         p = self.one("SELECT * FROM posts WHERE id=? AND forum=?", (int(post_id), forum))
         comments = self.query("SELECT * FROM comments WHERE post_id=? ORDER BY id", (p["id"],))
         mine = self.query("SELECT value FROM votes WHERE post_id=? AND username=?", (p["id"], ME))
@@ -114,6 +122,7 @@ class RedditSite(SiteApp):
                            comments=comments)
 
     def comment(self, request: Request, forum: str, post_id: str):
+        """POST: add the user's comment (not empty) to the post; back to the post."""
         if not request.arg("body"):
             raise ValueError("the comment can't be empty")
         self.one("SELECT 1 FROM posts WHERE id=?", (int(post_id),))
@@ -122,16 +131,19 @@ class RedditSite(SiteApp):
         return redirect(f"/f/{forum}/{post_id}")
 
     def vote(self, request: Request, post_id: str, direction: str):
+        """POST ``/vote/<post id>/up|down``: the user's vote on the post, replacing an earlier one."""
         p = self.one("SELECT * FROM posts WHERE id=?", (int(post_id),))
         self.execute("DELETE FROM votes WHERE post_id=? AND username=?", (p["id"], ME))
         self.execute("INSERT INTO votes VALUES (?,?,?)", (p["id"], ME, 1 if direction == "up" else -1))
         return redirect(f"/f/{p['forum']}/{p['id']}")
 
     def submit_form(self, request: Request) -> str:
+        """``/submit``: the form that creates a post, ``?forum=`` preselecting a forum."""
         forums = [r["name"] for r in self.query("SELECT name FROM forums ORDER BY name")]
         return self.render("Create submission", "submit_form", forums=forums, selected=request.arg("forum") or None)
 
     def submit(self, request: Request):
+        """POST ``/submit``: create the user's post in an existing forum (the title is required); then its page."""
         forum, title = request.arg("forum"), request.arg("title")
         self.one("SELECT 1 FROM forums WHERE name=?", (forum,))
         if not title:
@@ -141,6 +153,7 @@ class RedditSite(SiteApp):
         return redirect(f"/f/{forum}/{post_id}")
 
     def user(self, request: Request, username: str) -> str:
+        """``/user/<name>``: a user's posts and comment count; an unknown user is a 404."""
         if username not in USERS:
             self.one("SELECT 1 WHERE 0")
         posts = self.query("SELECT * FROM posts WHERE author=? ORDER BY id", (username,))
@@ -148,6 +161,15 @@ class RedditSite(SiteApp):
         return self.render(f"User {username}", "user", posts=posts, comments=comments)
 
 def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
+    """The Reddit task templates, drawn from the seeded database: posting, upvoting, replying, and questions about
+    scores, comment counts and users' posts.
+
+    Args:
+        db: the seeded database (``RedditSite.seeded_template()``).
+
+    Returns:
+        One iterator of ``Draft`` per template, each with its evaluator and an action sequence that solves it.
+    """
     posts = db.execute("SELECT id, forum, title FROM posts ORDER BY id").fetchall()
 
     def score(post_id: int) -> int:

@@ -39,6 +39,12 @@ CITIES = ["Pittsburgh, PA", "Boston, MA", "Austin, TX", "Denver, CO", "Seattle, 
 
 
 def create_shop_schema(db: sqlite3.Connection) -> None:
+    """The shop's tables (products, customers, reviews, orders and their items, the cart), shared by the storefront and
+    the admin site.
+
+    Args:
+        db: an empty database.
+    """
     db.executescript(
         """
         CREATE TABLE products (id INTEGER PRIMARY KEY, sku TEXT, name TEXT, category TEXT, price REAL,
@@ -107,6 +113,7 @@ def seed_shop(db: sqlite3.Connection, seed: int, customers: int, orders: int) ->
 
 
 def slug(text: str) -> str:
+    """A category name as its URL part: lower case, spaces as dashes."""
     return text.lower().replace(" ", "-")
 
 
@@ -118,12 +125,15 @@ class ShoppingSite(SiteApp):
     SEED_ORDERS = 14
 
     def create_schema(self, db: sqlite3.Connection) -> None:
+        """The shop's tables (``create_shop_schema``)."""
         create_shop_schema(db)
 
     def seed(self, db: sqlite3.Connection) -> None:
+        """The storefront's catalogue, one customer (the signed-in one) and their order history."""
         seed_shop(db, seed=7, customers=1, orders=self.SEED_ORDERS)
 
     def routes(self):
+        """The storefront's pages: catalogue, search, product, cart, checkout, orders and account."""
         return [
             ("GET", "/", self.home), ("GET", "/search", self.search),
             ("GET", "/category/{category_slug:slug}", self.category),
@@ -136,9 +146,11 @@ class ShoppingSite(SiteApp):
         ]
 
     def home(self, request: Request) -> str:
+        """``/``: the category links."""
         return self.render("Welcome to One Stop Market", "home", categories=[(slug(c), c) for c in CATEGORIES])
 
     def search(self, request: Request) -> str:
+        """``/search?q=``: the enabled products whose name or category holds every word of the query."""
         term = request.arg("q")
         words = term.lower().split()
         rows = [r for r in self.query("SELECT * FROM products WHERE status='Enabled' ORDER BY id")
@@ -146,6 +158,7 @@ class ShoppingSite(SiteApp):
         return self.render(f"Search results for: '{term}'", "search", term=term, rows=rows)
 
     def category(self, request: Request, category_slug: str) -> str:
+        """``/category/<slug>``: a category's enabled products, ``?sort=`` price_asc, price_desc or by name."""
         names = {slug(c): c for c in CATEGORIES}
         if category_slug not in names:
             raise NotFound(category_slug)
@@ -157,12 +170,16 @@ class ShoppingSite(SiteApp):
         return self.render(names[category_slug], "category", sorts=sorts, rows=rows)
 
     def product(self, request: Request, product_id: str) -> str:
+        """``/product/<id>``: a product, its options, its reviews and their average rating."""
         p = self.one("SELECT * FROM products WHERE id=?", (int(product_id),))
         reviews = self.query("SELECT * FROM reviews WHERE product_id=? ORDER BY id", (p["id"],))
         average = f"{sum(r['rating'] for r in reviews) / len(reviews):.1f} out of 5" if reviews else "no rating yet"
         return self.render(p["name"], "product", p=p, reviews=reviews, average=average)
 
     def cart_add(self, request: Request):
+        """POST ``/cart/add``: put the product in the cart (a product with sizes first asks for one; a quantity below
+        1 is a 400 page); then the cart.
+        """
         product = self.one("SELECT * FROM products WHERE id=?", (int(request.arg("product_id")),))
         size, color = request.arg("size"), request.arg("color")
         qty = int(request.arg("qty") or 1)
@@ -175,25 +192,31 @@ class ShoppingSite(SiteApp):
         return redirect("/cart")
 
     def cart(self, request: Request) -> str:
+        """``/cart``: the cart's rows and their total."""
         rows = self.query("SELECT cart.*, products.name, products.price FROM cart JOIN products ON "
                           "products.id=product_id ORDER BY cart.id")
         return self.render("Shopping Cart", "cart", rows=rows, total=sum(r["price"] * r["qty"] for r in rows))
 
     def cart_remove(self, request: Request, row_id: str):
+        """POST ``/cart/remove/<row>``: take one row out of the cart; back to the cart."""
         self.execute("DELETE FROM cart WHERE id=?", (int(row_id),))
         return redirect("/cart")
 
     def checkout(self, request: Request) -> str:
+        """``/checkout``: the checkout form, the customer's address filled in."""
         address = self.one("SELECT address FROM customers WHERE id=?", (self.CUSTOMER_ID,))["address"]
         return self.render("Checkout", "checkout", address=address, empty=not self.query("SELECT * FROM cart"))
 
     def place_order(self, request: Request):
+        """POST ``/checkout``: turn the cart into a pending order (Express shipping adds $5) and empty the cart; then
+        the order's page. An empty cart goes back to the cart.
+        """
         rows = self.query("SELECT cart.*, products.price FROM cart JOIN products ON products.id=product_id ORDER BY "
                           "cart.id")
         if not rows:
             return redirect("/cart")
-        total = round(sum(r["price"] * r["qty"] for r in rows) + (5.0 if request.arg("shipping") == "Express" else 0.0),
-                      2)
+        shipping = 5.0 if request.arg("shipping") == "Express" else 0.0
+        total = round(sum(r["price"] * r["qty"] for r in rows) + shipping, 2)
         order_id = self.execute("INSERT INTO orders (customer_id, date, status, total, address) VALUES (?,?,?,?,?)",
                                 (self.CUSTOMER_ID, "2024-01-15", "Pending", total, request.arg("address")))
         for r in rows:
@@ -203,20 +226,24 @@ class ShoppingSite(SiteApp):
         return redirect(f"/orders/{order_id}")
 
     def orders(self, request: Request) -> str:
+        """``/orders``: the customer's orders, newest first."""
         rows = self.query("SELECT * FROM orders WHERE customer_id=? ORDER BY id DESC", (self.CUSTOMER_ID,))
         return self.render("My Orders", "orders", rows=rows)
 
     def order(self, request: Request, order_id: str) -> str:
+        """``/orders/<id>``: one of the customer's orders and its items (someone else's is a 404)."""
         o = self.one("SELECT * FROM orders WHERE id=? AND customer_id=?", (int(order_id), self.CUSTOMER_ID))
         items = self.query("SELECT order_items.*, products.name FROM order_items JOIN products ON "
                            "products.id=product_id WHERE order_id=?", (o["id"],))
         return self.render(f"Order # {o['id']:06d}", "order", o=o, items=items)
 
     def account(self, request: Request) -> str:
+        """``/account``: the customer's details in an editable form."""
         return self.render("My Account", "account",
                            c=self.one("SELECT * FROM customers WHERE id=?", (self.CUSTOMER_ID,)))
 
     def save_account(self, request: Request):
+        """POST ``/account``: save the customer's name, email and address; back to the account."""
         self.execute("UPDATE customers SET name=?, email=?, address=? WHERE id=?",
                      (request.arg("name"), request.arg("email"), request.arg("address"), self.CUSTOMER_ID))
         return redirect("/account")

@@ -33,12 +33,15 @@ class ShoppingAdminSite(SiteApp):
            ("Reviews", "/reviews"), ("Reports", "/reports/bestsellers"))
 
     def create_schema(self, db: sqlite3.Connection) -> None:
+        """The shop's tables (``shopping.create_shop_schema``)."""
         create_shop_schema(db)
 
     def seed(self, db: sqlite3.Connection) -> None:
+        """A larger shop than the storefront's: 12 customers and 90 orders, from its own seed."""
         seed_shop(db, seed=23, customers=12, orders=90)
 
     def routes(self):
+        """Magento admin's sections: dashboard, products, orders, customers, reviews and a report."""
         return [
             ("GET", "/", self.dashboard), ("GET", "/products", self.products),
             ("GET", "/products/{product_id:digits}", self.product),
@@ -52,10 +55,12 @@ class ShoppingAdminSite(SiteApp):
         ]
 
     def dashboard(self, request: Request) -> str:
+        """``/``: the number of orders in each status."""
         counts = {s: self.one("SELECT COUNT(*) AS n FROM orders WHERE status=?", (s,))["n"] for s in ORDER_STATUSES}
         return self.render("Dashboard", "dashboard", counts=counts)
 
     def products(self, request: Request) -> str:
+        """``/products?q=``: the products whose name or SKU holds the query, paginated."""
         term = request.arg("q")
         rows = self.query("SELECT * FROM products WHERE name LIKE ? OR sku LIKE ? ORDER BY id",
                           (f"%{term}%", f"%{term}%"))
@@ -63,10 +68,14 @@ class ShoppingAdminSite(SiteApp):
         return self.render("Products", "products", term=term, rows=rows, shown=shown, pages=pages)
 
     def product(self, request: Request, product_id: str) -> str:
+        """``/products/<id>``: a product's edit form."""
         p = self.one("SELECT * FROM products WHERE id=?", (int(product_id),))
         return self.render(f"Edit Product: {p['name']}", "product", p=p)
 
     def save_product(self, request: Request, product_id: str):
+        """POST ``/products/<id>``: save name, price (a leading ``$`` is allowed), quantity and status (Enabled or
+        Disabled); bad values are a 400 page.
+        """
         price, quantity = float(request.arg("price").lstrip("$")), int(request.arg("quantity"))
         status = request.arg("status")
         if status not in ("Enabled", "Disabled"):
@@ -76,6 +85,9 @@ class ShoppingAdminSite(SiteApp):
         return redirect(f"/products/{product_id}")
 
     def orders(self, request: Request) -> str:
+        """``/orders``: every order with its customer, newest first, ``?status=`` filtering and ``?q=`` matching the
+        order number (with or without its leading zeros) or the customer's name; paginated.
+        """
         status, term = request.arg("status"), request.arg("q")
         rows = self.query("SELECT orders.*, customers.name FROM orders JOIN customers ON customers.id=customer_id "
                           "WHERE (?='' OR status=?) ORDER BY orders.id DESC", (status, status))
@@ -87,6 +99,7 @@ class ShoppingAdminSite(SiteApp):
         return self.render("Orders", "orders", term=term, filters=filters, rows=rows, shown=shown, pages=pages)
 
     def order(self, request: Request, order_id: str) -> str:
+        """``/orders/<id>``: one order, its customer and its items."""
         o = self.one("SELECT orders.*, customers.name FROM orders JOIN customers ON customers.id=customer_id WHERE "
                      "orders.id=?", (int(order_id),))
         items = self.query("SELECT order_items.*, products.name FROM order_items JOIN products ON "
@@ -94,6 +107,7 @@ class ShoppingAdminSite(SiteApp):
         return self.render(f"Order # {o['id']:09d}", "order", o=o, items=items)
 
     def set_status(self, request: Request, order_id: str):
+        """POST: set an order's status to one of ``ORDER_STATUSES``; back to the order."""
         status = request.arg("status")
         if status not in ORDER_STATUSES:
             raise ValueError(f"unknown status {status!r}")
@@ -101,33 +115,39 @@ class ShoppingAdminSite(SiteApp):
         return redirect(f"/orders/{order_id}")
 
     def customers(self, request: Request) -> str:
+        """``/customers?q=``: the customers whose name or email holds the query."""
         term = request.arg("q")
         rows = self.query("SELECT * FROM customers WHERE name LIKE ? OR email LIKE ? ORDER BY id",
                           (f"%{term}%", f"%{term}%"))
         return self.render("Customers", "customers", term=term, rows=rows)
 
     def customer(self, request: Request, customer_id: str) -> str:
+        """``/customers/<id>``: a customer's edit form and their orders."""
         c = self.one("SELECT * FROM customers WHERE id=?", (int(customer_id),))
         orders = self.query("SELECT * FROM orders WHERE customer_id=? ORDER BY id", (c["id"],))
         return self.render(f"Customer: {c['name']}", "customer", c=c, orders=orders)
 
     def save_customer(self, request: Request, customer_id: str):
+        """POST: save a customer's name, email, phone and address; back to the customer."""
         self.execute("UPDATE customers SET name=?, email=?, phone=?, address=? WHERE id=?",
                      (request.arg("name"), request.arg("email"), request.arg("phone"), request.arg("address"),
                       int(customer_id)))
         return redirect(f"/customers/{customer_id}")
 
     def reviews(self, request: Request) -> str:
+        """``/reviews``: every review with its product, paginated."""
         rows = self.query("SELECT reviews.*, products.name FROM reviews JOIN products ON products.id=product_id ORDER "
                           "BY reviews.id")
         shown, pages = paginate(rows, request, "/reviews")
         return self.render("Reviews", "reviews", rows=rows, shown=shown, pages=pages)
 
     def delete_review(self, request: Request, review_id: str):
+        """POST ``/reviews/<id>/delete``: delete a review; back to the list."""
         self.execute("DELETE FROM reviews WHERE id=?", (int(review_id),))
         return redirect("/reviews")
 
     def report(self, request: Request) -> str:
+        """``/reports/bestsellers?year=``: the year's ten best-selling products (the latest year by default)."""
         year = request.arg("year") or YEARS[-1]
         years = [(url("/reports/bestsellers", year=y), y) for y in YEARS]
         rows = [(rank, name, sold) for rank, (name, sold) in enumerate(bestsellers(self.db, year), start=1)]
@@ -143,6 +163,15 @@ def _edit_steps(section: str, search: str, name: str, field: str, value: str, sa
 
 
 def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
+    """The admin task templates, drawn from the seeded database: bestsellers, order counts and totals, customers' emails
+    and phones, stock, and edits of prices, order statuses and product statuses.
+
+    Args:
+        db: the seeded database (``ShoppingAdminSite.seeded_template()``).
+
+    Returns:
+        One iterator of ``Draft`` per template, each with its evaluator and an action sequence that solves it.
+    """
     db.row_factory = sqlite3.Row
     products = db.execute("SELECT * FROM products ORDER BY id").fetchall()
     customers = db.execute("SELECT * FROM customers ORDER BY id").fetchall()

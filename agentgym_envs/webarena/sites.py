@@ -40,6 +40,7 @@ ENV_PREFIX = "WEBARENA_"
 
 
 def app_class(site: str) -> type:
+    """The ``SiteApp`` subclass of a site key (imported on demand, so a family that needs no site loads none)."""
     import importlib
 
     module, name = SITES[site].app.split(":")
