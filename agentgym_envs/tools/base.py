@@ -55,14 +55,26 @@ class ToolTask:
 
     @property
     def changes_state(self) -> bool:
+        """Whether the task is a change to make (graded on the stored data) rather than a question."""
         return self.gold is None
 
 
 def step(thought: str, tool: str, **arguments: Any) -> Step:
+    """One step of an expert plan.
+
+    Args:
+        thought: the reasoning the oracle writes before the call.
+        tool: the tool's name.
+        arguments: the call's arguments.
+
+    Returns:
+        The plan step.
+    """
     return Step(thought, Call(tool, arguments))
 
 
 def finish_step(answer: Any = None, thought: str = "I have everything I need.") -> Step:
+    """The plan's last step: ``finish``, with ``answer`` when the task is a question (None: no answer)."""
     return step(thought, "finish", **({} if answer is None else {"answer": answer}))
 
 
@@ -139,9 +151,11 @@ class TaskDraw:
         return rows[int(self.rng.integers(len(rows)))] if rows else None
 
     def one(self, sql: str, *args: Any) -> Any:
+        """The first row of ``sql`` on the service's store (``args`` bound to its ``?``), or None."""
         return self.s.db.execute(sql, args).fetchone()
 
     def all(self, sql: str, *args: Any) -> list[Any]:
+        """All rows of ``sql`` on the service's store (``args`` bound to its ``?``)."""
         return self.s.db.execute(sql, args).fetchall()
 
 
@@ -285,6 +299,7 @@ class ToolEnv(TextEnv):
 
     # ---- TextEnv --------------------------------------------------------------------------------
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is one of this env's items (each tool env owns its own block of ids)."""
         return self.offset <= item_id < self.offset + ITEMS_PER_ENV
 
     def _start(self, item_id: int, rng: np.random.Generator) -> Start:
@@ -299,6 +314,9 @@ class ToolEnv(TextEnv):
         return Start(self.instruction(), first, {"template": self.current.template})
 
     def instruction(self) -> str:
+        """The episode's instruction: AgentGym's tool list and wording by default, or with ``detailed_instruction``
+        our intro, the tools' documentation and the format rules.
+        """
         assert self.service is not None
         if not self.detailed_instruction:
             finish = AGENTGYM_FINISH_OPERATION if self.stateful else AGENTGYM_FINISH
@@ -399,6 +417,9 @@ class ToolEnv(TextEnv):
             self._diverged = True
 
     def oracle_action(self) -> str:
+        """The expert's next call: the task's plan in order, or, once the agent changed the data its own way, a plan
+        made again from the current state (``_replan``).
+        """
         assert self.current is not None, "call reset() first"
         if self._diverged:
             self.current.plan = self._replan()

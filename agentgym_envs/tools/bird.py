@@ -164,6 +164,16 @@ def results_match(
 
 
 def format_result(columns: list[str], rows: list[tuple[Any, ...]], limit: int = 10) -> str:
+    """A query's result as the agent reads it: the column names, then one ``|``-separated line per row.
+
+    Args:
+        columns: the column names.
+        rows: the result rows (None shown as NULL).
+        limit: how many rows to show; the rest are counted, not shown.
+
+    Returns:
+        The text.
+    """
     head = " | ".join(columns)
     body = "\n".join(" | ".join("NULL" if v is None else str(v) for v in row) for row in rows[:limit])
     more = f"\n... ({len(rows) - limit} more rows)" if len(rows) > limit else ""
@@ -217,6 +227,7 @@ def load_bird(path: str | Path, questions: str = "dev.json", databases: str = "d
 
 
 def open_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a real BIRD database file (SQLite's ``mode=ro``), usable from any thread."""
     return sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True, check_same_thread=False)
 
 
@@ -282,6 +293,7 @@ class BirdEnv(TextEnv):
         self._gold: frozenset[tuple[Any, ...]] = frozenset()
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is an item here: an index of the given BIRD examples, else of our generated block."""
         if self.examples is not None:
             return 0 <= item_id < len(self.examples)
         return self.offset <= item_id < self.offset + ITEMS_PER_ENV
@@ -359,10 +371,12 @@ class BirdEnv(TextEnv):
         return Outcome(text, progress=float(success), score=float(success), done=True, success=success)
 
     def oracle_action(self) -> str:
+        """The gold SQL query in AgentGym's SqlGym answer format (a ```sql block)."""
         assert self.current is not None, "call reset() first"
         return f"Thought: The gold query answers this.\n\nAction:\n```sql\n{self.current.sql}\n```"
 
     def random_action(self, rng: np.random.Generator) -> str:
+        """A random agent's query: the row count or the first rows of a random table of the item's database."""
         assert self.current is not None, "call reset() first"
         runner = self.runner(self.current.db_id)
         tables = [

@@ -39,6 +39,12 @@ def solve(env: gym.Env, item_id: int) -> tuple[bool, str]:
 
 
 def build() -> dict[str, dict[str, list[int]]]:
+    """The tool envs' splits: for each env, the first ``TEST_SIZE`` items the oracle solves as the test split, then
+    ``TRAIN_SIZE`` more solved items whose question is none of the test questions (so none leaks into training).
+
+    Returns:
+        {env name: {"train": item ids, "test": item ids}}.
+    """
     splits = {}
     for name, (offset, _, _, _) in ENVS.items():
         env = gym.make(f"{NAMESPACE}/{name}-v0", max_episode_steps=50)
