@@ -166,6 +166,17 @@ class TextEnv(gym.Env[str, str]):
 
     # ---- Gymnasium API ------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode: pick the item, start the engine's episode and show the first observation.
+
+        Args:
+            seed: seeds the env's ``np_random`` (the same item and seed give the same episode).
+            options: ``{"item_id": id}``, or ``{"split": name, "index": i}``; without an index (or without options) an
+                item of the split (default: the env's default split) drawn from the seed.
+
+        Returns:
+            The first observation and the info (``task``, ``item_id``, ``split``, ``instruction``, and the family's
+            own keys).
+        """
         super().reset(seed=seed)
         self._reset_seed = seed
         item_id, split = self._select_item(options or {})
@@ -190,6 +201,17 @@ class TextEnv(gym.Env[str, str]):
             raise gym.error.ResetNeeded("call reset() before step()")
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Play one turn: parse the model's response, carry out its action and report the outcome.
+
+        An unparseable, invalid or failing action is no exception: the observation says what was wrong,
+        ``info["valid_action"]`` is False and the reward 0.
+
+        Args:
+            action: the raw model response (a bare action is accepted too).
+
+        Returns:
+            (observation, reward, terminated, truncated, info); the rewards of an episode sum to its outcome score.
+        """
         self.require_episode()
         if not isinstance(action, str):
             raise TypeError(f"actions are model responses (str), got {type(action).__name__}")
@@ -231,9 +253,11 @@ class TextEnv(gym.Env[str, str]):
         )
 
     def render(self) -> str | None:
+        """With ``render_mode="ansi"``: the last action and observation as a text frame; otherwise None."""
         return ansi_frame(self._last_action, self._last_observation) if self.render_mode == "ansi" else None
 
     def close(self) -> None:
+        """End the episode and release the engine; ``step`` raises ``ResetNeeded`` until the next reset."""
         self._closed = True  # the episode is over: step raises ResetNeeded until the next reset
         self.item_id = None
         self._release()

@@ -20,6 +20,7 @@ class ParsedAction:
 
     @property
     def ok(self) -> bool:
+        """Whether an action was found."""
         return self.error is None
 
 
