@@ -347,10 +347,12 @@ class AlfredEngine:
     # -- queries
     @property
     def admissible_commands(self) -> list[str]:
+        """The commands the game accepts now, sorted."""
         return self._sorted_commands
 
     @property
     def won(self) -> bool:
+        """Whether the task's goal is reached."""
         return bool(self._lib.check_goal())
 
     def plan(self) -> list[str]:

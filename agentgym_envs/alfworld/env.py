@@ -288,11 +288,13 @@ class ALFWorldEnv(TextEnv):
 
     # ---- helpers for agents -------------------------------------------------------------------
     def available_actions(self) -> list[str] | None:
+        """The game's admissible commands now (None outside an episode)."""
         if self.item_id is None or not self.game:
             return None
         return list(self.engine.admissible_commands)
 
     def oracle_action(self) -> str:
+        """The expert's next command: the hand-written expert's for the goal, else Fast Downward's plan."""
         assert self.game, "call reset() first"
         command = None
         if self.goal is not None:
@@ -308,10 +310,12 @@ class ALFWorldEnv(TextEnv):
         return self._plan[0] if self._plan else "look"
 
     def random_action(self, rng: np.random.Generator) -> str:
+        """One of the admissible commands other than ``help``, at random (``look`` when there is none)."""
         actions = [a for a in self.engine.admissible_commands if a != "help"] if self.game else []
         return actions[int(rng.integers(len(actions)))] if actions else "look"
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is an item: an index of the given game files, else one of the split items."""
         if self.game_files:
             return 0 <= item_id < len(self.game_files)
         return super().accepts_item(item_id)  # the split items only: each id writes a game file to the cache

@@ -183,6 +183,7 @@ def floor_plan(number: int) -> tuple[tuple[Receptacle, ...], tuple[str, ...]]:
 
 @lru_cache(maxsize=1)
 def floor_plan_numbers() -> tuple[int, ...]:
+    """The numbers of the AI2-THOR floor plans ALFWorld ships layouts for, sorted."""
     layouts = alfworld_paths()[2]
     numbers = (int(m.group(1)) for p in layouts.glob("FloorPlan*-openable.json")
                if (m := re.match(r"FloorPlan(\d+)-", p.name)))
@@ -190,6 +191,7 @@ def floor_plan_numbers() -> tuple[int, ...]:
 
 
 def room_of(number: int) -> str:
+    """The room kind of a floor plan: its hundreds digit (kitchen, living room, bedroom, bathroom)."""
     return ROOM_OF_HUNDREDS[number // 100]
 
 

@@ -142,9 +142,11 @@ class BabyAIEnv(TextEnv):
         return {"primitive_steps": int(world.env.step_count), "max_primitive_steps": int(world.env.max_steps)}
 
     def available_actions(self) -> list[str] | None:
+        """The actions the observation lists now (None outside an episode)."""
         return None if self.world is None else self.world.shown_actions()
 
     def oracle_action(self) -> str:
+        """The oracle's next command with its reason, written as the agent would write it."""
         from agentgym_envs.babyai.oracle import next_command
 
         world = self._require_world()
@@ -152,6 +154,7 @@ class BabyAIEnv(TextEnv):
         return f"Thought:\n{reason}\n\nAction:\n{world.spell(command)}"
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` encodes a seed of one of this env's levels."""
         return item_id >= 0 and level_and_seed(item_id)[0] in self._levels
 
     def _release(self) -> None:

@@ -68,6 +68,7 @@ def _refuse(message: str) -> Result:
 
 
 def steps(n: int) -> str:
+    """``1 step`` or ``n steps``."""
     return f"{n} step" if n == 1 else f"{n} steps"
 
 
@@ -91,6 +92,7 @@ class TextWorld:
     # ---- episode ------------------------------------------------------------------------------
     def reset(self, seed: int) -> None:
         # some levels print "Sampling rejected: ..." while generating; keep stdout clean
+        """Start the level's episode for ``seed`` (its generator's chatter kept off stdout) and forget what was seen."""
         with contextlib.redirect_stdout(io.StringIO()):
             obs, _ = self.env.reset(seed=seed)
         self.mission = self.env.mission
@@ -111,15 +113,18 @@ class TextWorld:
 
     @property
     def over(self) -> bool:
+        """Whether the episode has ended: success, failure or the level's own step limit."""
         return self.success or self.failed or self.truncated
 
     @property
     def pose(self) -> Pose:
+        """The agent's cell and facing direction."""
         x, y = self.env.agent_pos
         return Pose(int(x), int(y), int(self.env.agent_dir))
 
     @property
     def carrying(self) -> Any:
+        """The object the agent carries, or None."""
         return self.env.carrying
 
     def refresh(self, forget: bool = False) -> None:
@@ -176,9 +181,11 @@ class TextWorld:
         return name
 
     def name_of(self, obj: Any) -> str | None:
+        """The name the observations give ``obj`` (``red ball 1``), or None when it has not been seen."""
         return self._name_of.get(id(obj))
 
     def object_named(self, name: str) -> Any:
+        """The object the observations call ``name``, or None."""
         return self._objects.get(name)
 
     def position(self, obj: Any) -> tuple[int, int] | None:
@@ -207,6 +214,7 @@ class TextWorld:
         return dx * fx + dy * fy, dx * -fy + dy * fx
 
     def where(self, x: int, y: int) -> str:
+        """Where a cell is from the agent, in words: steps ahead or behind, to the left or right."""
         ahead, right = self.relative(x, y)
         parts = []
         if ahead > 0:
@@ -254,6 +262,7 @@ class TextWorld:
         return "\n".join(lines)
 
     def front_text(self) -> str:
+        """What is right in front of the agent, in words (a wall, empty floor, an object, a door and its state)."""
         fx, fy = self.pose.front
         if not (0 <= fx < self.width and 0 <= fy < self.height):
             return "a wall"
@@ -641,6 +650,7 @@ class TextWorld:
 
 
 def door_state(door: Any) -> str:
+    """A door's state in words: open, closed or locked."""
     if door.is_open:
         return "open"
     return "locked" if door.is_locked else "closed"

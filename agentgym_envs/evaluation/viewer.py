@@ -280,10 +280,20 @@ def page_data(records: list[dict[str, Any]]) -> str:
 
 @lru_cache(maxsize=1)
 def page_template() -> jinja2.Template:
+    """The viewer's page as an autoescaped jinja2 template (an unknown name is an error, not blank)."""
     return jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined).from_string(PAGE)
 
 
 def render_html(records: list[dict[str, Any]], title: str) -> str:
+    """The viewer page of a run: one self-contained HTML file (data, style and script inline).
+
+    Args:
+        records: the trajectory records to show.
+        title: the page's title.
+
+    Returns:
+        The HTML text.
+    """
     return page_template().render(title=title, style=STYLE, data=page_data(records), script=SCRIPT)
 
 

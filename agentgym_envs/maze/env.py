@@ -183,9 +183,11 @@ class MazeEnv(TextEnv):
 
     # ---- helpers for agents -------------------------------------------------------------------
     def available_actions(self) -> list[str]:
+        """The four moves, always (a move into a wall does nothing)."""
         return [f"move {m}" for m in MOVES]
 
     def oracle_action(self) -> str:
+        """A first move of a shortest path to the goal."""
         assert self.maze is not None, "call reset() first"
         if self.position == self.maze.goal:
             return "Thought:\nI am on the goal.\n\nAction:\nmove up"
@@ -193,10 +195,12 @@ class MazeEnv(TextEnv):
         return f"Thought:\nA shortest path to the goal starts by going {move}.\n\nAction:\nmove {move}"
 
     def render(self) -> str | None:
+        """With ``render_mode="ansi"``: the last action and observation, then the maze's map."""
         text = super().render()
         if text is None or self.maze is None:
             return text
         return text + self.maze.render(self.position) + "\n"
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is an item of one of the maze sizes."""
         return item_size(item_id) is not None and item_size(item_id) in SIZES

@@ -25,6 +25,7 @@ class TaskType:
 
     @property
     def code(self) -> int:
+        """The task type's number as an integer (``1-2`` -> 12), the high part of its item ids."""
         topic, sub = self.number.split("-")
         return 10 * int(topic) + int(sub)
 
@@ -49,6 +50,7 @@ def task_types(subtask: str | None = None) -> tuple[TaskType, ...]:
 
 
 def item_id(task: TaskType, variation: int) -> int:
+    """The item id of a task type's variation (``code * ITEM_STRIDE + variation``)."""
     if not 0 <= variation < ITEM_STRIDE:
         raise ValueError(f"variation {variation} is outside 0..{ITEM_STRIDE - 1}")
     return task.code * ITEM_STRIDE + variation

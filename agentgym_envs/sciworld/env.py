@@ -375,6 +375,7 @@ class SciWorldEnv(TextEnv):
         return choices[int(rng.integers(len(choices)))]
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` decodes to a variation of one of this env's task types."""
         try:
             task, _ = decode(item_id)
         except KeyError:

@@ -51,14 +51,17 @@ class Game:
 
     @property
     def won(self) -> bool:
+        """Whether the goal item is in the inventory."""
         return self.inventory[self.goal] > 0
 
     def intro(self) -> str:
+        """The first observation: the crafting commands shown and the goal."""
         commands = "\n".join(recipe.command() for recipe in self.shown)
         return f"Crafting commands:\n{commands}\n\nGoal: craft {self.goal}."
 
     # ---- commands -----------------------------------------------------------------------------
     def execute(self, command: str) -> Result:
+        """Carry out one command (``get``, ``craft`` or ``inventory``): its result text and whether it was valid."""
         text = item_key(command)
         if text in ("inventory", "inv", "check inventory"):
             return Result(self.describe_inventory(), True)
@@ -73,6 +76,7 @@ class Game:
         )
 
     def describe_inventory(self) -> str:
+        """The inventory as TextCraft prints it."""
         if not +self.inventory:
             return "Inventory: you are not carrying anything."
         return "Inventory: " + ", ".join(f"[{item}] ({n})" for item, n in sorted((+self.inventory).items()))

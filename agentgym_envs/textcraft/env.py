@@ -102,6 +102,7 @@ class TextCraftEnv(TextEnv):
         return Outcome(observation, progress=float(won), score=float(won), done=won, success=won, valid=result.valid)
 
     def oracle_action(self) -> str:
+        """The next step of a plan that crafts the goal (one unit per craft under AgentGym's rules)."""
         assert self.game is not None, "call reset() first"
         actions = self.game.plan_actions(unit_crafts=not self.lenient_crafting)
         if not actions:
@@ -111,6 +112,7 @@ class TextCraftEnv(TextEnv):
         return f"Thought:\n{reason}\n\nAction:\n{step}"
 
     def random_action(self, rng: np.random.Generator) -> str:
+        """A random ``get`` of a shown ingredient, a shown crafting command, or ``inventory``."""
         assert self.game is not None, "call reset() first"
         recipe = self.game.shown[int(rng.integers(len(self.game.shown)))]
         choice = int(rng.integers(3))
@@ -120,6 +122,7 @@ class TextCraftEnv(TextEnv):
         return recipe.command() if choice == 1 else "inventory"
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is a goal of this env's depth (any depth for the family env)."""
         if not 0 <= item_id < len(goals()):
             return False
         return self.task.subtask is None or self.task.subtask == f"Depth{goals()[item_id][1]}"

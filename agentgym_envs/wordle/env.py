@@ -220,16 +220,19 @@ class WordleEnv(TextEnv):
         return word, None
 
     def oracle_action(self) -> str:
+        """The solver's next guess, written as AgentGym's client writes it (spaced letters) or ``guess <word>``."""
         used = len(self.history) if self.extra_feedback else self.attempts
         guess = solver_guess(self.history, MAX_GUESSES - used)
         written = f"guess {guess}" if self.extra_feedback else " ".join(guess)
         return f"Thought:\nThis guess narrows down the words that fit all feedback so far.\n\nAction:\n{written}"
 
     def random_action(self, rng: np.random.Generator) -> str:
+        """A random answer word as a guess."""
         word = answers()[int(rng.integers(len(answers())))]
         return f"guess {word}" if self.extra_feedback else " ".join(word)
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is the index of an answer word."""
         return 0 <= item_id < len(answers())
 
 
