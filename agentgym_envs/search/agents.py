@@ -158,11 +158,13 @@ class ScriptedAgent(BaseAgent):
         self._solvers: dict[int, tuple[_Solver, Steps]] = {}
 
     def begin(self, episodes: Sequence[Episode]) -> None:
+        """A solver per episode, from its question and turn budget."""
         for episode in episodes:
             solver = _Solver(episode.env.unwrapped.question, episode.start.max_turns, self.single_search)
             self._solvers[id(episode.trajectory)] = (solver, solver.answering())
 
     def act_one(self, episode: Episode) -> str:
+        """The episode's solver's next response, after it has read the last observation."""
         _, steps = self._solvers[id(episode.trajectory)]
         return next(steps) if not episode.trajectory.actions else steps.send(episode.observation)
 

@@ -187,6 +187,7 @@ class SearchEnv(TextEnv):
         return self._retriever
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is one of the env's split items."""
         return item_id in self._split_of
 
     # ---- episode --------------------------------------------------------------------------------
@@ -312,6 +313,7 @@ class SearchEnv(TextEnv):
         return f"<think>The passages give the answer.</think>\n<answer>{self.question.golden_answers[0]}</answer>"
 
     def random_action(self, rng: np.random.Generator) -> str:
+        """A search for one to three random words of the question, or (3 times in 10) one of them as the answer."""
         assert self.question is not None, "call reset() first"
         words = re.findall(r"\w+", self.question.question) or ["answer"]
         picked = [words[int(i)] for i in rng.integers(len(words), size=int(rng.integers(1, 4)))]

@@ -81,10 +81,12 @@ class Relation:
 
     @property
     def is_entity(self) -> bool:
+        """Whether the fact points to another entity (not a year, number or text value)."""
         return self.target not in VALUE_TARGETS
 
     @property
     def is_numeric(self) -> bool:
+        """Whether the fact is a year or a number (comparable by size)."""
         return self.target in ("year", "number")
 
 
@@ -106,10 +108,12 @@ RELATIONS: dict[tuple[str, str], Relation] = _relations()
 
 
 def relation(kind: str, key: str) -> Relation:
+    """The relation ``key`` of entity kind ``kind``."""
     return RELATIONS[(kind, key)]
 
 
 def relations_of(kind: str) -> list[Relation]:
+    """Every relation of entity kind ``kind``."""
     return [r for (k, _), r in RELATIONS.items() if k == kind]
 
 
