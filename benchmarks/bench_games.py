@@ -177,10 +177,10 @@ def main() -> None:
     }
     for env_id, r in results["envs"].items():
         o, rnd = r["oracle"], r["random"]
-        print(f"{env_id:24s} oracle {o['success_rate']:.3f} ({o['items']} items, mean {o['mean_turns']} turns, max "
-              f"{o['max_turns_used']}) random {rnd['success_rate']:.3f}  step {o['step']['median_ms']:.3f} ms (p95 "
-              f"{o['step']['p95_ms']:.3f})  reset {o['reset']['median_ms']:.2f} ms  x{o['step_over_engine_ratio']} "
-              f"engine")
+        print(f"{env_id:24s} oracle {o['success_rate']:.3f} ({o['items']} items, mean {o['mean_turns']} turns, "
+              f"max {o['max_turns_used']}) random {rnd['success_rate']:.3f}  step {o['step']['median_ms']:.3f} ms "
+              f"(p95 {o['step']['p95_ms']:.3f})  reset {o['reset']['median_ms']:.2f} ms  "
+              f"x{o['step_over_engine_ratio']} engine")
     print("TextWorld PddlEnv:", stock, "speed-up:", results["alfworld_speedup_over_textworld_pddlenv"])
     print("ALFWorld reset paths:", {k: v["median_ms"] for k, v in results["alfworld_reset_paths"].items()})
     write_result("games", results)

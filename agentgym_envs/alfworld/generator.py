@@ -173,8 +173,8 @@ def floor_plan(number: int) -> tuple[tuple[Receptacle, ...], tuple[str, ...]]:
         location = _location_name(*extra_rng.uniform(-3, 3, size=2).round(2), int(extra_rng.integers(4)) * 90, 30)
         for index in range(count):
             if index == count // 2 and count > 1:  # burners come in two pairs, each pair at one spot
-                location = _location_name(*extra_rng.uniform(-3, 3, size=2).round(2), int(extra_rng.integers(4)) * 90,
-                                          30)
+                location = _location_name(*extra_rng.uniform(-3, 3, size=2).round(2),
+                                          int(extra_rng.integers(4)) * 90, 30)
             coords = extra_rng.uniform(-3, 3, size=3)
             receptacles.append(Receptacle(_alfred_key(rtype, coords), rtype, location))
     objects = tuple(sorted(name for name in set(names) if name in rules["pickupable"] or name in LAMPS))

@@ -97,8 +97,8 @@ def build() -> tuple[dict[str, dict[str, list[int]]], dict[str, list[str]], dict
             test: list[int] = []
             for task in tqdm(types, desc=subtask):
                 train += [item_id(task, v) for v in sets[task.name]["train"]]
-                drawn = sorted(int(v) for v in rng.choice(sets[task.name]["test"], size=quota[task.name],
-                                                          replace=False))
+                drawn = sorted(int(v) for v in
+                               rng.choice(sets[task.name]["test"], size=quota[task.name], replace=False))
                 over_cap = 0
                 for variation in drawn:
                     gold = gold_path(jvm, task, variation)

@@ -98,8 +98,8 @@ def from_agentgym_data_idx(data_idx: int) -> int:
         if offset <= data_idx < offset + count:
             task = next((t for t in TASK_TYPES if t.number == number), None)
             if task is None:
-                raise KeyError(f"AgentGym's data_idx {data_idx} is task {number}, which the paper's SciWorld ids do "
-                               f"not use")
+                raise KeyError(f"AgentGym's data_idx {data_idx} is task {number}, "
+                               f"which the paper's SciWorld ids do not use")
             return item_id(task, data_idx - offset)
     raise KeyError(f"AgentGym's data_idx {data_idx} is beyond its {sum(c for _, c in AGENTGYM_TASK_ORDER)} items")
 

@@ -300,8 +300,8 @@ class RemoteRetriever(Retriever):
         try:
             response = self._client.post(self.url, json=payload)
         except httpx.TimeoutException:
-            raise RetrievalError(f"the retrieval server at {self.url} did not answer within {self.timeout:g} "
-                                 f"s") from None
+            raise RetrievalError(f"the retrieval server at {self.url} "
+                                 f"did not answer within {self.timeout:g} s") from None
         except (httpx.TransportError, OSError) as error:
             raise RetrievalError(f"the retrieval server at {self.url} is unreachable ({error})") from None
         if not response.is_success:

@@ -155,8 +155,8 @@ class Game:
                     remaining -= take
             if remaining > 0:
                 have = needed - remaining
-                return Result(f"Could not craft {count} {recipe.output}: you need {needed} {name} but have {have}.",
-                              False)
+                return Result(
+                    f"Could not craft {count} {recipe.output}: you need {needed} {name} but have {have}.", False)
         self.inventory.subtract(takes)
         self.inventory[recipe.output] += count
         self.inventory = +self.inventory

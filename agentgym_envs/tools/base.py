@@ -385,8 +385,8 @@ class ToolEnv(TextEnv):
         if task.gold is not None:
             if answer is None:
                 return Outcome(
-                    'Error: finish: this question needs an answer; call finish with Action Input: {"answer": <your '
-                    'answer>}.',
+                    "Error: finish: this question needs an answer; "
+                    'call finish with Action Input: {"answer": <your answer>}.',
                     valid=False,
                 )
             success = task.gold.matches(answer) if self.lenient_answers else task.gold.matches_as_agentgym(answer)

@@ -133,8 +133,8 @@ class Tool:
         if unknown:
             allowed = ", ".join(sorted(known)) or "none"
             raise ToolError(
-                f"{self.name}: unknown argument(s) {', '.join(repr(u) for u in unknown)}; its parameters are: "
-                f"{allowed}."
+                f"{self.name}: unknown argument(s) {', '.join(repr(u) for u in unknown)}; "
+                f"its parameters are: {allowed}."
             )
         for param in self.params:
             if param.required and param.name not in arguments:

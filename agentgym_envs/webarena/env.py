@@ -438,8 +438,9 @@ class WebArenaEnv(TextEnv):
                 return None
 
         def run_sql(site: str, sql: str, params: list[Any]) -> list[list[Any]]:
-            return [list(row) for row in self._servers[site].app.query(sql,
-                                                                       tuple(params))] if site in self._servers else []
+            if site not in self._servers:
+                return []
+            return [list(row) for row in self._servers[site].app.query(sql, tuple(params))]
 
         fuzzy = fuzzy_match
         if self.judge is not None:
@@ -546,8 +547,8 @@ class WebArenaEnv(TextEnv):
         keys = [k.strip() for k in command.text.split("+") if k.strip()]
         names = [getattr(Keys, _KEYS[k.lower()]) if k.lower() in _KEYS else k for k in keys]
         if not names or any(len(n) != 1 for n in names):
-            raise _InvalidAction(f"Unknown key combination {command.text!r}; use names like Enter, Tab, Control+a, "
-                                 f"Shift+Tab.")
+            raise _InvalidAction(f"Unknown key combination {command.text!r}; "
+                                 f"use names like Enter, Tab, Control+a, Shift+Tab.")
         chain = ActionChains(driver)
         for key in names[:-1]:
             chain.key_down(key)

@@ -251,8 +251,8 @@ def evaluate(
             for check in spec["program_html"]:
                 target = check.get("url", "last")
                 if str(target).startswith("func:") or str(check.get("locator") or "").startswith("func:"):
-                    failures.append(f"program_html helper functions ({target!r}, {check.get('locator')!r}) are not "
-                                    f"supported")
+                    failures.append(f"program_html helper functions ({target!r}, {check.get('locator')!r}) "
+                                    f"are not supported")
                     continue
                 text = run_locator("last" if target == "last" else resolve(target), check.get("locator") or "")
                 if text is None or not content_match(text, check["required_contents"], lenient):

@@ -334,5 +334,5 @@ def drafts(db: sqlite3.Connection) -> Iterator[list[Draft]]:
                         [f"click <link {q('My Account')}>", f"type <textbox {q('Address')}> [{new}] [0]",
                          f"click <button {q('Save')}>", "stop [done]"])
 
-    return iter([price(), order_total(), add_to_cart(), cheapest(), buy(), review_count(), search_url(), order_status(),
-                 address()])
+    return iter([price(), order_total(), add_to_cart(), cheapest(), buy(), review_count(), search_url(),
+                 order_status(), address()])
