@@ -58,6 +58,7 @@ class OracleAgent(BaseAgent):
     name = "oracle"
 
     def act_one(self, episode: Episode) -> str:
+        """The env's expert response (``oracle_action``) for the episode's current state."""
         return episode.env.unwrapped.oracle_action()
 
 
@@ -71,15 +72,20 @@ class RandomAgent(BaseAgent):
         self._rngs: dict[int, np.random.Generator] = {}
 
     def describe(self) -> dict[str, Any]:
+        """The agent's kind and seed (a random run is reproducible from them)."""
         return {"kind": self.name, "seed": self.seed}
 
     def begin(self, episodes: Sequence[Episode]) -> None:
+        """A random stream per episode, seeded by (seed, item, sample), so an episode's play does not depend on its
+        batch.
+        """
         self._rngs = {  # a new batch: the previous one's episodes are over
             id(e.trajectory): np.random.default_rng([self.seed, e.trajectory.item_id, e.trajectory.sample])
             for e in episodes
         }
 
     def act_one(self, episode: Episode) -> str:
+        """The env's ``random_action`` drawn from the episode's own stream."""
         return episode.env.unwrapped.random_action(self._rngs[id(episode.trajectory)])
 
 
@@ -89,6 +95,7 @@ class HumanAgent(BaseAgent):
     name = "human"
 
     def act_one(self, episode: Episode) -> str:
+        """The action a person types at the terminal."""
         return input("\naction> ")
 
 
@@ -104,6 +111,7 @@ def _installed() -> dict[str, Any]:
 
 
 def agent_names() -> list[str]:
+    """Every agent ``make_agent`` knows: the built-in ones and those installed packages register."""
     return sorted({*BUILT_IN, *_installed()})
 
 

@@ -19,6 +19,7 @@ from agentgym_envs.core.tables import render_table
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    """``agentgym list``: every registered id with its splits, turn cap and extra (``--json`` for scripts)."""
     specs = agentgym_envs.list_tasks()
     if args.json:  # typed for scripts: counts are numbers, installed a boolean, the pip command when it is not
         print(json.dumps([{"id": spec.env_id, "scenario": spec.scenario, "sub-task": spec.subtask,
@@ -45,6 +46,7 @@ class Narrated(BaseAgent):
         self.name = agent.name
 
     def begin(self, episodes: Sequence[Episode]) -> None:
+        """Print the episode's task, instruction and first observation, then let the wrapped agent begin."""
         self.agent.begin(episodes)
         info = episodes[0].info
         print(f"# {info['task']}  item {info['item_id']} ({info['split']})\n")
@@ -52,10 +54,14 @@ class Narrated(BaseAgent):
         print(episodes[0].observation)
 
     def act(self, episodes: Sequence[Episode]) -> list[Reply]:
+        """The wrapped agent's replies (the play loop prints each step)."""
         return self.agent.act(episodes)
 
 
 def cmd_play(args: argparse.Namespace) -> int:
+    """``agentgym play``: one episode of an agent (a person at the terminal, or a scripted agent) printed turn by
+    turn.
+    """
     check_env_kwargs(args.env_id, args.env_kwargs)
     env = gym.make(args.env_id, render_mode="ansi", **args.env_kwargs)
     agent = make_agent(args.agent, seed=args.seed)
@@ -180,6 +186,7 @@ class Subcommands(argparse._SubParsersAction):
     """Subcommands whose help shows every default (``add_parser`` passes the formatter on)."""
 
     def add_parser(self, name: str, **kwargs):
+        """Every subcommand shows its defaults in ``--help`` too."""
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         return super().add_parser(name, **kwargs)
 
@@ -190,6 +197,7 @@ def add_env_option(parser: argparse.ArgumentParser, help: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``agentgym`` command line: list, play, solve, serve, collect, eval, view and plot."""
     parser = argparse.ArgumentParser(prog="agentgym", description="AgentGym environments for LLM agents",
                                      formatter_class=DefaultsHelpFormatter)
     parser.register("action", "parsers", Subcommands)
@@ -264,6 +272,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``agentgym`` with ``argv`` (default: the process's arguments).
+
+    Returns:
+        The exit code: 0 when the command succeeded, 2 for a usage error (an unknown id, a bad setting, a missing
+        extra, a service that is down: one line on stderr, no traceback).
+    """
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)

@@ -83,6 +83,9 @@ class KeepRule:
     keep_failures: bool = False
 
     def keeps(self, reward: float, success: bool) -> bool:
+        """Whether an episode goes into the dataset: every one with ``keep_failures``, else those reaching
+        ``min_reward`` when it is set, else the successful ones.
+        """
         if self.keep_failures:
             return True
         if self.min_reward is not None:
@@ -159,6 +162,7 @@ class Journal:
                 logger.warning("%s line %d is not a journal entry; skipped", self.path, number)
 
     def add(self, env_id: str, index: int, kept: bool, row: dict[str, Any]) -> None:
+        """Record one played episode (kept or not) and write it to the journal at once, so a restart skips it."""
         entry = {"env_id": env_id, "index": index, "kept": kept, "row": row}
         self.entries[(env_id, index)] = entry
         self._write(entry)

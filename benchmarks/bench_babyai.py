@@ -86,7 +86,8 @@ def oracle_pass(items: list[int]) -> dict[str, Any]:
             episode_text_steps.append((elapsed, executed))
             if terminated or truncated:
                 break
-        outcomes.append({"item_id": item, "subtask": info["subtask"], "level": start_info["level"], "success": bool(info["success"]),
+        outcomes.append({"item_id": item, "subtask": info["subtask"], "level": start_info["level"],
+                         "success": bool(info["success"]),
                          "turns": info["turn"], "return": total, "primitive_steps": info["primitive_steps"]})
         # the same primitives on a stock MiniGrid env of the same level and seed
         level, seed = start_info["level"], start_info["seed"]
@@ -140,7 +141,8 @@ def random_pass(items: list[int], seeds: list[int]) -> list[dict[str, Any]]:
                 total += reward
                 if terminated or truncated:
                     break
-            outcomes.append({"item_id": item, "subtask": info["subtask"], "success": bool(info["success"]), "return": total})
+            outcomes.append({"item_id": item, "subtask": info["subtask"], "success": bool(info["success"]),
+                             "return": total})
     env.close()
     return outcomes
 
@@ -187,14 +189,16 @@ def main() -> None:
         "oracle": summarise(oracle["outcomes"]),
         "random_agent": {"seeds": random_seeds, **summarise(random_outcomes)},
     }
-    print(f"text step {latency['text_env_step']['median_ms']:.3f} ms (p95 {latency['text_env_step']['p95_ms']:.3f}) vs raw MiniGrid "
-          f"step {latency['raw_minigrid_step']['median_ms']:.4f} ms: x{latency['text_step_over_raw_step_ratio']} "
-          f"({latency['primitives_per_text_step']['mean']} primitives per text step; x"
-          f"{latency['text_step_over_its_raw_primitives_ratio_median']} against the raw time of those primitives)")
+    print(f"text step {latency['text_env_step']['median_ms']:.3f} ms (p95 {latency['text_env_step']['p95_ms']:.3f}) vs "
+          f"raw MiniGrid step {latency['raw_minigrid_step']['median_ms']:.4f} ms: "
+          f"x{latency['text_step_over_raw_step_ratio']} ({latency['primitives_per_text_step']['mean']} primitives per "
+          f"text step; x{latency['text_step_over_its_raw_primitives_ratio_median']} against the raw time of those "
+          f"primitives)")
     print(f"description + action list {latency['description_with_action_list']['median_ms']:.3f} ms, "
           f"shortest-path search {latency['shortest_path_search']['median_ms']:.3f} ms, "
           f"oracle decision {latency['oracle_decision']['median_ms']:.3f} ms")
-    print(f"oracle success {result['oracle']['success_rate']:.3f}, random agent success {result['random_agent']['success_rate']:.3f}")
+    print(f"oracle success {result['oracle']['success_rate']:.3f}, random agent success "
+          f"{result['random_agent']['success_rate']:.3f}")
     write_result("babyai", result)
 
 

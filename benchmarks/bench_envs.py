@@ -78,8 +78,8 @@ def main() -> None:
     for env_id in tqdm(ids, desc="envs"):
         results[env_id] = measure(env_id, episodes=episodes, max_steps=10)
     for env_id, r in results.items():
-        print(f"{env_id:40s} reset {r['reset']['median_ms']:8.2f} ms  step {r['step']['median_ms']:8.3f} ms "
-              f"(p95 {r['step']['p95_ms']:.3f})  {r['steps_per_s']:9.1f} steps/s  x{r['step_over_engine_ratio']} engine")
+        print(f"{env_id:40s} reset {r['reset']['median_ms']:8.2f} ms  step {r['step']['median_ms']:8.3f} ms (p95 "
+              f"{r['step']['p95_ms']:.3f})  {r['steps_per_s']:9.1f} steps/s  x{r['step_over_engine_ratio']} engine")
     write_result("envs", {"episodes_per_env": episodes, "envs": results})
 
 

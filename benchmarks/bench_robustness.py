@@ -49,6 +49,7 @@ import numpy as np
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' fake chat server
 import agentgym_envs  # noqa: E402
 from agentgym_envs.testing import HOSTILE_JSON_VALUES, HOSTILE_PAYLOADS, run_hostile_actions  # noqa: E402
 from common import RESULTS_DIR, write_result  # noqa: E402
@@ -262,7 +263,8 @@ def probe_cross_origin_and_host() -> dict:
     from agentgym_envs.server.app import LocalServer
 
     hostile = [
-        ("POST", "/create", {"content": b"", "headers": {"content-type": "text/plain", "origin": "http://evil.example"}}),
+        ("POST", "/create", {"content": b"",
+                             "headers": {"content-type": "text/plain", "origin": "http://evil.example"}}),
         ("POST", "/create", {"content": b"{}", "headers": {"content-type": "text/plain", "origin": "null"}}),
         ("POST", "/v1/sessions", {"json": {}, "headers": {"origin": "http://evil.example"}}),
         ("POST", "/v1/sessions", {"json": {}, "headers": {"sec-fetch-site": "cross-site"}}),
@@ -289,52 +291,38 @@ def probe_credentialed_urls() -> dict:
     import contextlib
     import io
     import tempfile
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from agentgym_envs.cli import main as cli_main
+    from fake_chat import FakeChatServer
 
-    seen: list[tuple[str, str]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["Content-Length"]))
-            seen.append((self.path, self.headers.get("Authorization", "")))
-            payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": "Action: inventory"}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    port = httpd.server_address[1]
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed_port = probe.getsockname()[1]
-    urls = [f"http://bob:sk-USERINFO@127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/v1?api_key=sk-QUERY",
-            f"http://bob:sk-DOWN@127.0.0.1:{closed_port}/v1?token=sk-DOWNQ", f"http://127.0.0.1:{port}/v1?key=sk-A&key=sk-B"]
     problems = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with FakeChatServer("Action: inventory", usage=None) as server, tempfile.TemporaryDirectory() as tmp:
+        port = server.httpd.server_address[1]
+        urls = [f"http://bob:sk-USERINFO@127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/v1?api_key=sk-QUERY",
+                f"http://bob:sk-DOWN@127.0.0.1:{closed_port}/v1?token=sk-DOWNQ",
+                f"http://127.0.0.1:{port}/v1?key=sk-A&key=sk-B"]
         for index, url in enumerate(urls):
             out = Path(tmp) / str(index)
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
                 code = cli_main(["eval", "--endpoint", url, "--model", "m", "--env", "AgentGym/TextCraft-Depth1-v0",
-                                 "--limit", "1", "--max-turns", "1", "--out", str(out), "--no-progress", "--retries", "0"])
-            saved = "".join(p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()) if out.is_dir() else ""
+                                 "--limit", "1", "--max-turns", "1", "--out", str(out), "--no-progress",
+                                 "--retries", "0"])
+            files = [p for p in out.rglob("*") if p.is_file()] if out.is_dir() else []
+            saved = "".join(p.read_text(errors="replace") for p in files)
             if "sk-" in saved or "bob" in saved:
                 problems.append(f"URL {index}: a credential was saved")
             if "sk-" in printed.getvalue():
                 problems.append(f"URL {index}: a credential was printed")
             if code != (0 if index < 2 else 2):
                 problems.append(f"URL {index}: exit code {code}")
-    httpd.shutdown()
-    httpd.server_close()
-    expected = [("/v1/chat/completions", "Bearer sk-USERINFO"), ("/v1/chat/completions?api_key=sk-QUERY", "Bearer EMPTY")]
+    seen = [(request["path"], {name.lower(): value for name, value in headers.items()}.get("authorization", ""))
+            for request, headers in zip(server.requests, server.headers, strict=True)]
+    expected = [("/v1/chat/completions", "Bearer sk-USERINFO"),
+                ("/v1/chat/completions?api_key=sk-QUERY", "Bearer EMPTY")]
     if seen != expected:
         problems.append(f"the requests were {seen}")
     return {"urls_tried": len(urls), "problems": len(problems), "examples": problems[:5]}
@@ -407,14 +395,15 @@ def probe_damaged_jsonl() -> dict:
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()), \
             contextlib.redirect_stderr(io.StringIO()):
         out = Path(tmp) / "run"
-        argv = ["eval", "--agent", "oracle", "--env", "AgentGym/TextCraft-Depth1-v0", "--limit", "3", "--max-turns", "3",
-                "--out", str(out), "--no-progress"]
+        argv = ["eval", "--agent", "oracle", "--env", "AgentGym/TextCraft-Depth1-v0", "--limit", "3", "--max-turns",
+                "3", "--out", str(out), "--no-progress"]
         cli_main(argv)
         damage(out / "trajectories.jsonl", 2)
         checks = {
             "load_run reads the other lines": lambda: len(load_run(out)) == 2,
             "agentgym view": lambda: cli_main(["view", str(out)]) == 0,
-            "agentgym eval resumes": lambda: cli_main(argv) == 0 and json.loads((out / "summary.json").read_text())["episodes"] == 3,
+            "agentgym eval resumes":
+                lambda: cli_main(argv) == 0 and json.loads((out / "summary.json").read_text())["episodes"] == 3,
         }
         journal_path = Path(tmp) / "episodes.jsonl"
         journal = Journal(journal_path, {"s": 1})
@@ -428,7 +417,8 @@ def probe_damaged_jsonl() -> dict:
         metrics = Path(tmp) / "agent_metrics.jsonl"
         metrics.write_text('{"step": 1}\n{"step": 2}\n{"step": null}\n{"step": 3}\n', encoding="utf-8")
         damage(metrics, 2)
-        checks["metrics skip the damaged and step-less lines"] = lambda: [r["step"] for r in read_metrics(metrics)] == [1, 3]
+        checks["metrics skip the damaged and step-less lines"] = \
+            lambda: [r["step"] for r in read_metrics(metrics)] == [1, 3]
         for name, check in checks.items():
             try:
                 if not check():

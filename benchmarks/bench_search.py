@@ -160,7 +160,8 @@ def dense_scaling(quick: bool, full_100k: bool, big: Corpus, bm25_medians: dict[
             "documents": len(big),
             "build_seconds_extrapolated": round(len(big) / rate, 1),
             "query": latency(dense, queries, "dense 100k (tiled)"),
-            "note": "build time extrapolated from the measured throughput; search over real embeddings tiled to 100k rows",
+            "note": "build time extrapolated from the measured throughput; search over real embeddings tiled to 100k "
+                    "rows",
         }
     large["latency_ratio_vs_bm25_100k"] = round(large["query"]["median_ms"] / bm25_medians["100k"], 1)
     print(f"dense 100k: {large}", flush=True)

@@ -162,8 +162,9 @@ def main() -> None:
     results["AgentGym/BIRD-v0"] = measure_bird(train_items)
     for env_id, r in results.items():
         print(
-            f"{env_id:24s} reset {r['reset']['median_ms']:7.2f} ms  step {r['step']['median_ms']:7.3f} ms (p95 {r['step']['p95_ms']:.3f})  "
-            f"oracle test {r['oracle_success_test']:.2f} train {r['oracle_success_train']}  random {r['random_success_test']:.2f}"
+            f"{env_id:24s} reset {r['reset']['median_ms']:7.2f} ms  step {r['step']['median_ms']:7.3f} ms (p95 "
+            f"{r['step']['p95_ms']:.3f})  oracle test {r['oracle_success_test']:.2f} train {r['oracle_success_train']} "
+            f" random {r['random_success_test']:.2f}"
         )
     write_result("tools", {"train_items_per_env": train_items, "envs": results})
 

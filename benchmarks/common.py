@@ -33,7 +33,8 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 def write_result(name: str, data: dict[str, Any]) -> Path:
     """Write ``results/<name>.json`` with the machine it ran on."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    payload = {"benchmark": name, "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
+    payload = {"benchmark": name, "machine": {"python": platform.python_version(),
+                                              "cpu": platform.processor() or platform.machine()},
                "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **data}
     path = RESULTS_DIR / f"{name}.json"
     path.write_text(json.dumps(payload, indent=1) + "\n")

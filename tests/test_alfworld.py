@@ -224,7 +224,8 @@ def test_invalid_commands_explain_what_is_wrong() -> None:
     holder = world.inside[obj]
     expect(f"take {obj} from {holder}", f"you are not at the {holder}; go to it first.")
     expect(f"put {obj} in/on {holder}", f"you are not carrying the {obj}.")
-    closed = next((r for r in world.receptacles() if world.closed(r) and any(v == r for v in world.inside.values())), None)
+    closed = next((r for r in world.receptacles() if world.closed(r) and any(v == r for v in world.inside.values())),
+                  None)
     if closed is not None:
         env.step(f"go to {closed}")
         inside = next(o for o, r in World(base.engine.facts()).inside.items() if r == closed)
@@ -308,7 +309,8 @@ def _fake_alfworld_tree(root: Path) -> None:
     meta = game.pop("agentgym")
     _, grammar_path, _ = generator.alfworld_paths()
     game["grammar"] = grammar_path.read_text()
-    folder = root / "json_2.1.1" / "valid_unseen" / "pick_heat_then_place_in_recep-Apple-None-CounterTop-14" / "trial_T1"
+    trial = "pick_heat_then_place_in_recep-Apple-None-CounterTop-14"
+    folder = root / "json_2.1.1" / "valid_unseen" / trial / "trial_T1"
     folder.mkdir(parents=True)
     (folder / "game.tw-pddl").write_text(json.dumps(game))
     (folder / "traj_data.json").write_text(json.dumps({
@@ -328,7 +330,8 @@ def test_real_alfworld_game_directory(tmp_path) -> None:
         assert len(base.game_files) == 1  # the unsolvable game is skipped
         obs, info = env.reset()
         assert info["split"] == "test" and info["item_id"] == 0 and info["subtask"] == "Heat"
-        assert info["goal"] == "put a hot apple in countertop" and "Your task is to: put a hot apple in countertop." in obs
+        assert info["goal"] == "put a hot apple in countertop"
+        assert "Your task is to: put a hot apple in countertop." in obs
         with pytest.raises(ValueError, match="not an item"):
             env.reset(options={"item_id": 1})
         info, commands, total = play_oracle(env, split="test", index=0)

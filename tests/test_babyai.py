@@ -55,7 +55,8 @@ def test_splits_have_the_paper_test_sizes_and_a_large_disjoint_train_split() -> 
             assert subtask_of(item) == sub
         assert all(level_and_seed(item)[1] < TRAIN_FIRST_SEED for item in parts["test"])
         assert all(level_and_seed(item)[1] >= TRAIN_FIRST_SEED for item in parts["train"])
-    per_level = {level: sum(level_and_seed(i)[0] == level for i in table["GoTo"]["test"]) for level in SUBTASK_LEVELS["GoTo"]}
+    per_level = {level: sum(level_and_seed(i)[0] == level for i in table["GoTo"]["test"])
+                 for level in SUBTASK_LEVELS["GoTo"]}
     assert set(per_level.values()) == {5}  # several seeds of every GoTo level
 
 
@@ -77,7 +78,8 @@ def test_splits_json_is_what_build_splits_makes() -> None:
 
 
 # ---- hand-checked descriptions --------------------------------------------------------------------
-def _scene(agent: tuple[int, int], direction: int, objects: dict[tuple[int, int], object], carrying: object = None) -> TextWorld:
+def _scene(agent: tuple[int, int], direction: int, objects: dict[tuple[int, int], object],
+           carrying: object = None) -> TextWorld:
     """An empty 8x8 room (interior 1..6) with the given objects; direction 0 right, 1 down, 2 left, 3 up."""
     world = TextWorld(_make_level("BabyAI-GoToRedBallNoDists-v0"))
     world.reset(seed=0)
@@ -358,7 +360,8 @@ def test_picking_up_the_wrong_object_fails_a_strict_level() -> None:
     for seed in range(TRAIN_FIRST_SEED, TRAIN_FIRST_SEED + 20):
         env.reset(options={"item_id": item_id("BabyAI-PickupDistDebug-v0", seed)})
         targets = {id(obj) for obj in env.world.env.instrs.desc.obj_set}
-        wrong = [a for a in env.world.available_actions() if a.startswith("pick up ") and id(env.world.object_named(a[8:])) not in targets]
+        wrong = [a for a in env.world.available_actions()
+                 if a.startswith("pick up ") and id(env.world.object_named(a[8:])) not in targets]
         if wrong:
             break
     obs, reward, terminated, truncated, info = env.step(wrong[0])

@@ -83,7 +83,8 @@ def test_info_is_identical_across_envs_with_different_ports() -> None:
             obs, reward, terminated, truncated, info = env.step("```stop [somewhere else]```")
             outcomes.append((obs, info))
         assert outcomes[0] == outcomes[1]
-        ports = {urlsplit(server.base_url).port for env in (first, second) for server in env.unwrapped._servers.values()}
+        ports = {urlsplit(server.base_url).port for env in (first,
+                                                            second) for server in env.unwrapped._servers.values()}
         assert len(ports) > 1
         assert all(str(port) not in str(outcomes[0]) for port in ports)
     finally:

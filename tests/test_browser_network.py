@@ -27,13 +27,17 @@ if chromium_missing_reason():
 from agentgym_envs.web.browser import Browser, BrowserConfig, chromium_arguments  # noqa: E402
 
 OUTSIDE_URLS = ("http://example.com/", "https://www.google.com/", "http://93.184.216.34/", "http://10.255.255.1/")
-REQUIRED_FLAGS = ("--headless", "--no-sandbox", "--disable-background-networking", "--host-resolver-rules=MAP * ~NOTFOUND")
+REQUIRED_FLAGS = ("--headless", "--no-sandbox", "--disable-background-networking",
+                  "--host-resolver-rules=MAP * ~NOTFOUND")
 
 PROBE_PAGE = b"""<!doctype html><title>probe</title><script>
 window.results = {};
 async function probe(url) {
   const started = performance.now();
-  try { await fetch(url, {mode: 'no-cors', cache: 'no-store'}); window.results[url] = ['reached', performance.now() - started]; }
+  try {
+    await fetch(url, {mode: 'no-cors', cache: 'no-store'});
+    window.results[url] = ['reached', performance.now() - started];
+  }
   catch (e) { window.results[url] = ['failed', performance.now() - started]; }
 }
 </script>"""
@@ -87,7 +91,8 @@ def _chromium_command_lines(browser: Browser) -> list[list[str]]:
 
 
 def test_launch_flags_close_the_network() -> None:
-    flags = chromium_arguments(allowed_hosts=("webarena.example",), extra=("--host-resolver-rules=MAP * 1.2.3.4", "--lang=en"))
+    flags = chromium_arguments(allowed_hosts=("webarena.example",),
+                               extra=("--host-resolver-rules=MAP * 1.2.3.4", "--lang=en"))
     for required in REQUIRED_FLAGS:
         assert any(flag.startswith(required) for flag in flags), required
     rules = next(flag for flag in flags if flag.startswith("--host-resolver-rules"))

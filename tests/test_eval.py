@@ -6,9 +6,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -28,6 +25,7 @@ from agentgym_envs.evaluation import (  # noqa: E402
 from agentgym_envs.agents import OracleAgent, make_agent  # noqa: E402
 from agentgym_envs.evaluation.metrics import format_table, summarize_run  # noqa: E402
 from agentgym_envs.evaluation.plots import plot_run  # noqa: E402
+from fake_chat import FakeChatServer  # noqa: E402
 
 DEPTH1 = "AgentGym/TextCraft-Depth1-v0"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -310,58 +308,6 @@ def test_training_with_log_trajectories_writes_episodes_and_plots(tmp_path, caps
 
 
 # ---- an OpenAI-compatible endpoint -------------------------------------------------------------------
-class FakeChatServer:
-    """A tiny /v1/chat/completions on 127.0.0.1 that always answers 'inventory'; fails after ``fail_after`` calls."""
-
-    def __init__(self, fail_after: int | None = None, failure: str = "model overloaded", delay: float = 0.0):
-        self.failure = failure
-        self.requests: list[dict] = []
-        self.headers: list[dict] = []
-        self.in_flight = self.most_in_flight = 0
-        lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with lock:
-                    server.requests.append({"path": self.path, **body})
-                    server.headers.append(dict(self.headers))
-                    failing = server.fail_after is not None and len(server.requests) > server.fail_after
-                    server.in_flight += 1
-                    server.most_in_flight = max(server.most_in_flight, server.in_flight)
-                time.sleep(delay)  # a model thinking: concurrent episodes overlap here
-                with lock:
-                    server.in_flight -= 1
-                if failing:
-                    self.send_error(400, server.failure)
-                    return
-                message = {"role": "assistant", "content": "Thought: look.\n\nAction:\ninventory"}
-                answer = {"choices": [{"message": message}], "usage": {"prompt_tokens": 100, "completion_tokens": 7}}
-                payload = json.dumps(answer).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.fail_after = fail_after
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeChatServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def test_openai_compatible_endpoint_gets_the_whole_conversation(tmp_path) -> None:
     out = tmp_path / "endpoint"
     with FakeChatServer() as server:
@@ -515,7 +461,8 @@ def test_training_plots_show_every_metric_and_env(tmp_path) -> None:
         assert_png(path)
     overview = result.lines["training_curves.png"]
     outcome = overview["Reward and success"]
-    assert set(outcome) == {"reward", "success", "TextCraft success", "TextCraft reward", "BabyAI success", "BabyAI reward"}
+    assert set(outcome) == {"reward", "success", "TextCraft success", "TextCraft reward", "BabyAI success",
+                            "BabyAI reward"}
     assert outcome["BabyAI success"]["y"] == pytest.approx([step / 11 for step in range(1, 7)])
     assert overview["Turn budget vs turns used"]["turn budget"]["y"] == [2, 2, 2, 4, 4, 4]
     assert overview["Response length"]["model tokens"]["x"] == [1, 2, 3, 4, 5, 6]
@@ -597,7 +544,8 @@ def test_sigterm_stops_an_eval_like_ctrl_c(tmp_path) -> None:
 
 # ---- credentials in the endpoint URL ---------------------------------------------------------------------
 def _saved_text(out: Path) -> str:
-    return "".join(path.read_text(encoding="utf-8", errors="replace") for path in sorted(out.rglob("*")) if path.is_file())
+    return "".join(path.read_text(encoding="utf-8",
+                                  errors="replace") for path in sorted(out.rglob("*")) if path.is_file())
 
 
 def test_credentials_in_the_endpoint_url_are_sent_properly_and_never_saved_or_printed(tmp_path, capsys) -> None:

@@ -191,44 +191,14 @@ def test_endpoint_refused_fails_fast() -> None:
 
 def test_endpoint_retries_are_logged(caplog) -> None:
     pytest.importorskip("openai")
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     from agentgym_envs.evaluation.endpoint import ChatEndpoint
+    from fake_chat import FakeChatServer
 
-    calls = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["Content-Length"]))
-            calls.append(1)
-            if len(calls) == 1:  # the first request: busy
-                self.send_response(503)
-                self.send_header("Retry-After", "0")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": "hi"}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        endpoint = ChatEndpoint(f"http://127.0.0.1:{httpd.server_address[1]}/v1", "m", retries=2)
+    with FakeChatServer("hi", usage=None, busy_first=1) as server:  # the first request: busy
+        endpoint = ChatEndpoint(server.url, "m", retries=2)
         with caplog.at_level("WARNING", logger="agentgym_envs.endpoint"):
             assert endpoint.complete([{"role": "user", "content": "hello"}]).text == "hi"
         endpoint.close()
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     lines = [record.getMessage() for record in caplog.records if record.name == "agentgym_envs.endpoint"]
     assert len(lines) == 1 and "HTTP 503; retry 1 of 2 in" in lines[0]
 

@@ -33,7 +33,8 @@ def test_valid_utf8_replaces_lone_surrogates_everywhere() -> None:
 
 @pytest.mark.parametrize(
     ("text", "count"),
-    [("17", 17), ("0", 0), ("9" * 5000, None), ("\u1369", None), ("\u0661", None), ("\u00b2", None), ("-3", None), ("", 4)],
+    [("17", 17), ("0", 0), ("9" * 5000, None), ("\u1369", None), ("\u0661", None), ("\u00b2", None), ("-3", None),
+     ("", 4)],
 )
 def test_parse_count_accepts_only_short_ascii_digits(text: str, count: int | None) -> None:
     assert parse_count(text, default=4) == count
@@ -68,7 +69,8 @@ def runner() -> ReadOnlySQL:
 
 @pytest.mark.parametrize(
     "sql",
-    ["SELECT printf('%.*c', 2147483647, 'x')", "SELECT format('%2147483647d', 1)", "SELECT printf('%!.*c', '1e12', 'x')"],
+    ["SELECT printf('%.*c', 2147483647, 'x')", "SELECT format('%2147483647d', 1)",
+     "SELECT printf('%!.*c', '1e12', 'x')"],
 )
 def test_sqlite_printf_cannot_outlast_the_time_limit(runner: ReadOnlySQL, sql: str) -> None:
     started = time.perf_counter()

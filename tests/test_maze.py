@@ -10,22 +10,8 @@ import agentgym_envs
 from agentgym_envs.maze import build_splits
 from agentgym_envs.maze.mazes import ITEMS_PER_SIZE, MAX_DISTANCE, MIN_DISTANCE, MOVES, SIZES, make_maze
 
+# conftest.py makes the `env` (AgentGym's wording) and `ours` (extra_feedback=True) fixtures of it.
 ENV_ID = "AgentGym/Maze-v0"
-
-
-@pytest.fixture
-def env():
-    env = gym.make(ENV_ID)
-    yield env
-    env.close()
-
-
-@pytest.fixture
-def ours():
-    """Our instruction and explanations (``extra_feedback=True``)."""
-    env = gym.make(ENV_ID, extra_feedback=True)
-    yield env
-    env.close()
 
 
 def agentgym_description(maze, position) -> str:
@@ -59,7 +45,8 @@ def test_every_answer_is_the_servers_description_and_success_at_the_goal(env) ->
     base = env.unwrapped
     blocked = next(m for m in MOVES if base.maze.step(base.position, m) is None)
     start = base.position
-    for response in (f"Thought:\nA wall.\n\nAction:\nmove {blocked}", "jump", "Move Up", "go north", "Action: move up."):
+    for response in (f"Thought:\nA wall.\n\nAction:\nmove {blocked}", "jump", "Move Up", "go north",
+                     "Action: move up."):
         obs, reward, terminated, _, info = env.step(response)
         assert obs == agentgym_description(base.maze, start) and not info["valid_action"]
         assert base.position == start and reward == 0.0 and not terminated
@@ -200,9 +187,8 @@ def test_reaching_the_goal_ends_the_episode_with_reward_one(ours) -> None:
     assert "episode is over" in obs and reward == 0.0 and terminated
 
 
-def test_ansi_render_shows_the_map() -> None:
-    env = gym.make(ENV_ID, render_mode="ansi")
+def test_ansi_render_shows_the_map(make_env) -> None:
+    env = make_env(ENV_ID, render_mode="ansi")
     env.reset(options={"split": "test", "index": 0})
     text = env.render()
     assert "A" in text and "G" in text and "#" in text
-    env.close()

@@ -9,6 +9,8 @@ rewards and end. The generic ``id``/``data_idx`` client is in test_server.py.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -126,63 +128,6 @@ def _play_both(client: Any, local: gym.Env, turns: int) -> tuple[list, list]:
     return remote, here
 
 
-def test_agentgym_sciworld_client() -> None:
-    pytest.importorskip("scienceworld")
-    from agentgym_envs.sciworld.catalog import agentgym_data_idx
-
-    env_id = "AgentGym/SciWorld-v0"
-    item = agentgym_envs.get_task(env_id).split("test")[0]
-    with LocalServer("sciworld") as server:
-        client, local = SciWorldClient(server.url), gym.make(env_id)
-        try:
-            first, info = local.reset(seed=0, options={"item_id": item})
-            assert client.reset(agentgym_data_idx(item)) == first
-            assert (client.task_name, client.var_num) == (info["sciworld_task"], info["variation"])
-            remote, here = _play_both(client, local, 6)
-            # the SciWorld client's reward is the simulator's score (0-100), ours its normalised change
-            for (obs, score, done), (local_obs, _, local_done) in zip(remote, here, strict=True):
-                assert obs == local_obs and done == local_done
-            assert score == local.unwrapped._score
-            client.close()
-        finally:
-            local.close()
-
-
-def test_agentgym_searchqa_client() -> None:
-    env_id = "AgentGym/Search-v0"
-    item = agentgym_envs.get_task(env_id).split("test")[0]
-    with LocalServer("search") as server:
-        client, local = SearchQAClient(server.url), gym.make(env_id)
-        try:
-            first, _ = local.reset(seed=0, options={"item_id": item})
-            client.reset(item)
-            assert client.observe() == first
-            remote, here = _play_both(client, local, 10)
-            assert remote == here and here[-1][2]  # the oracle answers within the budget
-            client.close()
-        finally:
-            local.close()
-        assert server.manager.metrics()["live_envs"] == 0
-
-
-def test_agentgym_webarena_client() -> None:
-    pytest.importorskip("selenium")
-    env_id = "AgentGym/WebArena-Shopping-v0"
-    item = agentgym_envs.get_task(env_id).split("test")[0]
-    with LocalServer("webarena") as server:
-        client, local = WebArenaClient(server.url), gym.make(env_id)
-        try:
-            first, _ = local.reset(seed=0, options={"item_id": item})
-            assert client.reset(item)["observation"] == first and client.observe() == first
-            assert client.step("no backticks here") == (WebArenaClient.NO_ACTION, 0.0, False)
-            remote, here = _play_both(client, local, 15)
-            for (obs, reward, done), (local_obs, local_reward, local_done) in zip(remote, here, strict=True):
-                assert obs == local_obs and done == local_done and reward == (local_reward if local_done else 0.0)
-            client.close()
-        finally:
-            local.close()
-
-
 class ALFWorldClient:
     """AgentGym's ALFWorld client: ``id`` envs, ``game`` episodes, the action list from the reply."""
 
@@ -222,36 +167,6 @@ class WebShopClient:
         return reply["state"], reply["reward"], reply["done"]
 
 
-def test_agentgym_alfworld_client() -> None:
-    pytest.importorskip("textworld")
-    env_id = "AgentGym/ALFWorld-v0"
-    item = agentgym_envs.get_task(env_id).split("test")[0]
-    with LocalServer("alfworld") as server:
-        client, local = ALFWorldClient(server.url), gym.make(env_id)
-        try:
-            first, _ = local.reset(seed=0, options={"item_id": item})
-            assert client.reset(item) == first
-            remote, here = _play_both(client, local, 30)
-            assert remote == here and here[-1][2]
-        finally:
-            local.close()
-
-
-def test_agentgym_webshop_client() -> None:
-    env_id = "AgentGym/WebShop-v0"
-    item = agentgym_envs.get_task(env_id).split("test")[0]
-    with LocalServer("webshop") as server:
-        client, local = WebShopClient(server.url), gym.make(env_id)
-        try:
-            first, _ = local.reset(seed=0, options={"item_id": item})
-            client.reset(item)
-            assert client.observe() == first
-            remote, here = _play_both(client, local, 15)
-            assert remote == here
-        finally:
-            local.close()
-
-
 class LMRLGymClient:
     """AgentGym's LMRL-Gym clients (Maze, Wordle): ``id`` from ``/create``, ``game`` / ``seed`` episodes, the action
     after ``Action:``; Maze puts its own rules before the server's first observation, Wordle writes its rules with
@@ -280,28 +195,6 @@ class LMRLGymClient:
         return reply["observation"], reply["reward"], reply["done"]
 
 
-@pytest.mark.parametrize("family, env_id, key", [("maze", "AgentGym/Maze-v0", "game"),
-                                                 ("wordle", "AgentGym/Wordle-v0", "seed")])
-def test_agentgym_lmrlgym_clients(family: str, env_id: str, key: str) -> None:
-    if family == "wordle":
-        pytest.importorskip("wordfreq")
-        from agentgym_envs.wordle.env import FIRST_OBSERVATION
-    else:
-        from agentgym_envs.maze.env import FIRST_OBSERVATION
-    item = agentgym_envs.get_task(env_id).split("test")[0]
-    with LocalServer(family) as server:
-        client, local = LMRLGymClient(server.url, key, FIRST_OBSERVATION), gym.make(env_id)
-        try:
-            first, _ = local.reset(seed=0, options={"item_id": item})
-            assert client.reset(item) == first  # the rules appear once, as the client shows them
-            remote, here = _play_both(client, local, 15)
-            assert remote == here and here[-1][2] and here[-1][1] == 1.0  # the oracle wins through the client
-        finally:
-            local.close()
-        response = requests.get(f"{server.url}/filtered_vocab?id=999", timeout=TIMEOUT)
-        assert response.status_code == 404
-
-
 class SqlGymClient(WebShopClient):
     """AgentGym's SqlGym (BIRD) client: WebShop's shape (the bare env number, ``env_idx``, ``state``) with
     ``item_id`` episodes, and the SQL cut out of the last ```` ```sql ```` block on the client side."""
@@ -313,20 +206,140 @@ class SqlGymClient(WebShopClient):
         return super().step(response.split("```sql")[-1].split("```")[0].strip())
 
 
+# ---- what each client sees at the start and at the end ------------------------------------------------------------
+def reset_returns_the_first_observation(client: Any, item: int, first: str, info: dict[str, Any]) -> None:
+    """ALFWorld, Maze, Wordle: ``/reset``'s reply is the text the client shows first."""
+    assert client.reset(item) == first  # (Maze, Wordle: the rules appear once, as the client shows them)
+
+
+def reset_then_observe(client: Any, item: int, first: str, info: dict[str, Any]) -> None:
+    """SearchQA, WebShop, the tool envs, SqlGym: ``/reset``, then the first text from ``GET /observation``."""
+    client.reset(item)
+    assert client.observe() == first
+
+
+def sciworld_start(client: Any, item: int, first: str, info: dict[str, Any]) -> None:
+    """SciWorld resets by AgentGym's ``data_idx`` and reads the task's name and variation back."""
+    from agentgym_envs.sciworld.catalog import agentgym_data_idx
+
+    assert client.reset(agentgym_data_idx(item)) == first
+    assert (client.task_name, client.var_num) == (info["sciworld_task"], info["variation"])
+
+
+def webarena_start(client: Any, item: int, first: str, info: dict[str, Any]) -> None:
+    """WebArena: the first text both in ``/reset``'s reply and from ``/observation``; a response without a backtick
+    block is answered by the client itself."""
+    assert client.reset(item)["observation"] == first and client.observe() == first
+    assert client.step("no backticks here") == (WebArenaClient.NO_ACTION, 0.0, False)
+
+
+def same_turns(remote: list, here: list, local: gym.Env) -> None:
+    assert remote == here
+
+
+def same_turns_to_the_end(remote: list, here: list, local: gym.Env) -> None:
+    assert remote == here and here[-1][2]  # the oracle finishes within the budget
+
+
+def oracle_wins(remote: list, here: list, local: gym.Env) -> None:
+    assert remote == here and here[-1][2] and here[-1][1] == 1.0  # the oracle wins through the client
+
+
+def oracle_solves(remote: list, here: list, local: gym.Env) -> None:
+    assert remote == here and here[-1][2] and here[-1][1] > 0  # the oracle solves it through the client
+
+
+def sciworld_turns(remote: list, here: list, local: gym.Env) -> None:
+    """The SciWorld client's reward is the simulator's score (0-100), ours its normalised change."""
+    for (obs, score, done), (local_obs, _, local_done) in zip(remote, here, strict=True):
+        assert obs == local_obs and done == local_done
+    assert score == local.unwrapped._score
+
+
+def webarena_turns(remote: list, here: list, local: gym.Env) -> None:
+    """The WebArena client reports the reward only once the episode has terminated."""
+    for (obs, reward, done), (local_obs, local_reward, local_done) in zip(remote, here, strict=True):
+        assert obs == local_obs and done == local_done and reward == (local_reward if local_done else 0.0)
+
+
+def no_live_envs(server: LocalServer) -> None:
+    assert server.manager.metrics()["live_envs"] == 0
+
+
+def unknown_env_vocabulary_is_404(server: LocalServer) -> None:
+    response = requests.get(f"{server.url}/filtered_vocab?id=999", timeout=TIMEOUT)
+    assert response.status_code == 404
+
+
+def maze_client(base: str) -> LMRLGymClient:
+    from agentgym_envs.maze.env import FIRST_OBSERVATION
+
+    return LMRLGymClient(base, "game", FIRST_OBSERVATION)
+
+
+def wordle_client(base: str) -> LMRLGymClient:
+    from agentgym_envs.wordle.env import FIRST_OBSERVATION
+
+    return LMRLGymClient(base, "seed", FIRST_OBSERVATION)
+
+
+@dataclass(frozen=True)
+class ClientCase:
+    """One AgentGym client against ``agentgym serve``: the env it plays, how it starts and what must match."""
+
+    env_id: str
+    served: str | list[str]  # LocalServer's argument: a family, or a list of env ids
+    client: Callable[[str], Any]  # the server's URL -> the client
+    turns: int
+    start: Callable[[Any, int, str, dict[str, Any]], None]  # resets the client, checks its first text
+    check: Callable[[list, list, gym.Env], None]  # the client's and the local env's (observation, reward, done)
+    requires: str | None = None  # the module the env needs
+    closes: bool = False  # the client closes its env at the end
+    after: Callable[[LocalServer], None] | None = None  # checks the server once the client is done
+
+
 # AgentGym's tool clients (Weather, Movie, Academia, TODOList, Sheet) speak SearchQA's shape: {"id": 0} to /create
 # and the bare env number back, env_idx everywhere, the episode as "id" in /reset, the text as "observation".
-@pytest.mark.parametrize("env_id", ["AgentGym/Weather-v0", "AgentGym/Movie-v0", "AgentGym/Academia-v0",
-                                    "AgentGym/TODOList-v0", "AgentGym/Sheet-v0", "AgentGym/BIRD-v0"])
-def test_agentgym_tool_and_sqlgym_clients(env_id: str) -> None:
-    item = agentgym_envs.get_task(env_id).split("test")[0]
-    with LocalServer([env_id]) as server:
-        client = SqlGymClient(server.url) if env_id.endswith("BIRD-v0") else SearchQAClient(server.url)
-        local = gym.make(env_id)
+TOOL_ENVS = ["Weather", "Movie", "Academia", "TODOList", "Sheet"]
+CASES = [
+    pytest.param(ClientCase("AgentGym/SciWorld-v0", "sciworld", SciWorldClient, 6, sciworld_start, sciworld_turns,
+                            requires="scienceworld", closes=True), id="sciworld"),
+    pytest.param(ClientCase("AgentGym/Search-v0", "search", SearchQAClient, 10, reset_then_observe,
+                            same_turns_to_the_end, closes=True, after=no_live_envs), id="searchqa"),
+    pytest.param(ClientCase("AgentGym/WebArena-Shopping-v0", "webarena", WebArenaClient, 15, webarena_start,
+                            webarena_turns, requires="selenium", closes=True), id="webarena"),
+    pytest.param(ClientCase("AgentGym/ALFWorld-v0", "alfworld", ALFWorldClient, 30,
+                            reset_returns_the_first_observation, same_turns_to_the_end, requires="textworld"),
+                 id="alfworld"),
+    pytest.param(ClientCase("AgentGym/WebShop-v0", "webshop", WebShopClient, 15, reset_then_observe, same_turns),
+                 id="webshop"),
+    pytest.param(ClientCase("AgentGym/Maze-v0", "maze", maze_client, 15, reset_returns_the_first_observation,
+                            oracle_wins, after=unknown_env_vocabulary_is_404), id="maze"),
+    pytest.param(ClientCase("AgentGym/Wordle-v0", "wordle", wordle_client, 15, reset_returns_the_first_observation,
+                            oracle_wins, requires="wordfreq", after=unknown_env_vocabulary_is_404), id="wordle"),
+    *(pytest.param(ClientCase(f"AgentGym/{name}-v0", [f"AgentGym/{name}-v0"], SearchQAClient, 12, reset_then_observe,
+                              oracle_solves), id=name.lower()) for name in TOOL_ENVS),
+    pytest.param(ClientCase("AgentGym/BIRD-v0", ["AgentGym/BIRD-v0"], SqlGymClient, 12, reset_then_observe,
+                            oracle_solves), id="sqlgym"),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_agentgym_client_plays_like_the_local_env(case: ClientCase) -> None:
+    """The client's episode through ``agentgym serve`` matches the same episode played on a local twin of the env."""
+    if case.requires:
+        pytest.importorskip(case.requires)
+    item = agentgym_envs.get_task(case.env_id).split("test")[0]
+    with LocalServer(case.served) as server:
+        client, local = case.client(server.url), gym.make(case.env_id)
         try:
-            first, _ = local.reset(seed=0, options={"item_id": item})
-            client.reset(item)
-            assert client.observe() == first
-            remote, here = _play_both(client, local, 12)
-            assert remote == here and here[-1][2] and here[-1][1] > 0  # the oracle solves it through the client
+            first, info = local.reset(seed=0, options={"item_id": item})
+            case.start(client, item, first, info)
+            remote, here = _play_both(client, local, case.turns)
+            case.check(remote, here, local)
+            if case.closes:
+                client.close()
         finally:
             local.close()
+        if case.after is not None:
+            case.after(server)

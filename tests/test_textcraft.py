@@ -75,8 +75,8 @@ def test_craft_feedback_missing_items_wrong_quantities_unknown_recipe(game: Game
     assert game.execute("inventory").message == "Inventory: [oak planks] (4)"  # failures consumed nothing
 
 
-def test_first_observation_shows_true_recipes_and_distractors() -> None:
-    env = gym.make("AgentGym/TextCraft-Depth2-v0")
+def test_first_observation_shows_true_recipes_and_distractors(make_env) -> None:
+    env = make_env("AgentGym/TextCraft-Depth2-v0")
     obs, info = env.reset(options={"split": "test", "index": 0})
     game = env.unwrapped.game
     lines = obs.splitlines()
@@ -85,11 +85,11 @@ def test_first_observation_shows_true_recipes_and_distractors() -> None:
     for recipe in game.plan.values():
         assert recipe.command() in commands
     assert 5 <= len(commands) - len(game.plan) <= 10
-    env.close()
 
 
 def test_splits_match_the_paper_and_regenerate_identically() -> None:
-    sizes = {f"Depth{d}": len(agentgym_envs.get_task(f"AgentGym/TextCraft-Depth{d}-v0").split("test")) for d in range(1, 5)}
+    sizes = {f"Depth{d}": len(agentgym_envs.get_task(f"AgentGym/TextCraft-Depth{d}-v0").split("test"))
+             for d in range(1, 5)}
     assert sizes == {"Depth1": 31, "Depth2": 41, "Depth3": 25, "Depth4": 3}
     family = agentgym_envs.get_task("AgentGym/TextCraft-v0")
     assert len(family.split("test")) == 100
@@ -103,12 +103,11 @@ def test_splits_match_the_paper_and_regenerate_identically() -> None:
     assert build_splits.build() == agentgym_envs.core.load_splits("textcraft")
 
 
-def test_sub_task_env_rejects_items_of_other_depths() -> None:
-    env = gym.make("AgentGym/TextCraft-Depth1-v0")
+def test_sub_task_env_rejects_items_of_other_depths(make_env) -> None:
+    env = make_env("AgentGym/TextCraft-Depth1-v0")
     depth3_item = agentgym_envs.get_task("AgentGym/TextCraft-Depth3-v0").split("test")[0]
     with pytest.raises(ValueError, match="not an item"):
         env.reset(options={"item_id": depth3_item})
-    env.close()
 
 
 def run_agent(env_id: str, policy: str, seed: int = 0) -> tuple[float, list[int]]:
@@ -138,8 +137,8 @@ def test_random_agent_rarely_succeeds() -> None:
     assert success < 0.2
 
 
-def test_rewards_sum_to_outcome() -> None:
-    env = gym.make("AgentGym/TextCraft-Depth3-v0")
+def test_rewards_sum_to_outcome(make_env) -> None:
+    env = make_env("AgentGym/TextCraft-Depth3-v0")
     env.reset(options={"split": "test", "index": 1})
     total = 0.0
     while True:
@@ -150,7 +149,6 @@ def test_rewards_sum_to_outcome() -> None:
     assert total == 1.0 and info["success"] and info["score"] == 1.0
     obs, reward, terminated, _, info = env.step("inventory")  # stepping a finished episode is harmless
     assert "episode is over" in obs and reward == 0.0 and terminated
-    env.close()
 
 
 def test_depth_distribution_of_goals() -> None:
@@ -158,9 +156,9 @@ def test_depth_distribution_of_goals() -> None:
     assert counts[4] >= 3 and counts[1] >= 31 and counts[2] >= 41 and counts[3] >= 25
 
 
-def test_default_rules_are_agentgyms_and_lenient_crafting_is_opt_in() -> None:
+def test_default_rules_are_agentgyms_and_lenient_crafting_is_opt_in(make_env) -> None:
     item = goals().index(("crafting table", 2))
-    strict = gym.make("AgentGym/TextCraft-v0")
+    strict = make_env("AgentGym/TextCraft-v0")
     strict.reset(options={"item_id": item})
     steps = {
         "get 2 oak logs": "Got 2 oak logs",
@@ -178,20 +176,18 @@ def test_default_rules_are_agentgyms_and_lenient_crafting_is_opt_in() -> None:
     assert observation == "Crafted 1 minecraft:crafting_table" and reward == 1.0 and terminated and info["success"]
     strict.reset(options={"item_id": item})
     assert strict.step("Action: inventory\nAction: inventory")[0].startswith("Error: Only one 'Action'")
-    strict.close()
 
-    lenient = gym.make("AgentGym/TextCraft-v0", lenient_crafting=True)
+    lenient = make_env("AgentGym/TextCraft-v0", lenient_crafting=True)
     _, info = lenient.reset(options={"item_id": item})
     assert "scale every count" in info["instruction"]
     assert lenient.step("get 2 oak logs")[4]["valid_action"]
     assert lenient.step("craft 8 oak planks using 2 oak logs")[4]["valid_action"]
     _, reward, terminated, _, _ = lenient.step("craft 1 crafting table using 4 planks")
     assert reward == 1.0 and terminated
-    lenient.close()
 
 
-def test_lenient_oracle_still_solves_every_test_item() -> None:
-    env = gym.make("AgentGym/TextCraft-v0", lenient_crafting=True)
+def test_lenient_oracle_still_solves_every_test_item(make_env) -> None:
+    env = make_env("AgentGym/TextCraft-v0", lenient_crafting=True)
     for index in range(100):
         env.reset(options={"split": "test", "index": index})
         for _ in range(30):
@@ -199,4 +195,3 @@ def test_lenient_oracle_still_solves_every_test_item() -> None:
             if terminated or truncated:
                 break
         assert info["success"], index
-    env.close()

@@ -61,7 +61,8 @@ def test_parse_response_accepts_the_react_forms() -> None:
     same_line = parse_response('Thought: look it up.\nAction: search_movie with Action Input: {"movie_name": "X"}')
     assert parse_call(same_line.action) == Call("search_movie", {"movie_name": "X"})
     split_lines = parse_response(
-        'Thought: t\nAction: get_elevation\nAction Input: {\n "latitude": 1.5,\n "longitude": 2\n}\nObservation: made up'
+        'Thought: t\nAction: get_elevation\nAction Input: {\n "latitude": 1.5,\n "longitude": 2\n}\nObservation: made '
+        'up'
     )
     assert parse_call(split_lines.action) == Call("get_elevation", {"latitude": 1.5, "longitude": 2})
     fenced = parse_response("Action:\n`get_projects` with Action Input: ```json\n{}\n```")
@@ -84,8 +85,10 @@ def test_tool_argument_errors_come_back_as_observations() -> None:
     env = gym.make("AgentGym/Movie-v0", detailed_instruction=True).unwrapped
     env.reset(options={"split": "test", "index": 0})
     cases = {
-        'Action: search_movi with Action Input: {"movie_name": "x"}': "unknown tool 'search_movi'. Did you mean search_movie?",
-        'Action: get_movie_details with Action Input: {"movie_id": "12"}': "argument 'movie_id' must be an integer, got a string",
+        'Action: search_movi with Action Input: {"movie_name": "x"}':
+            "unknown tool 'search_movi'. Did you mean search_movie?",
+        'Action: get_movie_details with Action Input: {"movie_id": "12"}':
+            "argument 'movie_id' must be an integer, got a string",
         'Action: get_movie_details with Action Input: {"movie_id": true}': "must be an integer, got a boolean",
         "Action: get_movie_details with Action Input: {}": "missing required argument 'movie_id'",
         'Action: get_movie_details with Action Input: {"movie_id": 1, "lang": "en"}': "unknown argument(s) 'lang'",
@@ -205,14 +208,16 @@ def test_tool_conversations_open_as_agentgyms_tool_clients(env_id: str) -> None:
                                 "Input: [your action input]\n")
     assert info["acknowledgement"] == "Ok."
     question = env.unwrapped.current.question
-    assert obs == f"Now new trial starts.\nYou should perform actions to accomplish the goal: {question}\nGive me one action."
+    assert obs == (f"Now new trial starts.\nYou should perform actions to accomplish the goal: {question}\n"
+                   "Give me one action.")
     env.close()
 
 
 def test_weather_instruction_lists_tools_as_agentgym_does() -> None:
     env = gym.make("AgentGym/Weather-v0")
     _, info = env.reset(options={"split": "test", "index": 0})
-    assert "\n\nName: get_historical_temp(latitude, longitude, start_date, end_date)\nDescription: " in info["instruction"]
+    name_line = "\n\nName: get_historical_temp(latitude, longitude, start_date, end_date)\nDescription: "
+    assert name_line in info["instruction"]
     assert "\nParameters:\n- latitude (Type: number): " in info["instruction"]
     assert ('\n\nIf you want to get the latitude and longitude information of a city, you must call '
             '"get_latitude_longitude"! Do not generate it by yourself which maybe wrong.') in info["instruction"]
@@ -234,7 +239,8 @@ def test_tool_replies_are_wrapped_as_agentgyms_servers_do() -> None:
     obs, _, _, _, info = env.step('Thought: Where?\n\nAction: get_latitude_longitude with Action Input: {"city": "x"}')
     assert obs.startswith("Observation: Error: ") and obs.endswith("\nGive me one action.") and not info["valid_action"]
     gold = env.unwrapped.current.gold.value
-    obs, reward, terminated, _, info = env.step(f'Thought: Done.\n\nAction: finish with Action Input: {{"answer": {gold}}}')
+    obs, reward, terminated, _, info = env.step(f'Thought: Done.\n\nAction: finish with Action Input: '
+                                                f'{{"answer": {gold}}}')
     assert obs == f"Observation: {gold}\nGive me one action." and terminated and reward == 1.0 and info["success"]
     env.close()
 
@@ -530,7 +536,8 @@ def test_bird_speaks_sqlgym_by_default() -> None:
     obs, info = env.reset(options={"split": "test", "index": 1})
     assert info["instruction"].startswith("Given you a description of a SQlite database system, I will ask you a "
                                           "question, then you should help me operate the SQLite database with SQL")
-    assert info["instruction"].endswith("Your SQL should be in one line. Every time you can only execute one SQL statement.")
+    assert info["instruction"].endswith("Your SQL should be in one line. Every time you can only execute one SQL "
+                                        "statement.")
     assert info["acknowledgement"] == "Ok."
     question = env.unwrapped.current.question
     assert obs.startswith("university contains tables such as ") and obs.endswith(f".\n\n{question}")

@@ -68,7 +68,8 @@ def run_solution(env, item_id: int, replace_stop: str | None = None, drop_stop: 
 # ---- the task set -----------------------------------------------------------------------------------
 def test_splits_match_the_catalog_and_the_paper() -> None:
     assert agentgym_envs.core.load_splits("webarena") == splits()
-    counts = {sub: len(agentgym_envs.get_task(f"AgentGym/WebArena-{sub}-v0").split("test")) for sub in ("Shopping", "CMS", "Maps", "GitLab", "Reddit")}
+    counts = {sub: len(agentgym_envs.get_task(f"AgentGym/WebArena-{sub}-v0").split("test"))
+              for sub in ("Shopping", "CMS", "Maps", "GitLab", "Reddit")}
     assert counts == {"Shopping": 15, "CMS": 15, "Maps": 10, "GitLab": 5, "Reddit": 5}
     assert len(TEST_ITEMS) == 50 and sum(n for _, n, _, _ in LAYOUT.values()) >= 300
     tasks = embedded_tasks()
@@ -270,7 +271,8 @@ def test_a_crashed_browser_is_restarted(env) -> None:
     deadline = time.monotonic() + 5
     while any(p.is_running() and p.status() != "zombie" for p in old_processes) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(p.is_running() and p.status() != "zombie" for p in old_processes), "the old Chromium was left running"
+    left_running = any(p.is_running() and p.status() != "zombie" for p in old_processes)
+    assert not left_running, "the old Chromium was left running"
     total, info, _ = run_solution(env, 0)
     assert total == 1.0
 
@@ -310,7 +312,8 @@ def test_answer_matching_cannot_be_gamed_by_listing_everything() -> None:
 def test_url_match_rules() -> None:
     reference = "http://h:1/search?q=yoga mat"
     assert evaluation.url_match("http://h:1/search?q=yoga+mat&page=1", reference.replace(" ", "%20"))
-    assert evaluation.url_match("http://h:1/search/results/?q=yoga%20mat", reference)  # the path contains the reference's
+    assert evaluation.url_match("http://h:1/search/results/?q=yoga%20mat",
+                                reference)  # the path contains the reference's
     assert not evaluation.url_match("http://h:1/search/?q=Yoga%20Mat", reference)  # values are case-sensitive
     assert not evaluation.url_match("http://h:1/search?q=yoga", reference)
     assert evaluation.url_match("http://h:1/b", "http://h:1/a |OR| http://h:1/b")
@@ -333,7 +336,8 @@ def test_evaluate_requires_every_evaluator_and_rejects_helper_functions() -> Non
     assert evaluation.evaluate(config, "5.", "http://h:1/cart", *args)[0] == 0.0  # WebArena's exact match
     assert evaluation.evaluate(config, "5.", "http://h:1/Cart/", *args, lenient=True)[0] == 1.0  # lenient_matching
     helper = {"eval": {"eval_types": ["program_html"], "program_html": [
-        {"url": "last", "locator": "func:get_query_text(__page__, 'main')", "required_contents": {"must_include": ["x"]}}]}}
+        {"url": "last", "locator": "func:get_query_text(__page__, 'main')",
+         "required_contents": {"must_include": ["x"]}}]}}
     score, failures = evaluation.evaluate(helper, "", "http://h:1/", resolve, lambda url, js: "x", None)
     assert score == 0.0 and "not supported" in failures[0]
 
@@ -347,19 +351,26 @@ def test_webarena_config_files_play_against_a_deployment(tmp_path, browser) -> N
     deployment = SiteServer(ShoppingSite())
     configs = [
         {"task_id": 7, "sites": ["shopping"], "require_login": True, "storage_state": None, "start_url": "__SHOPPING__",
-         "geolocation": None, "intent": "Search for yoga mats", "eval": {"eval_types": ["url_match"], "reference_answers": None,
+         "geolocation": None, "intent": "Search for yoga mats",
+         "eval": {"eval_types": ["url_match"], "reference_answers": None,
          "reference_url": "__SHOPPING__/search?q=yoga mat", "url_note": "GOLD in PRED", "program_html": []}},
-        {"task_id": 8, "sites": ["shopping"], "require_login": True, "storage_state": None, "start_url": "__SHOPPING__/cart",
+        {"task_id": 8, "sites": ["shopping"], "require_login": True, "storage_state": None,
+         "start_url": "__SHOPPING__/cart",
          "geolocation": None, "intent": "Is my cart empty?", "eval": {"eval_types": ["string_match", "program_html"],
          "reference_answers": {"exact_match": "yes"}, "reference_url": "", "program_html": [
-             {"url": "last", "locator": "document.querySelector('main').innerText", "required_contents": {"must_include": ["no items"]}}]}},
-        {"task_id": 9, "sites": ["gitlab"], "start_url": "__GITLAB__", "intent": "not for this id", "eval": {"eval_types": []}},
-        {"task_id": 10, "sites": ["shopping"], "start_url": "__SHOPPING__/orders |AND| __SHOPPING__/cart", "intent": "Two tabs",
-         "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["2"]}, "reference_url": "", "program_html": []}},
+             {"url": "last", "locator": "document.querySelector('main').innerText",
+              "required_contents": {"must_include": ["no items"]}}]}},
+        {"task_id": 9, "sites": ["gitlab"], "start_url": "__GITLAB__", "intent": "not for this id",
+         "eval": {"eval_types": []}},
+        {"task_id": 10, "sites": ["shopping"], "start_url": "__SHOPPING__/orders |AND| __SHOPPING__/cart",
+         "intent": "Two tabs",
+         "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["2"]}, "reference_url": "",
+                  "program_html": []}},
     ]
     for config in configs:
         (tmp_path / f"{config['task_id']}.json").write_text(json.dumps(config))
-    env = gym.make("AgentGym/WebArena-Shopping-v0", config_path=str(tmp_path), base_urls={"shopping": deployment.base_url}, browser=browser)
+    env = gym.make("AgentGym/WebArena-Shopping-v0", config_path=str(tmp_path),
+                   base_urls={"shopping": deployment.base_url}, browser=browser)
     try:
         assert env.unwrapped._splits == {"train": [], "test": [7, 8, 10]}
         obs, info = env.reset(options={"item_id": 7})

@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import html
 import random
-import re
 import urllib.parse
 
 from agentgym_envs.webarena import evaluation

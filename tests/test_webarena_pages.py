@@ -165,7 +165,8 @@ def test_text_reaches_the_pages_escaped() -> None:
         parts = dom(body)
         tags = {part[1] for part in parts if part[0] == "<"}
         assert not tags & {"b", "script"}, f"{site}: typed markup became elements"
-        shown = [part[1] for part in parts if part[0] == "text"] + [v for part in parts if part[0] == "<" for _, v in part[2]]
+        shown = [part[1] for part in parts if part[0] == "text"]
+        shown += [v for part in parts if part[0] == "<" for _, v in part[2]]
         assert any(HOSTILE in text for text in shown), f"{site}: the typed text is not shown as typed"
 
 

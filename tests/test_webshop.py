@@ -196,7 +196,8 @@ def test_reward_options_are_scored_as_webshops_goal_py() -> None:
     beds = _shoe(options={"size": ["king", "california king", "2 piece set", "3 piece set"]})
     goal = _shoe_goal(options={"size": "california king"})
     assert score_purchase(beds, goal, {"size": "king"}).option_matches == 1  # token set ratio 100
-    assert score_purchase(beds, _shoe_goal(options={"size": "2 piece set"}), {"size": "3 piece set"}).option_matches == 1
+    assert score_purchase(beds, _shoe_goal(options={"size": "2 piece set"}),
+                          {"size": "3 piece set"}).option_matches == 1
     assert normalize_color("dark grey") == "dark" and normalize_color("dark wash") == "ash"
     # "light" is in the title ("Lightweight") but was not chosen: no match
     assert score_purchase(_shoe(), _shoe_goal(options={"color": "light"}), {"color": "black"}).option_matches == 0

@@ -78,7 +78,8 @@ def test_the_web_extra_brings_the_sites_server() -> None:
     from pathlib import Path
 
     pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
-    names = {re.split(r"[<>=\[ ]", requirement)[0] for requirement in pyproject["project"]["optional-dependencies"]["web"]}
+    web_extra = pyproject["project"]["optional-dependencies"]["web"]
+    names = {re.split(r"[<>=\[ ]", requirement)[0] for requirement in web_extra}
     assert {"starlette", "uvicorn", "selenium"} <= names
     for env_id in ("AgentGym/WebArena-v0", "AgentGym/WebShop-Browser-v0"):
         spec = agentgym_envs.get_task(env_id)

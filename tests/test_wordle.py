@@ -1,31 +1,18 @@
-"""Wordle: the word lists, AgentGym's game (our wording opt-in), the feedback rules, bad guesses, the solver, the splits."""
+"""Wordle: the word lists, AgentGym's game (our wording opt-in), the feedback rules, bad guesses, the solver, the
+splits."""
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
 import agentgym_envs
 from agentgym_envs.wordle import build_splits, words
-from agentgym_envs.wordle.game import ABSENT, CORRECT, PRESENT, _answer_codes, _code, _patterns, score_guess, solver_guess
+from agentgym_envs.wordle.game import (ABSENT, CORRECT, PRESENT, _answer_codes, _code, _patterns, score_guess,
+                                       solver_guess)
 
+# conftest.py makes the `env` (AgentGym's wording) and `ours` (extra_feedback=True) fixtures of it.
 ENV_ID = "AgentGym/Wordle-v0"
-
-
-@pytest.fixture
-def env():
-    env = gym.make(ENV_ID)
-    yield env
-    env.close()
-
-
-@pytest.fixture
-def ours():
-    """Our instruction, feedback in words and free rejected guesses (``extra_feedback=True``)."""
-    env = gym.make(ENV_ID, extra_feedback=True)
-    yield env
-    env.close()
 
 
 def test_the_conversation_opens_as_agentgyms_wordle_client(env) -> None:
@@ -39,8 +26,9 @@ def test_the_conversation_opens_as_agentgyms_wordle_client(env) -> None:
     vocabulary = "\n".join(words.answers())
     assert ("Here is the complete list of valid vocabulary words that are accepted by the game:\n```\n"
             f"{vocabulary}\n```\n\nHere is an example.") in obs
-    assert obs.endswith("Now let's start a new game. Remember, the word you guess should be strictly in the vocabulary. "
-                        "You should return your thought and your word strictly in the formation mentioned above.")
+    assert obs.endswith("Now let's start a new game. Remember, the word you guess should be strictly in the "
+                        "vocabulary. You should return your thought and your word strictly in the formation mentioned "
+                        "above.")
 
 
 @pytest.mark.parametrize("guess, answer, feedback", [
@@ -163,7 +151,8 @@ def test_our_six_wrong_guesses_lose_and_reveal_the_word(ours) -> None:
     assert terminated and not info["success"] and reward == 0.0 and f"The word was '{answer}'" in obs
 
 
-@pytest.mark.parametrize("response", ["guess CRANE.", "Guess: crane", "crane", "guess 'crane'", "Action: guess [crane]"])
+@pytest.mark.parametrize("response",
+                         ["guess CRANE.", "Guess: crane", "crane", "guess 'crane'", "Action: guess [crane]"])
 def test_our_guess_spellings(ours, response: str) -> None:
     env = ours
     env.reset(options={"split": "test", "index": 0})
@@ -172,8 +161,8 @@ def test_our_guess_spellings(ours, response: str) -> None:
 
 
 @pytest.mark.parametrize("extra_feedback", [False, True])
-def test_solver_finds_every_test_word_within_six_guesses(extra_feedback: bool) -> None:
-    env = gym.make(ENV_ID, extra_feedback=extra_feedback)
+def test_solver_finds_every_test_word_within_six_guesses(make_env, extra_feedback: bool) -> None:
+    env = make_env(ENV_ID, extra_feedback=extra_feedback)
     spec = agentgym_envs.get_task(ENV_ID)
     for index in range(len(spec.split("test"))):
         env.reset(options={"split": "test", "index": index})
@@ -184,7 +173,6 @@ def test_solver_finds_every_test_word_within_six_guesses(extra_feedback: bool) -
             if terminated or truncated:
                 break
         assert info["success"] and total == 1.0 and info["turn"] <= 6
-    env.close()
 
 
 def test_solver_on_a_sample_of_train_words() -> None:
@@ -201,8 +189,8 @@ def test_solver_on_a_sample_of_train_words() -> None:
 
 
 @pytest.mark.parametrize("extra_feedback", [False, True])
-def test_random_guesser_rarely_wins(extra_feedback: bool) -> None:
-    env = gym.make(ENV_ID, extra_feedback=extra_feedback)
+def test_random_guesser_rarely_wins(make_env, extra_feedback: bool) -> None:
+    env = make_env(ENV_ID, extra_feedback=extra_feedback)
     rng = np.random.default_rng(0)
     wins = 0
     for index in range(25):
@@ -212,7 +200,6 @@ def test_random_guesser_rarely_wins(extra_feedback: bool) -> None:
             if terminated or truncated:
                 break
         wins += info["success"]
-    env.close()
     assert wins <= 2
 
 

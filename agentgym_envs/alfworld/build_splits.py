@@ -15,6 +15,9 @@ TRAIN_ITEMS = 3000
 
 
 def build() -> dict[str, dict[str, list[int]]]:
+    """The ALFWorld splits: the first ``TEST_ITEMS`` ids as test and the next ``TRAIN_ITEMS`` as train, dealt to the
+    sub-tasks by task type in turn.
+    """
     splits: dict[str, dict[str, list[int]]] = {}
     for index, task_type in enumerate(TASK_TYPES):
         name = SUBTASK_OF_TYPE[task_type]

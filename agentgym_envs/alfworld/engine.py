@@ -299,7 +299,8 @@ class AlfredEngine:
             info = EntityInfo(obj.name, obj.type_name)
             info.name, info.definite, info.indefinite = names[obj.name], "the", "a"
             self._infos[obj.name] = info
-        self._templates = {name: self._plain_template(name, action.template) for name, action in self._logic.actions.items()}
+        self._templates = {name: self._plain_template(name, action.template) for name,
+                           action in self._logic.actions.items()}
         if self._lib is None:
             self._lib = _acquire_library()
         self._game_key = key
@@ -346,10 +347,12 @@ class AlfredEngine:
     # -- queries
     @property
     def admissible_commands(self) -> list[str]:
+        """The commands the game accepts now, sorted."""
         return self._sorted_commands
 
     @property
     def won(self) -> bool:
+        """Whether the task's goal is reached."""
         return bool(self._lib.check_goal())
 
     def plan(self) -> list[str]:

@@ -33,18 +33,24 @@ from agentgym_envs.alfworld.engine import AlfredEngine
 from agentgym_envs.alfworld.expert import TOOLS, Goal, World, next_command, parse_goal
 from agentgym_envs.core import Outcome, Start, TextEnv, normalize_command, require
 
-INSTRUCTION = """Solve a task by interacting with a household. Imagine you are an intelligent agent in a household environment whose target is to carry out actions that complete the task goal. At the start you are given a detailed description of the environment and the goal to accomplish. Each turn you get a list of actions and choose one of them to perform. You can answer in one of two ways, "THOUGHT" or "ACTION". With "THOUGHT", first think about the current situation and plan your next actions, then give this turn's action; the output must follow exactly this format:"Thought:
+INSTRUCTION = """Solve a task by interacting with a household. Imagine you are an intelligent agent in a household \
+environment whose target is to carry out actions that complete the task goal. At the start you are given a detailed \
+description of the environment and the goal to accomplish. Each turn you get a list of actions and choose one of them \
+to perform. You can answer in one of two ways, "THOUGHT" or "ACTION". With "THOUGHT", first think about the current \
+situation and plan your next actions, then give this turn's action; the output must follow exactly this format:"Thought:
 your thoughts.
 
 Action:
 your next action"; with "ACTION", give the action directly; the output must follow exactly this format:"Action:
-your next action". After each turn the environment gives you immediate feedback to plan your next steps with. If the environment answers "Nothing happened", the previous action was invalid and you should try other options.
+your next action". After each turn the environment gives you immediate feedback to plan your next steps with. If the \
+environment answers "Nothing happened", the previous action was invalid and you should try other options.
  Reminder:
 1. The action must be one of the available actions given. Any other action is illegal.
 2. Think when needed; try to act directly more often."""
 
 #: Our instruction, with ``extra_feedback=True``.
-DETAILED_INSTRUCTION = """You are in a house and must complete a household task. The first observation describes the room and ends with your task.
+DETAILED_INSTRUCTION = """You are in a house and must complete a household task. The first observation describes the \
+room and ends with your task.
 
 Commands (use object and receptacle names exactly as shown, with their number, e.g. "apple 1", "countertop 2"):
 - go to <receptacle>
@@ -59,7 +65,9 @@ Commands (use object and receptacle names exactly as shown, with their number, e
 - inventory
 - look
 
-You can carry one object at a time. You only see what is in a closed receptacle after opening it. Every observation ends with the actions available right now (AVAILABLE ACTIONS); an action that is not possible does nothing and is reported.
+You can carry one object at a time. You only see what is in a closed receptacle after opening it. Every observation \
+ends with the actions available right now (AVAILABLE ACTIONS); an action that is not possible does nothing and is \
+reported.
 
 Every turn, answer in this format and give exactly one action:
 Thought:
@@ -75,7 +83,8 @@ _TOOL = re.compile(r"^(clean|heat|cool|slice)\s+(.+?)\s+(?:with|using|in)\s+(?:t
 _AGENTGYM_PUT = re.compile(r"^put (.+) in/on (.+)$")
 _AGENTGYM_MOVE = re.compile(r"^move (.+) to (.+)$")
 _AGENTGYM_TOGGLE = re.compile(r"^toggle (.+)$")
-_SINGLE = re.compile(r"^(go to|goto|open|close|use|toggle|turn on|turn off|switch on|switch off|examine|look at|inspect)\s+(?:the\s+)?(.+)$")
+_SINGLE = re.compile(r"^(go to|goto|open|close|use|toggle|turn on|turn off|switch on|switch off|examine|look at"
+                     r"|inspect)\s+(?:the\s+)?(.+)$")
 
 
 def find_game_files(game_dir: str | Path) -> list[Path]:
@@ -99,7 +108,8 @@ def load_game_file(path: str | Path) -> dict[str, Any] | None:
             task_type = params.get("task_type", "")
             pddl = params.get("pddl_params", {})
             template = generator.GOAL_TEMPLATES.get(task_type, ("{obj}",))[0]
-            goal = template.format(obj=pddl.get("object_target", "").lower(), recep=pddl.get("parent_target", "").lower(),
+            goal = template.format(obj=pddl.get("object_target", "").lower(),
+                                   recep=pddl.get("parent_target", "").lower(),
                                    toggle=pddl.get("toggle_target", "").lower())
             data["grammar"] = data["grammar"].replace("UNKNOWN GOAL", goal)
     return data
@@ -108,8 +118,8 @@ def load_game_file(path: str | Path) -> dict[str, Any] | None:
 class ALFWorldEnv(TextEnv):
     family = "alfworld"
 
-    def __init__(self, task_id: str, render_mode: str | None = None, game_dir: str | None = None, game_split: str = "test",
-                 extra_feedback: bool = False):
+    def __init__(self, task_id: str, render_mode: str | None = None, game_dir: str | None = None,
+                 game_split: str = "test", extra_feedback: bool = False):
         """By default the env answers as AgentGym's ALFWorld server: TextWorld's own feedback (the
         available actions only in the first observation), exact admissible commands. With
         ``extra_feedback=True`` the available actions end every observation, other spellings of a
@@ -278,11 +288,13 @@ class ALFWorldEnv(TextEnv):
 
     # ---- helpers for agents -------------------------------------------------------------------
     def available_actions(self) -> list[str] | None:
+        """The game's admissible commands now (None outside an episode)."""
         if self.item_id is None or not self.game:
             return None
         return list(self.engine.admissible_commands)
 
     def oracle_action(self) -> str:
+        """The expert's next command: the hand-written expert's for the goal, else Fast Downward's plan."""
         assert self.game, "call reset() first"
         command = None
         if self.goal is not None:
@@ -298,10 +310,12 @@ class ALFWorldEnv(TextEnv):
         return self._plan[0] if self._plan else "look"
 
     def random_action(self, rng: np.random.Generator) -> str:
+        """One of the admissible commands other than ``help``, at random (``look`` when there is none)."""
         actions = [a for a in self.engine.admissible_commands if a != "help"] if self.game else []
         return actions[int(rng.integers(len(actions)))] if actions else "look"
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is an item: an index of the given game files, else one of the split items."""
         if self.game_files:
             return 0 <= item_id < len(self.game_files)
         return super().accepts_item(item_id)  # the split items only: each id writes a game file to the cache

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-TOOLS = {"clean": ("sinkbasin", "isclean", "clean"), "heat": ("microwave", "ishot", "heat"), "cool": ("fridge", "iscool", "cool")}
+TOOLS = {"clean": ("sinkbasin", "isclean", "clean"), "heat": ("microwave", "ishot", "heat"),
+         "cool": ("fridge", "iscool", "cool")}
 
 
 @dataclass(frozen=True)
@@ -78,21 +79,27 @@ class World:
                 self.props.setdefault(args[0], set()).add(name)
 
     def has(self, entity: str, prop: str) -> bool:
+        """Whether ``entity`` has the property ``prop`` (openable, opened, ...)."""
         return prop in self.props.get(entity, ())
 
     def receptacles(self, rtype: str | None = None) -> list[str]:
+        """Every receptacle, or those of type ``rtype``, sorted."""
         return sorted(r for r in self.location_of if rtype is None or self.type_of.get(r) == rtype)
 
     def objects(self, otype: str) -> list[str]:
+        """The objects of type ``otype`` that are not receptacles, sorted."""
         return sorted(o for o, t in self.type_of.items() if t == otype and o not in self.location_of)
 
     def at(self, receptacle: str) -> bool:
+        """Whether the agent stands at ``receptacle``'s location."""
         return self.location_of.get(receptacle) == self.agent_at
 
     def closed(self, receptacle: str) -> bool:
+        """Whether ``receptacle`` can be opened and is not open."""
         return self.has(receptacle, "openable") and not self.has(receptacle, "opened")
 
     def fits(self, obj: str, receptacle: str) -> bool:
+        """Whether an object of ``obj``'s type can go into a receptacle of ``receptacle``'s type."""
         return (self.type_of.get(receptacle, ""), self.type_of.get(obj, "")) in self.can_contain
 
 

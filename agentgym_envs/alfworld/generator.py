@@ -173,7 +173,8 @@ def floor_plan(number: int) -> tuple[tuple[Receptacle, ...], tuple[str, ...]]:
         location = _location_name(*extra_rng.uniform(-3, 3, size=2).round(2), int(extra_rng.integers(4)) * 90, 30)
         for index in range(count):
             if index == count // 2 and count > 1:  # burners come in two pairs, each pair at one spot
-                location = _location_name(*extra_rng.uniform(-3, 3, size=2).round(2), int(extra_rng.integers(4)) * 90, 30)
+                location = _location_name(*extra_rng.uniform(-3, 3, size=2).round(2),
+                                          int(extra_rng.integers(4)) * 90, 30)
             coords = extra_rng.uniform(-3, 3, size=3)
             receptacles.append(Receptacle(_alfred_key(rtype, coords), rtype, location))
     objects = tuple(sorted(name for name in set(names) if name in rules["pickupable"] or name in LAMPS))
@@ -182,12 +183,15 @@ def floor_plan(number: int) -> tuple[tuple[Receptacle, ...], tuple[str, ...]]:
 
 @lru_cache(maxsize=1)
 def floor_plan_numbers() -> tuple[int, ...]:
+    """The numbers of the AI2-THOR floor plans ALFWorld ships layouts for, sorted."""
     layouts = alfworld_paths()[2]
-    numbers = (int(m.group(1)) for p in layouts.glob("FloorPlan*-openable.json") if (m := re.match(r"FloorPlan(\d+)-", p.name)))
+    numbers = (int(m.group(1)) for p in layouts.glob("FloorPlan*-openable.json")
+               if (m := re.match(r"FloorPlan(\d+)-", p.name)))
     return tuple(sorted(numbers))
 
 
 def room_of(number: int) -> str:
+    """The room kind of a floor plan: its hundreds digit (kitchen, living room, bedroom, bathroom)."""
     return ROOM_OF_HUNDREDS[number // 100]
 
 
@@ -321,10 +325,12 @@ def grammar_with_goal(grammar: str, goal: str) -> str:
     """
     grammar = grammar.replace("UNKNOWN GOAL", goal)
     grammar = grammar.replace('template :: "move {o} to {r}";', 'template :: "put {o} in/on {r}";')
-    return grammar.replace('"rhs": "You move the {o.name} to the {r.name}."', '"rhs": "You put the {o.name} in/on the {r.name}."')
+    return grammar.replace('"rhs": "You move the {o.name} to the {r.name}."',
+                           '"rhs": "You put the {o.name} in/on the {r.name}."')
 
 
-def _problem_text(info: TaskInfo, receptacles: tuple[Receptacle, ...], placements: list[tuple[str, str, Receptacle]], start: str) -> str:
+def _problem_text(info: TaskInfo, receptacles: tuple[Receptacle, ...], placements: list[tuple[str, str, Receptacle]],
+                  start: str) -> str:
     rules = alfred_rules()
     object_types = sorted({otype for _, otype, _ in placements})
     rtypes = sorted({r.rtype for r in receptacles})

@@ -82,6 +82,16 @@ def is_solvable(level_env: Any) -> bool:
 
 
 def solvable_seeds(level: str, first: int, count: int) -> list[int]:
+    """The first ``count`` seeds from ``first`` on whose episode of ``level`` the oracle succeeds.
+
+    Args:
+        level: the BabyAI level's name.
+        first: the seed to start from.
+        count: how many seeds to find.
+
+    Returns:
+        The seeds, in order.
+    """
     from agentgym_envs.babyai.env import _make_level
 
     engine = _make_level(level)

@@ -16,7 +16,9 @@ from agentgym_envs.babyai.levels import SUBTASK_LEVELS, level_and_seed, subtask_
 from agentgym_envs.babyai.world import TextWorld
 from agentgym_envs.core import Outcome, Start, TextEnv, normalize_command, require
 
-INSTRUCTION = """You are an explorer who wants to reach every goal you are given. Each round you get an observation and answer with your thought and one action, based on that observation, to complete the task. You are in a room and must reach the given goal with actions.
+INSTRUCTION = """You are an explorer who wants to reach every goal you are given. Each round you get an observation \
+and answer with your thought and one action, based on that observation, to complete the task. You are in a room and \
+must reach the given goal with actions.
 
 The actions you can use:
 
@@ -32,7 +34,8 @@ The actions you can use:
 
 - go through <door> <id>: the <door> must be open.
 
-- toggle and go through <door> <id>: the <door> may be closed or locked. To open a locked door you must carry a key of the same colour as the door.
+- toggle and go through <door> <id>: the <door> may be closed or locked. To open a locked door you must carry a key of \
+the same colour as the door.
 
 - toggle: a closed or locked door is right in front of you and you can toggle it.
 Answer in this format:
@@ -42,21 +45,29 @@ Thought:
 Action:
 <Your Action>"""
 
-DETAILED_INSTRUCTION = """You are an agent in a grid world of rooms (BabyAI). Complete the goal given in each observation.
+DETAILED_INSTRUCTION = """You are an agent in a grid world of rooms (BabyAI). Complete the goal given in each \
+observation.
 
-Every observation tells you the goal, the objects you can see with their positions relative to you, objects you saw earlier that are now out of sight, what is right in front of you, how far the nearest walls are, what you carry, and the actions you can take now. Positions count steps from your own cell, e.g. "3 steps ahead and 1 step to your left". Objects of the same colour and type are numbered in the order you first see them (red ball 1, red ball 2); a number stays with its object for the whole episode. Doors are shown with their state: open, closed or locked.
+Every observation tells you the goal, the objects you can see with their positions relative to you, objects you saw \
+earlier that are now out of sight, what is right in front of you, how far the nearest walls are, what you carry, and \
+the actions you can take now. Positions count steps from your own cell, e.g. "3 steps ahead and 1 step to your left". \
+Objects of the same colour and type are numbered in the order you first see them (red ball 1, red ball 2); a number \
+stays with its object for the whole episode. Doors are shown with their state: open, closed or locked.
 
 Actions:
 - turn left / turn right: turn 90 degrees on the spot.
 - move forward: step into the cell in front of you (walls, closed doors and objects block you).
-- go to <object>: walk the shortest way through places you have already seen until you stand next to the object, facing it; closed doors on the way are opened. Works for doors as well.
+- go to <object>: walk the shortest way through places you have already seen until you stand next to the object, \
+facing it; closed doors on the way are opened. Works for doors as well.
 - pick up <object>: go to the object and pick it up. You can carry one object at a time.
 - drop: put the object you carry on the empty cell in front of you.
-- toggle: open or close the door right in front of you (a locked door opens only while you carry a key of its colour), or open the box in front of you.
+- toggle: open or close the door right in front of you (a locked door opens only while you carry a key of its colour), \
+or open the box in front of you.
 - go through <door>: walk through an open door into the next room.
 - toggle and go through <door>: open a closed door, then walk through it.
 - check available actions: list the actions you can take now.
-Name objects exactly as the observation does, e.g. "go to red ball 1". An action that cannot be done now is refused with an explanation and changes nothing.
+Name objects exactly as the observation does, e.g. "go to red ball 1". An action that cannot be done now is refused \
+with an explanation and changes nothing.
 
 Every turn, answer in this format and give exactly one action:
 Thought:
@@ -131,9 +142,11 @@ class BabyAIEnv(TextEnv):
         return {"primitive_steps": int(world.env.step_count), "max_primitive_steps": int(world.env.max_steps)}
 
     def available_actions(self) -> list[str] | None:
+        """The actions the observation lists now (None outside an episode)."""
         return None if self.world is None else self.world.shown_actions()
 
     def oracle_action(self) -> str:
+        """The oracle's next command with its reason, written as the agent would write it."""
         from agentgym_envs.babyai.oracle import next_command
 
         world = self._require_world()
@@ -141,6 +154,7 @@ class BabyAIEnv(TextEnv):
         return f"Thought:\n{reason}\n\nAction:\n{world.spell(command)}"
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` encodes a seed of one of this env's levels."""
         return item_id >= 0 and level_and_seed(item_id)[0] in self._levels
 
     def _release(self) -> None:

@@ -65,7 +65,8 @@ SUBTASK_LEVELS: dict[str, tuple[str, ...]] = {
 }
 
 #: Test seeds per level: 11 GoTo levels x 5 = 55, 5 Pickup levels x 3 = 15, the others 5 each (90 items).
-TEST_SEEDS_PER_LEVEL: dict[str, int] = {"GoTo": 5, "Pickup": 3, "ActionObjDoor": 5, "FindObjS7": 5, "OneRoomS20": 5, "SynthLoc": 5}
+TEST_SEEDS_PER_LEVEL: dict[str, int] = {"GoTo": 5, "Pickup": 3, "ActionObjDoor": 5, "FindObjS7": 5, "OneRoomS20": 5,
+                                        "SynthLoc": 5}
 
 #: Train seeds start after every test seed, so the splits can never overlap.
 TRAIN_FIRST_SEED = 100

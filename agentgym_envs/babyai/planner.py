@@ -37,15 +37,18 @@ class Pose(NamedTuple):
 
     @property
     def front(self) -> tuple[int, int]:
+        """The cell the agent faces."""
         dx, dy = DIRECTION_VECTORS[self.direction]
         return self.x + dx, self.y + dy
 
 
 def pose_index(width: int, x: int, y: int, direction: int) -> int:
+    """The flat index of a pose (cell and direction) in a grid of the given width."""
     return (y * width + x) * 4 + direction
 
 
 def index_pose(width: int, index: int) -> Pose:
+    """The pose of a flat index (the inverse of ``pose_index``)."""
     cell, direction = divmod(index, 4)
     y, x = divmod(cell, width)
     return Pose(x, y, direction)
@@ -100,6 +103,7 @@ class Routes:
         return None if best is None else index_pose(self.width, best[1])
 
     def cost(self, pose: Pose) -> int:
+        """The cost of the cheapest route from the start pose to ``pose`` (``UNREACHABLE`` when there is none)."""
         return self.dist[pose_index(self.width, pose.x, pose.y, pose.direction)]
 
     def primitives_to(self, pose: Pose) -> list[int]:

@@ -39,7 +39,8 @@ OBJECT_TYPES = ("ball", "box", "key", "door")
 _COLORS = "red|green|blue|purple|yellow|grey|gray"
 _DOOR_IN_ACTION = re.compile(rf"\b(?:{_COLORS}) door \d+$")
 _DOOR_STATE = re.compile(rf"\b({_COLORS}) (?:open|closed|locked) door\b")
-_NAME = re.compile(r"^(?:(?:the|a|an) )?(?:(red|green|blue|purple|yellow|grey|gray) )?(ball|box|key|door)(?: ([0-9]{1,9}))?$")
+_NAME = re.compile(r"^(?:(?:the|a|an) )?(?:(red|green|blue|purple|yellow|grey|gray) )?(ball|box|key|door)"
+                   r"(?: ([0-9]{1,9}))?$")
 
 PRIMITIVE_COMMANDS = {
     "turn left": LEFT,
@@ -67,6 +68,7 @@ def _refuse(message: str) -> Result:
 
 
 def steps(n: int) -> str:
+    """``1 step`` or ``n steps``."""
     return f"{n} step" if n == 1 else f"{n} steps"
 
 
@@ -90,6 +92,7 @@ class TextWorld:
     # ---- episode ------------------------------------------------------------------------------
     def reset(self, seed: int) -> None:
         # some levels print "Sampling rejected: ..." while generating; keep stdout clean
+        """Start the level's episode for ``seed`` (its generator's chatter kept off stdout) and forget what was seen."""
         with contextlib.redirect_stdout(io.StringIO()):
             obs, _ = self.env.reset(seed=seed)
         self.mission = self.env.mission
@@ -110,15 +113,18 @@ class TextWorld:
 
     @property
     def over(self) -> bool:
+        """Whether the episode has ended: success, failure or the level's own step limit."""
         return self.success or self.failed or self.truncated
 
     @property
     def pose(self) -> Pose:
+        """The agent's cell and facing direction."""
         x, y = self.env.agent_pos
         return Pose(int(x), int(y), int(self.env.agent_dir))
 
     @property
     def carrying(self) -> Any:
+        """The object the agent carries, or None."""
         return self.env.carrying
 
     def refresh(self, forget: bool = False) -> None:
@@ -175,9 +181,11 @@ class TextWorld:
         return name
 
     def name_of(self, obj: Any) -> str | None:
+        """The name the observations give ``obj`` (``red ball 1``), or None when it has not been seen."""
         return self._name_of.get(id(obj))
 
     def object_named(self, name: str) -> Any:
+        """The object the observations call ``name``, or None."""
         return self._objects.get(name)
 
     def position(self, obj: Any) -> tuple[int, int] | None:
@@ -206,6 +214,7 @@ class TextWorld:
         return dx * fx + dy * fy, dx * -fy + dy * fx
 
     def where(self, x: int, y: int) -> str:
+        """Where a cell is from the agent, in words: steps ahead or behind, to the left or right."""
         ahead, right = self.relative(x, y)
         parts = []
         if ahead > 0:
@@ -247,11 +256,13 @@ class TextWorld:
         if walls:
             lines.append("Nearest walls: " + ", ".join(walls) + ".")
         carried = self.carrying
-        lines.append("You are not carrying anything." if carried is None else f"You are carrying the {self.label(carried)}.")
+        lines.append("You are not carrying anything." if carried is None
+                     else f"You are carrying the {self.label(carried)}.")
         lines.append("Available actions: " + (", ".join(self.shown_actions()) or "none, the episode is over") + ".")
         return "\n".join(lines)
 
     def front_text(self) -> str:
+        """What is right in front of the agent, in words (a wall, empty floor, an object, a door and its state)."""
         fx, fy = self.pose.front
         if not (0 <= fx < self.width and 0 <= fy < self.height):
             return "a wall"
@@ -418,7 +429,8 @@ class TextWorld:
         candidates = [
             (name, obj)
             for name, obj in self._objects.items()
-            if obj.type == kind and color in (None, obj.color) and (self.position(obj) is not None or obj is self.carrying)
+            if obj.type == kind and color in (None,
+                                              obj.color) and (self.position(obj) is not None or obj is self.carrying)
         ]
         if index is not None:
             candidates = [(name, obj) for name, obj in candidates if name.endswith(f" {int(index)}")]
@@ -638,6 +650,7 @@ class TextWorld:
 
 
 def door_state(door: Any) -> str:
+    """A door's state in words: open, closed or locked."""
     if door.is_open:
         return "open"
     return "locked" if door.is_locked else "closed"

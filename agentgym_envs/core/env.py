@@ -115,7 +115,8 @@ class TextEnv(gym.Env[str, str]):
         self._splits = {name: self.task.split(name) for name in ("train", "test")}
         self._split_of = {item: name for name, items in self._splits.items() for item in items}
         table = load_splits(self.family)
-        self._subtask_of = {item: sub for sub in self.task.subtasks for ids in table.get(sub, {}).values() for item in ids}
+        self._subtask_of = {item: sub for sub in self.task.subtasks
+                            for ids in table.get(sub, {}).values() for item in ids}
         self.item_id: int | None = None
         self.split: str | None = None
         self._reset_seed: int | None = None
@@ -165,6 +166,17 @@ class TextEnv(gym.Env[str, str]):
 
     # ---- Gymnasium API ------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode: pick the item, start the engine's episode and show the first observation.
+
+        Args:
+            seed: seeds the env's ``np_random`` (the same item and seed give the same episode).
+            options: ``{"item_id": id}``, or ``{"split": name, "index": i}``; without an index (or without options) an
+                item of the split (default: the env's default split) drawn from the seed.
+
+        Returns:
+            The first observation and the info (``task``, ``item_id``, ``split``, ``instruction``, and the family's
+            own keys).
+        """
         super().reset(seed=seed)
         self._reset_seed = seed
         item_id, split = self._select_item(options or {})
@@ -189,6 +201,17 @@ class TextEnv(gym.Env[str, str]):
             raise gym.error.ResetNeeded("call reset() before step()")
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Play one turn: parse the model's response, carry out its action and report the outcome.
+
+        An unparseable, invalid or failing action is no exception: the observation says what was wrong,
+        ``info["valid_action"]`` is False and the reward 0.
+
+        Args:
+            action: the raw model response (a bare action is accepted too).
+
+        Returns:
+            (observation, reward, terminated, truncated, info); the rewards of an episode sum to its outcome score.
+        """
         self.require_episode()
         if not isinstance(action, str):
             raise TypeError(f"actions are model responses (str), got {type(action).__name__}")
@@ -230,9 +253,11 @@ class TextEnv(gym.Env[str, str]):
         )
 
     def render(self) -> str | None:
+        """With ``render_mode="ansi"``: the last action and observation as a text frame; otherwise None."""
         return ansi_frame(self._last_action, self._last_observation) if self.render_mode == "ansi" else None
 
     def close(self) -> None:
+        """End the episode and release the engine; ``step`` raises ``ResetNeeded`` until the next reset."""
         self._closed = True  # the episode is over: step raises ResetNeeded until the next reset
         self.item_id = None
         self._release()
@@ -257,7 +282,8 @@ class TextEnv(gym.Env[str, str]):
         if "index" in options:
             index = _integer_option(options, "index")
             if not 0 <= index < len(items):
-                raise ValueError(f"index {index} is out of range for the {len(items)} {split} items of {self.task.env_id}")
+                raise ValueError(f"index {index} is out of range for the {len(items)} {split} items of "
+                                 f"{self.task.env_id}")
         elif self._reset_seed is not None:
             index = self._seeded_index(split, self._reset_seed, len(items))
         else:

@@ -85,6 +85,7 @@ def first_user_message(instruction: str | None, observation: str) -> str:
 
 
 def now_iso() -> str:
+    """The current UTC time to the second, ISO 8601 (the records' timestamps)."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -130,6 +131,7 @@ class Trajectory:
         self.prompt_messages = len(self.messages)
 
     def act(self, text: str) -> None:
+        """Record the agent's response as the next action and assistant message."""
         self.actions.append(text)
         self.messages.append({"role": "assistant", "content": text})
 
@@ -145,6 +147,7 @@ class Trajectory:
             self.messages.append({"role": "user", "content": observation})
 
     def end(self, reason: str) -> None:
+        """Record why the episode ended (one of ``STOP_REASONS``; anything else is a ValueError)."""
         if reason not in STOP_REASONS:
             raise ValueError(f"unknown stop reason {reason!r}; one of {STOP_REASONS}")
         self.stop_reason = reason
@@ -152,10 +155,12 @@ class Trajectory:
     # ---- what readers ask ----------------------------------------------------------------------
     @property
     def done(self) -> bool:
+        """Whether the episode has ended (it has a stop reason)."""
         return self.stop_reason is not None
 
     @property
     def turns(self) -> int:
+        """How many actions the agent took."""
         return len(self.actions)
 
     @property
@@ -170,10 +175,12 @@ class Trajectory:
 
     @property
     def valid_actions(self) -> int:
+        """How many of the actions the env accepted."""
         return sum(self.valid)
 
     @property
     def valid_action_rate(self) -> float:
+        """The share of actions the env accepted (0 for an episode with no turn)."""
         return self.valid_actions / self.turns if self.turns else 0.0
 
     @property
@@ -183,6 +190,7 @@ class Trajectory:
 
     @property
     def model_tokens(self) -> int:
+        """The tokens the model generated: the sampled completion tokens, else the count the agent reported."""
         return sum(self.env_mask) if self.env_mask else int(self.tokens or 0)
 
     def add_tokens(self, ids: Sequence[int], mask: int, logprobs: Sequence[float] | None = None) -> None:

@@ -19,7 +19,8 @@ from typing import Any
 
 from agentgym_envs.core.openai_chat import chat_client, openai_module, safe_url
 
-_PROMPT = """You are grading a student's answer to a question against the reference answer. The student may phrase the answer differently; decide whether it means the same as the reference.
+_PROMPT = """You are grading a student's answer to a question against the reference answer. The student may phrase the \
+answer differently; decide whether it means the same as the reference.
 Question: {question}
 Reference answer: {reference}
 The string "N/A" means the task cannot be achieved.

@@ -62,10 +62,12 @@ class EpisodeStart:
 
     @property
     def key(self) -> tuple[str, int | None, int, int]:
+        """(env id, item, sample, turn budget): what names an episode in a run's results and resumes."""
         return (self.env_id, self.item_id, self.sample, self.max_turns)
 
     @property
     def reset_seed(self) -> int | None:
+        """The seed ``reset`` gets: ``seed`` when given, else the item id (the same item plays the same)."""
         return self.item_id if self.seed is None else self.seed
 
 
@@ -105,17 +107,23 @@ class Agent(Protocol):
     #: how many episodes it plays at once (an evaluation's batch)
     batch_size: int
 
-    def describe(self) -> dict[str, Any]: ...
+    def describe(self) -> dict[str, Any]:
+        """What the agent is, for a run's records (its kind, and e.g. the model and sampling settings)."""
 
-    def session(self) -> ContextManager[Any]: ...
+    def session(self) -> ContextManager[Any]:
+        """A context held around a whole batch (a model keeps its weights gathered and its caches ready)."""
 
-    def begin(self, episodes: Sequence[Episode]) -> None: ...
+    def begin(self, episodes: Sequence[Episode]) -> None:
+        """Called once the batch's episodes are reset, before the first ``act``."""
 
-    def more_turns(self, active: int) -> bool: ...
+    def more_turns(self, active: int) -> bool:
+        """Whether to play another turn while ``active`` episodes of this process run."""
 
-    def act(self, episodes: Sequence[Episode]) -> list[Reply]: ...
+    def act(self, episodes: Sequence[Episode]) -> list[Reply]:
+        """One reply per running episode, in order: the turn's responses (or stops) for the whole batch."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the agent holds (a model, a client, a process)."""
 
 
 class BaseAgent:
@@ -125,6 +133,7 @@ class BaseAgent:
     batch_size = 1
 
     def describe(self) -> dict[str, Any]:
+        """The agent's kind (``name``); agents with settings add them."""
         return {"kind": self.name}
 
     def session(self) -> ContextManager[Any]:
@@ -139,12 +148,15 @@ class BaseAgent:
         return active > 0
 
     def act(self, episodes: Sequence[Episode]) -> list[Reply]:
+        """``act_one`` for each episode in turn."""
         return [Reply(self.act_one(episode)) for episode in episodes]
 
     def act_one(self, episode: Episode) -> str:
+        """The response to one episode's last observation; scripted agents implement it."""
         raise NotImplementedError
 
     def close(self) -> None:
+        """Nothing to release by default."""
         pass
 
 
@@ -169,12 +181,22 @@ class EnvPool:
         self._lock = threading.Lock()
 
     def acquire(self, env_id: str, max_turns: int) -> gym.Env:
+        """An idle env of this id and budget, or a new one (``gym.make`` with ``max_episode_steps=max_turns``).
+
+        Args:
+            env_id: the registered id.
+            max_turns: the turn budget, the env's ``TimeLimit``.
+
+        Returns:
+            The env; give it back with ``release``.
+        """
         with self._lock:
             if self._free[(env_id, max_turns)]:
                 return self._free[(env_id, max_turns)].pop()
         return gym.make(env_id, **{**self.make_kwargs, "max_episode_steps": int(max_turns)})
 
     def release(self, env_id: str, max_turns: int, env: gym.Env) -> None:
+        """Give an env back for later episodes of the same id and budget."""
         with self._lock:
             self._free[(env_id, max_turns)].append(env)
 
@@ -188,6 +210,7 @@ class EnvPool:
             close_quietly(env)
 
     def close(self) -> None:
+        """Close every idle env (the engines they hold are released)."""
         with self._lock:
             envs = [env for envs in self._free.values() for env in envs]
             self._free.clear()
@@ -389,6 +412,15 @@ def run_episode(env: gym.Env, agent: Agent, item_id: int | None = None, *, seed:
 
 
 def new_trajectory(start: EpisodeStart, agent: Agent) -> Trajectory:
+    """The empty record of an episode about to start, named by its start and the agent.
+
+    Args:
+        start: which episode.
+        agent: who plays it (its ``name`` is recorded).
+
+    Returns:
+        The trajectory; ``item_id`` is -1 until the env names the item of a plain reset.
+    """
     item = -1 if start.item_id is None else int(start.item_id)  # a plain reset: the env's info names the item
     return Trajectory(start.env_id, item, seed=start.reset_seed, sample=start.sample, max_turns=start.max_turns,
                       agent=agent.name)

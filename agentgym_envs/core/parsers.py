@@ -20,6 +20,7 @@ class ParsedAction:
 
     @property
     def ok(self) -> bool:
+        """Whether an action was found."""
         return self.error is None
 
 
@@ -133,5 +134,6 @@ def parse_backtick(response: str) -> ParsedAction:
     blocks = [b.strip() for b in _BACKTICK_BLOCK.findall(text)]
     blocks = [b for b in blocks if b]
     if not blocks:
-        return ParsedAction(None, "No action found. Put exactly one action inside triple backticks, e.g. ```click [12]```.")
+        return ParsedAction(None, "No action found. Put exactly one action inside triple backticks, e.g. ```click "
+                                  "[12]```.")
     return ParsedAction(blocks[0])

@@ -39,10 +39,12 @@ class TextSpace(Space[str]):
         return "".join(chars.tolist())
 
     def contains(self, x: Any) -> bool:
+        """Whether ``x`` is a string within the space's length bounds (any characters)."""
         return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
 
     @property
     def is_np_flattenable(self) -> bool:
+        """False: a text of any characters has no fixed-size numpy form."""
         return False
 
     def __repr__(self) -> str:

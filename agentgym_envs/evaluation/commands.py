@@ -28,6 +28,7 @@ INTERRUPTED = 130
 
 
 def fail(message: str, code: int = 2) -> int:
+    """Print ``agentgym: error: <message>`` on stderr and return the exit code (2: a usage error)."""
     print(f"agentgym: error: {message}", file=sys.stderr)
     return code
 
@@ -82,6 +83,7 @@ def _stop_on_sigterm() -> Any:
 
 
 def print_summary(out: Path) -> dict[str, Any] | None:
+    """Print an evaluation folder's result tables (and its turn-scaling table); None when it has no summary."""
     path = out / SUMMARY_FILE
     if not path.is_file():
         return None
@@ -94,6 +96,7 @@ def print_summary(out: Path) -> dict[str, Any] | None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """``agentgym eval``: evaluate an agent, a local model or an endpoint on envs, resuming a folder's earlier run."""
     if args.agent is None and not args.model and not args.endpoint:
         return fail("say what to evaluate: --model PATH|default, --endpoint URL --model NAME, or --agent oracle|random")
     out = Path(args.out) if args.out else default_out_dir(args)
@@ -137,10 +140,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
+    """``agentgym view``: write a run's trajectories as one HTML page."""
     return _report_written(lambda: [write_viewer(args.run_dir, args.out)], "(open it in a browser)")
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    """``agentgym plot``: write a run's plots (evaluation or training curves)."""
     return _report_written(lambda: plot_run(args.run_dir, args.out).files)
 
 
@@ -180,8 +185,8 @@ def add_commands(commands: Any) -> None:
     run.add_argument("--max-context-tokens", type=int, default=4096,
                      help="token limit of a whole episode (local model)")
     run.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
-                     help="local model, hf engine: sample under bf16 autocast (default: as the trainer does, i.e. where "
-                          "the hardware runs bf16 natively: GPUs, CPUs with AVX512-BF16 or AMX)")
+                     help="local model, hf engine: sample under bf16 autocast (default: as the trainer does, i.e. "
+                          "where the hardware runs bf16 natively: GPUs, CPUs with AVX512-BF16 or AMX)")
     run.add_argument("--engine", choices=["hf", "vllm"], default="hf",
                      help="local model: generate with transformers in this process (hf) or with the vLLM engine "
                           "process (vllm; scripts/setup_vllm.sh installs it; several times faster)")

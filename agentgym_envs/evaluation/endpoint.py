@@ -95,6 +95,17 @@ class ChatEndpoint:
             pass
 
     def complete(self, messages: list[dict[str, str]]) -> Reply:
+        """One chat completion for a conversation, retried as configured.
+
+        Args:
+            messages: the conversation, OpenAI's message format.
+
+        Returns:
+            The reply (its text, and its token count when the server reports it).
+
+        Raises:
+            EvalError: the endpoint failed for good; its message never carries the URL's credentials.
+        """
         try:
             return self._complete(messages)
         except EvalError as error:  # a server or proxy may echo the request's key or URL back
@@ -127,6 +138,7 @@ class ChatEndpoint:
         return Reply(text, tokens=int(tokens) if tokens is not None else None)
 
     def close(self) -> None:
+        """Close the HTTP client."""
         self.client.close()
 
 
@@ -144,10 +156,12 @@ class EndpointAgent(BaseAgent):
         self._requests = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="agentgym-endpoint")
 
     def describe(self) -> dict[str, Any]:
+        """The endpoint's URL (without credentials), model and sampling settings, for the run's records."""
         return {"kind": "endpoint", "url": self.endpoint.url, "model": self.endpoint.model,
                 "temperature": self.endpoint.temperature, "max_tokens": self.endpoint.max_tokens}
 
     def act(self, episodes: Sequence[Episode]) -> list[Reply]:
+        """One request per running episode, sent concurrently; a failed request fails that episode only."""
         return list(self._requests.map(self._reply, episodes))
 
     def _reply(self, episode: Episode) -> Reply:
@@ -159,6 +173,7 @@ class EndpointAgent(BaseAgent):
             return Reply(None, error=error)
 
     def close(self) -> None:
+        """Cancel the requests still queued and close the endpoint."""
         self._requests.shutdown(wait=True, cancel_futures=True)
         self.endpoint.close()
 

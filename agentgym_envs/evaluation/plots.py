@@ -3,7 +3,8 @@
 Training: ``<run>/agent_metrics.jsonl`` (written by the trainer's ``TurnBudgetCallback``) becomes
 five panels over optimizer steps: reward and success (overall, per env when several, eval when
 logged), turn budget against turns used, model tokens per episode, generation against env
-time per rollout, and TRL's loss, KL and entropy. Evaluation: a ``summary.json`` holding several turn budgets (``agentgym eval
+time per rollout, and TRL's loss, KL and entropy. Evaluation: a ``summary.json`` holding several turn budgets
+(``agentgym eval
 --max-turns 5 10 20``) becomes success against the budget. Beside the PNGs, ``plots.json`` lists
 every drawn line (label, x, y), read back from the figures, so tests and scripts can check what a
 figure shows without looking at pixels.

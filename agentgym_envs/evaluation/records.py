@@ -80,11 +80,13 @@ class TrajectoryLog:
         self._lock = threading.Lock()
 
     def records(self) -> list[dict[str, Any]]:
+        """Every record in the log (a damaged line costs that line only); empty when there is no file yet."""
         return list(read_records(self.path)) if self.path.is_file() else []
 
     def append(self, records: Iterable[Mapping[str, Any]]) -> None:
         # valid UTF-8 whatever a model or endpoint produced (a lone surrogate would make the write
         # raise and cost the whole batch); default=str for values json cannot encode
+        """Append records, one JSON line each, under the log's lock (valid UTF-8 whatever the text held)."""
         lines = "".join(json.dumps(valid_utf8(record), ensure_ascii=False, default=str) + "\n" for record in records)
         if not lines:
             return

@@ -53,6 +53,7 @@ class TurnProgress:
         self.start_batch(0)
 
     def start_batch(self, size: int) -> None:
+        """A new batch of ``size`` episodes: its clock, turn and token counts start again."""
         self.started = self.shown = time.perf_counter()
         self.active, self.turn = size, 0
         self.tokens: dict[int, int] = {}
@@ -69,6 +70,7 @@ class TurnProgress:
             self.show(now)
 
     def show(self, now: float) -> None:
+        """Update the progress bar's turn, episodes playing and tokens per second."""
         fields = {**self.postfix, "turn": str(self.turn), "playing": str(self.active)}
         tokens = sum(self.tokens.values())
         if tokens:
@@ -107,6 +109,7 @@ class EvalReport:
 
     @property
     def complete(self) -> bool:
+        """Whether every expected episode has been played."""
         return self.episodes >= self.expected
 
 

@@ -31,6 +31,7 @@ def pooled(models: Sequence[Outcomes]) -> dict[str, list[int]]:
 
 
 def rates(outcomes: Outcomes, keys: Sequence[str]) -> np.ndarray:
+    """The success rate of each key's outcomes, in the order of ``keys``."""
     return np.array([np.mean(outcomes[key]) for key in keys], dtype=float)
 
 

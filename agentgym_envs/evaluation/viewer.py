@@ -104,11 +104,14 @@ const asList = (v) => Array.isArray(v) ? v : [];
 episodes.forEach((ep, i) => {
   if (!isObject(ep.info)) ep.info = {};
   ep.messages = asList(ep.messages).filter(isObject)
-    .map(m => ({role: String(m.role), content: typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? '')}));
+    .map(m => ({role: String(m.role),
+                content: typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? '')}));
   ep.rewards = asList(ep.rewards).map(Number);
   if (!Array.isArray(ep.valid)) ep.valid = null;
   if (typeof ep.prompt_messages !== 'number') ep.prompt_messages = undefined;
-  if (ep.final_observation !== null && ep.final_observation !== undefined) ep.final_observation = String(ep.final_observation);
+  if (ep.final_observation !== null && ep.final_observation !== undefined) {
+    ep.final_observation = String(ep.final_observation);
+  }
   ep.env_id = String(ep.env_id ?? '?');
 });
 
@@ -277,10 +280,20 @@ def page_data(records: list[dict[str, Any]]) -> str:
 
 @lru_cache(maxsize=1)
 def page_template() -> jinja2.Template:
+    """The viewer's page as an autoescaped jinja2 template (an unknown name is an error, not blank)."""
     return jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined).from_string(PAGE)
 
 
 def render_html(records: list[dict[str, Any]], title: str) -> str:
+    """The viewer page of a run: one self-contained HTML file (data, style and script inline).
+
+    Args:
+        records: the trajectory records to show.
+        title: the page's title.
+
+    Returns:
+        The HTML text.
+    """
     return page_template().render(title=title, style=STYLE, data=page_data(records), script=SCRIPT)
 
 

@@ -16,6 +16,7 @@ TRAIN_OFFSET = 1000  # train items are n = 1000.. within each size block
 
 
 def build() -> dict[str, dict[str, list[int]]]:
+    """The maze splits per size: the first items as test, train items whose maze is none of the test mazes."""
     splits = {}
     for index, size in enumerate(SIZE_NAMES):
         base = index * ITEMS_PER_SIZE

@@ -41,9 +41,12 @@ FIRST_OBSERVATION = (
 SUCCESS = "Success\n"
 
 #: Our instruction (``extra_feedback=True``).
-INSTRUCTION = """You are in a maze and must reach the goal square in as few moves as possible. You cannot see the maze: after each move you are told your position, the goal's position and which of the four squares next to you are walls.
+INSTRUCTION = """You are in a maze and must reach the goal square in as few moves as possible. You cannot see the \
+maze: after each move you are told your position, the goal's position and which of the four squares next to you are \
+walls.
 
-Positions are given as (row, column). Row 0 is the top row and column 0 the leftmost column: moving down increases the row by 1, moving right increases the column by 1.
+Positions are given as (row, column). Row 0 is the top row and column 0 the leftmost column: moving down increases the \
+row by 1, moving right increases the column by 1.
 
 Actions (exactly one per turn):
 - move up
@@ -108,7 +111,8 @@ class MazeEnv(TextEnv):
         if not self.extra_feedback:
             return Start(AGENTGYM_INSTRUCTION, FIRST_OBSERVATION + "\n" + self._describe(), info)
         side = self.maze.side
-        intro = f"The maze is a {side} by {side} grid (rows and columns 0 to {side - 1}, the outer ring is wall).\n" + self._surroundings()
+        intro = (f"The maze is a {side} by {side} grid (rows and columns 0 to {side - 1}, the outer ring is wall).\n"
+                 + self._surroundings())
         return Start(INSTRUCTION, intro, info)
 
     def _parse(self, response: str) -> ParsedAction:
@@ -161,7 +165,8 @@ class MazeEnv(TextEnv):
         assert self.maze is not None
         walls = [_WHERE[m] for m in MOVES if self.maze.step(self.position, m) is None]
         open_ = [_WHERE[m] for m in MOVES if self.maze.step(self.position, m) is not None]
-        lines = [f"You are at ({self.position[0]}, {self.position[1]}). The goal is at ({self.maze.goal[0]}, {self.maze.goal[1]})."]
+        lines = [f"You are at ({self.position[0]}, {self.position[1]}). The goal is at ({self.maze.goal[0]}, "
+                 f"{self.maze.goal[1]})."]
         if walls:
             lines.append(f"There is a wall {_join(walls)}.")
         if open_:
@@ -178,9 +183,11 @@ class MazeEnv(TextEnv):
 
     # ---- helpers for agents -------------------------------------------------------------------
     def available_actions(self) -> list[str]:
+        """The four moves, always (a move into a wall does nothing)."""
         return [f"move {m}" for m in MOVES]
 
     def oracle_action(self) -> str:
+        """A first move of a shortest path to the goal."""
         assert self.maze is not None, "call reset() first"
         if self.position == self.maze.goal:
             return "Thought:\nI am on the goal.\n\nAction:\nmove up"
@@ -188,10 +195,12 @@ class MazeEnv(TextEnv):
         return f"Thought:\nA shortest path to the goal starts by going {move}.\n\nAction:\nmove {move}"
 
     def render(self) -> str | None:
+        """With ``render_mode="ansi"``: the last action and observation, then the maze's map."""
         text = super().render()
         if text is None or self.maze is None:
             return text
         return text + self.maze.render(self.position) + "\n"
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is an item of one of the maze sizes."""
         return item_size(item_id) is not None and item_size(item_id) in SIZES

@@ -41,9 +41,11 @@ class Maze:
 
     @property
     def side(self) -> int:
+        """The number of rows (and columns) of the square maze, its wall ring included."""
         return len(self.rows)
 
     def is_open(self, position: tuple[int, int]) -> bool:
+        """Whether ``position`` (row, column) is inside the maze and not a wall."""
         row, col = position
         return 0 <= row < self.side and 0 <= col < self.side and self.rows[row][col] == "."
 
@@ -54,6 +56,7 @@ class Maze:
         return target if self.is_open(target) else None
 
     def distances_to_goal(self) -> dict[tuple[int, int], int]:
+        """The number of moves from every reachable cell to the goal (breadth-first)."""
         return _bfs(self.rows, self.goal)
 
     def render(self, position: tuple[int, int]) -> str:

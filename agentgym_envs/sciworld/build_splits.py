@@ -97,14 +97,16 @@ def build() -> tuple[dict[str, dict[str, list[int]]], dict[str, list[str]], dict
             test: list[int] = []
             for task in tqdm(types, desc=subtask):
                 train += [item_id(task, v) for v in sets[task.name]["train"]]
-                drawn = sorted(int(v) for v in rng.choice(sets[task.name]["test"], size=quota[task.name], replace=False))
+                drawn = sorted(int(v) for v in
+                               rng.choice(sets[task.name]["test"], size=quota[task.name], replace=False))
                 over_cap = 0
                 for variation in drawn:
                     gold = gold_path(jvm, task, variation)
                     golds[str(item_id(task, variation))] = gold
                     over_cap += len(gold) > MAX_TURNS
                     test.append(item_id(task, variation))
-                report[task.name] = {"train": len(sets[task.name]["train"]), "test": len(drawn), "gold_over_cap": over_cap}
+                report[task.name] = {"train": len(sets[task.name]["train"]), "test": len(drawn),
+                                     "gold_over_cap": over_cap}
             splits[subtask] = {"train": sorted(train), "test": sorted(test)}
             print(subtask, {task.name: report[task.name] for task in types}, flush=True)
     finally:

@@ -25,6 +25,7 @@ class TaskType:
 
     @property
     def code(self) -> int:
+        """The task type's number as an integer (``1-2`` -> 12), the high part of its item ids."""
         topic, sub = self.number.split("-")
         return 10 * int(topic) + int(sub)
 
@@ -49,6 +50,7 @@ def task_types(subtask: str | None = None) -> tuple[TaskType, ...]:
 
 
 def item_id(task: TaskType, variation: int) -> int:
+    """The item id of a task type's variation (``code * ITEM_STRIDE + variation``)."""
     if not 0 <= variation < ITEM_STRIDE:
         raise ValueError(f"variation {variation} is outside 0..{ITEM_STRIDE - 1}")
     return task.code * ITEM_STRIDE + variation
@@ -96,7 +98,8 @@ def from_agentgym_data_idx(data_idx: int) -> int:
         if offset <= data_idx < offset + count:
             task = next((t for t in TASK_TYPES if t.number == number), None)
             if task is None:
-                raise KeyError(f"AgentGym's data_idx {data_idx} is task {number}, which the paper's SciWorld ids do not use")
+                raise KeyError(f"AgentGym's data_idx {data_idx} is task {number}, "
+                               f"which the paper's SciWorld ids do not use")
             return item_id(task, data_idx - offset)
     raise KeyError(f"AgentGym's data_idx {data_idx} is beyond its {sum(c for _, c in AGENTGYM_TASK_ORDER)} items")
 

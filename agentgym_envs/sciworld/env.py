@@ -25,7 +25,9 @@ from agentgym_envs.core import Outcome, Start, TextEnv, normalize_command, requi
 from agentgym_envs.sciworld.catalog import TaskType, decode
 from agentgym_envs.sciworld.jvm import JvmConfig, ScienceWorldJvm, SimulatorCrashed, SimulatorRejected
 
-INSTRUCTION = """You are an agent in ScienceWorld. Each round you receive an observation and must answer with one action, based on that observation, that moves you toward finishing the task. These are the actions you can take (OBJ is an object, LOC a location):
+INSTRUCTION = """You are an agent in ScienceWorld. Each round you receive an observation and must answer with one \
+action, based on that observation, that moves you toward finishing the task. These are the actions you can take (OBJ \
+is an object, LOC a location):
 - open OBJ / close OBJ: open or close a container
 - activate OBJ / deactivate OBJ: switch a device on or off
 - connect OBJ to OBJ: connect electrical components
@@ -373,6 +375,7 @@ class SciWorldEnv(TextEnv):
         return choices[int(rng.integers(len(choices)))]
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` decodes to a variation of one of this env's task types."""
         try:
             task, _ = decode(item_id)
         except KeyError:

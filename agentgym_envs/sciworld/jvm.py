@@ -75,6 +75,7 @@ class JvmConfig:
 
     @classmethod
     def from_environment(cls, **overrides: Any) -> "JvmConfig":
+        """The defaults, then ``$AGENTGYM_SCIWORLD_*`` (heap, timeouts), then the ``overrides`` that are not None."""
         values: dict[str, Any] = {
             "heap_mb": int(_env_number("AGENTGYM_SCIWORLD_HEAP_MB", cls.heap_mb)),
             "start_timeout": _env_number("AGENTGYM_SCIWORLD_START_TIMEOUT", cls.start_timeout),
@@ -85,6 +86,7 @@ class JvmConfig:
         return cls(**values)
 
     def java_executable(self) -> str:
+        """The ``java`` to run: the configured one, else ``$JAVA_HOME``'s, else the one on PATH."""
         candidates = [self.java]
         if os.environ.get("JAVA_HOME"):
             candidates.append(os.path.join(os.environ["JAVA_HOME"], "bin", "java"))
@@ -98,6 +100,7 @@ class JvmConfig:
         )
 
     def command(self, classpath: str) -> list[str]:
+        """The command line that starts ScienceWorld's JVM with this heap and classpath."""
         heap = f"{int(self.heap_mb)}m"
         return [
             self.java_executable(),
@@ -199,11 +202,13 @@ class ScienceWorldJvm:
     # ---- lifecycle -------------------------------------------------------------------------
     @property
     def pid(self) -> int | None:
+        """The JVM's process id, or None when none is running."""
         process = self._process
         return None if process is None else process.pid
 
     @property
     def running(self) -> bool:
+        """Whether the JVM is alive and connected."""
         process = self._process
         return process is not None and process.poll() is None and self._interface is not None
 
@@ -299,6 +304,9 @@ class ScienceWorldJvm:
         return self._run(f"loading {task} variation {variation}", self.config.load_timeout, call)
 
     def step(self, command: str) -> StepResult:
+        """Send one command; the observation, the score and whether the task is complete (bounded by the step
+        timeout).
+        """
         def call(interface: Any) -> StepResult:
             observation = interface.step(command)
             return StepResult(str(observation), float(interface.getScore()), bool(interface.getCompleted()))
@@ -310,6 +318,7 @@ class ScienceWorldJvm:
         return self._run("look around", self.config.step_timeout, lambda interface: str(interface.freeActionLook()))
 
     def task_description(self) -> str:
+        """The current task's description, as the simulator writes it."""
         return self._run("the task description", self.config.step_timeout, lambda i: str(i.getTaskDescription()))
 
     def gold_actions(self) -> list[str]:
@@ -324,6 +333,7 @@ class ScienceWorldJvm:
         return self._run("the valid actions", self.config.step_timeout, call)
 
     def moves(self) -> int:
+        """How many moves the current episode has taken."""
         return self._run("the move count", self.config.step_timeout, lambda interface: int(interface.getNumMoves()))
 
     def variations(self, task: str) -> dict[str, list[int]]:

@@ -1,7 +1,8 @@
 """Scripted agents that solve the embedded questions by searching and reading, without the gold answer.
 
 Each is an ``Agent`` of the episode loop: the solver is a generator that yields its next action
-(a search, then the answer) and receives the env's observation back. They show that the tasks are solvable with the env's own retriever and that multi-hop questions
+(a search, then the answer) and receives the env's observation back. They show that the tasks are solvable with the
+env's own retriever and that multi-hop questions
 need several searches:
 
 * ``single_search``: one search with the question text, then an answer read from those three
@@ -70,7 +71,8 @@ class _Solver:
 
     def answering(self) -> Steps:
         try:
-            self.answer = (yield from self._solve(self.question.question, self.question.metadata["program"])) or "unknown"
+            self.answer = (yield from self._solve(self.question.question,
+                                                  self.question.metadata["program"])) or "unknown"
         except _OutOfTurns:
             self.answer = "unknown"
         while True:  # an answer the env refuses (e.g. empty) is given again until the episode ends
@@ -156,11 +158,13 @@ class ScriptedAgent(BaseAgent):
         self._solvers: dict[int, tuple[_Solver, Steps]] = {}
 
     def begin(self, episodes: Sequence[Episode]) -> None:
+        """A solver per episode, from its question and turn budget."""
         for episode in episodes:
             solver = _Solver(episode.env.unwrapped.question, episode.start.max_turns, self.single_search)
             self._solvers[id(episode.trajectory)] = (solver, solver.answering())
 
     def act_one(self, episode: Episode) -> str:
+        """The episode's solver's next response, after it has read the last observation."""
         _, steps = self._solvers[id(episode.trajectory)]
         return next(steps) if not episode.trajectory.actions else steps.send(episode.observation)
 

@@ -42,10 +42,12 @@ class Encyclopedia:
 
 
 def with_article(word: str) -> str:
+    """``word`` with ``a`` or ``an`` before it (by its first letter)."""
     return ("an " if word[:1].lower() in "aeiou" else "a ") + word
 
 
 def join_items(items: list[str]) -> str:
+    """Items as a phrase: ``a``, ``a and b``, ``a, b and c``."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 

@@ -13,6 +13,7 @@ from agentgym_envs.search.tasks import ITEM_BLOCK, SUBTASKS, TEST_SIZES, TRAIN_S
 
 
 def build() -> dict[str, dict[str, list[int]]]:
+    """The Search splits: per sub-task, its block's first ids as test and the following ``TRAIN_SIZE`` as train."""
     splits = {}
     for position, subtask in enumerate(SUBTASKS):
         base = ITEM_BLOCK * position

@@ -39,10 +39,20 @@ class Document:
         return f'"{self.title}"\n{self.text}'
 
     def to_row(self) -> dict[str, str]:
+        """The document as a corpus row (``{"id", "contents"}``, Search-R1's format)."""
         return {"id": self.id, "contents": self.contents}
 
     @classmethod
     def from_row(cls, row: dict[str, Any], index: int = 0) -> "Document":
+        """A document from a corpus row: Search-R1's ``contents`` (title on the first line) or ``title`` and ``text``.
+
+        Args:
+            row: the parsed JSON line.
+            index: its line number, the id when the row has none and the error's position.
+
+        Returns:
+            The document.
+        """
         doc_id = str(row.get("id", row.get("_id", index)))
         if "contents" in row:
             title, _, text = str(row["contents"]).partition("\n")
@@ -62,6 +72,7 @@ class Question:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_row(self) -> dict[str, Any]:
+        """The question as a row of the questions file."""
         return {
             "id": self.id,
             "question": self.question,
@@ -71,6 +82,7 @@ class Question:
 
     @classmethod
     def from_row(cls, row: dict[str, Any], index: int = 0) -> "Question":
+        """A question from a row: ``question`` and ``golden_answers`` (or ``answers`` / ``answer``)."""
         if "question" not in row:
             raise ValueError(f"question row {index} has no 'question' field: keys {sorted(row)}")
         answers = row.get("golden_answers", row.get("answers", row.get("answer")))
@@ -201,6 +213,7 @@ def _load_rows(path: str | os.PathLike, what: str, items: str, make: Callable[[d
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    """Write ``rows`` as JSON lines (UTF-8, non-ASCII kept)."""
     with path.open("w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -225,6 +238,7 @@ class Corpus:
 
     @classmethod
     def from_documents(cls, documents: list[Document]) -> "Corpus":
+        """A corpus of ``documents``, its fingerprint a hash of their ids and contents."""
         digest = hashlib.sha1()
         for doc in documents:
             digest.update(doc.id.encode() + b"\0" + doc.contents.encode() + b"\0")
@@ -232,4 +246,5 @@ class Corpus:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> "Corpus":
+        """The corpus in a JSON-lines file, its fingerprint the file's path, size and time."""
         return cls(load_corpus(path), file_fingerprint(path))

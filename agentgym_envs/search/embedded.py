@@ -33,6 +33,7 @@ class SearchData:
 
 
 def dataset_dir(seed: int = 0) -> Path:
+    """Where the generated fictional dataset of ``seed`` is cached."""
     return cache_root() / "search" / f"fictional-v{GENERATOR_VERSION}-seed{seed}"
 
 

@@ -41,11 +41,16 @@ _OPEN_TAG = re.compile(r"<\s*(search|answer)\s*>", re.IGNORECASE)
 
 INSTRUCTION = """Answer the question by searching a collection of encyclopedia passages.
 
-In every turn, think first if you like (for example inside <think> ... </think>), then end your response with exactly one action:
-- <search>your query</search> searches the collection. The {k} best matching passages come back inside <information> ... </information>, each with its title.
-- <answer>your answer</answer> gives your final answer: only the answer itself (a name, a number, a year, or yes/no), not a sentence.
+In every turn, think first if you like (for example inside <think> ... </think>), then end your response with exactly \
+one action:
+- <search>your query</search> searches the collection. The {k} best matching passages come back inside <information> \
+... </information>, each with its title.
+- <answer>your answer</answer> gives your final answer: only the answer itself (a name, a number, a year, or yes/no), \
+not a sentence.
 
-Search as often as you need: many questions take several searches, one for each fact along the way. {note}An answer counts when it equals a correct answer after normalisation (case, punctuation and articles are ignored). A wrong answer does not end the episode: you can search more and answer again. You have {turns} turns."""
+Search as often as you need: many questions take several searches, one for each fact along the way. {note}An answer \
+counts when it equals a correct answer after normalisation (case, punctuation and articles are ignored). A wrong \
+answer does not end the episode: you can search more and answer again. You have {turns} turns."""
 
 #: AgentGym's SearchQA rules (the default): the instruction turn, and the process described again
 #: with the question in the first observation.
@@ -75,7 +80,8 @@ _AGENTGYM_ACTION = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
 _AGENTGYM_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 FICTIONAL_NOTE = "The questions are about a fictional world, so rely on the passages, not on memory. "
-USAGE = "Write <search>your query</search> to search the passages, or <answer>your answer</answer> to give the final answer."
+USAGE = ("Write <search>your query</search> to search the passages, or <answer>your answer</answer> to give the final "
+         "answer.")
 
 
 @lru_cache(maxsize=16)
@@ -181,6 +187,7 @@ class SearchEnv(TextEnv):
         return self._retriever
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is one of the env's split items."""
         return item_id in self._split_of
 
     # ---- episode --------------------------------------------------------------------------------
@@ -256,7 +263,8 @@ class SearchEnv(TextEnv):
             return False, {}
         assert self.question is not None
         try:
-            accepted = any(self.judge.accepts(self.question.question, answer, gold) for gold in self.question.golden_answers)
+            accepted = any(self.judge.accepts(self.question.question, answer,
+                                              gold) for gold in self.question.golden_answers)
         except JudgeUnavailable as error:
             return False, {"judge_error": str(error)}
         return accepted, {"judged": True}
@@ -305,6 +313,7 @@ class SearchEnv(TextEnv):
         return f"<think>The passages give the answer.</think>\n<answer>{self.question.golden_answers[0]}</answer>"
 
     def random_action(self, rng: np.random.Generator) -> str:
+        """A search for one to three random words of the question, or (3 times in 10) one of them as the answer."""
         assert self.question is not None, "call reset() first"
         words = re.findall(r"\w+", self.question.question) or ["answer"]
         picked = [words[int(i)] for i in rng.integers(len(words), size=int(rng.integers(1, 4)))]

@@ -54,10 +54,12 @@ class Rejected(Exception):
 
 
 def plural(noun: str) -> str:
+    """The plural of a noun (``-es`` after ch, sh, s and x)."""
     return noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
 
 
 def capitalize(text: str) -> str:
+    """``text`` with its first letter in upper case (the rest kept)."""
     return text[:1].upper() + text[1:]
 
 
@@ -123,6 +125,9 @@ class QuestionFactory:
         }
 
     def answers(self, entity: Entity, key: str) -> list[str]:
+        """Every accepted answer of a fact: as the articles write it, plus a number's plain form and units, or an
+        occupation's synonyms.
+        """
         rel = relation(entity.kind, key)
         text = self.world.value_text(entity, key)
         if key == "occupation":
@@ -170,6 +175,7 @@ class QuestionFactory:
         return [r for r in relations_of(entity.kind) if r.askable and r.key in entity.facts]
 
     def single(self, subtask: str, rng: random.Random, pool: dict[str, list[Entity]], style: str) -> Question:
+        """A one-fact question (NQ, TriviaQA, PopQA style) about a random entity of ``pool``."""
         kind = rng.choice([k for k in KINDS if pool[k]])
         entity = rng.choice(pool[kind])
         rels = self._askable(entity)
@@ -249,6 +255,7 @@ class QuestionFactory:
         return hops
 
     def chain(self, subtask: str, rng: random.Random, length: int, qtype: str, wording: str = "np") -> Question:
+        """A multi-hop question: a random path of ``length`` facts, asked as one nested phrase."""
         hops = self.walk(rng, length)
         start = hops[0].entity
         phrase = start.ref
@@ -265,6 +272,7 @@ class QuestionFactory:
         )
 
     def inference(self, subtask: str, rng: random.Random) -> Question:
+        """A question about a relative of a relative (a grandparent, an uncle ...), 2WikiMultihopQA's inference type."""
         label, keys = rng.choice(list(INFERENCE.items()))
         person = rng.choice(self.by_kind["person"])
         if keys[0] not in person.facts:
@@ -292,6 +300,9 @@ class QuestionFactory:
         return pool[0], pool[1]
 
     def comparison(self, subtask: str, rng: random.Random, yes_no: float = 0.3) -> Question:
+        """A comparison of two entities: which is older, larger ... or, ``yes_no`` of the time, whether they share a
+        fact.
+        """
         if rng.random() < yes_no:
             (kind, key), template = rng.choice(list(SAME.items()))
             a, b = self._pair(rng, kind, lambda e: key in e.facts)
@@ -341,6 +352,9 @@ class QuestionFactory:
         )
 
     def bridge_comparison(self, subtask: str, rng: random.Random) -> Question:
+        """A comparison of two entities through a bridge entity each (whose director was born first ...), or whether
+        the two bridges share a fact.
+        """
         kind, path, key, pick, template = rng.choice(BRIDGE_COMPARISONS)
 
         def end(entity: Entity) -> Entity | None:
@@ -417,6 +431,17 @@ class QuestionFactory:
         raise ValueError(f"unknown sub-task {subtask!r}")
 
     def question_set(self, subtask: str, count: int, seed: int) -> list[Question]:
+        """The questions of a sub-task: drawn in the sub-task's mix of types, each candidate an answerable question or
+        rejected and drawn again.
+
+        Args:
+            subtask: the sub-task (NQ, HotpotQA, ...).
+            count: how many questions.
+            seed: the draw's seed (the same seed gives the same questions).
+
+        Returns:
+            The questions, with ids ``<subtask>-<n>``.
+        """
         rng = random.Random(f"agentgym-search-questions-{seed}-{subtask}")
         questions: list[Question] = []
         while len(questions) < count:

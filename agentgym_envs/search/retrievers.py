@@ -55,6 +55,7 @@ class Retriever(ABC):
     name: str = ""
 
     def search(self, query: str, k: int = 3) -> list[Hit]:
+        """The top ``k`` passages for one query."""
         return self.search_batch([query], k)[0]
 
     @abstractmethod
@@ -66,6 +67,7 @@ class Retriever(ABC):
 
 
 def index_dir() -> Path:
+    """Where the retrievers' indexes are cached."""
     return cache_root() / "search" / "index"
 
 
@@ -131,6 +133,7 @@ class BM25Retriever(Retriever):
                 _save_atomically(path, lambda tmp: self.index.save(str(tmp), show_progress=False))
 
     def tokenize(self, text: str) -> list[str]:
+        """A text's search tokens: lower case, accents stripped, stop words dropped, stemmed."""
         text = "".join(ch for ch in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(ch))
         return [stem(token) for token in _TOKEN.findall(text) if token not in self.stopwords]
 
@@ -145,6 +148,7 @@ class BM25Retriever(Retriever):
         return index
 
     def search_batch(self, queries: list[str], k: int = 3) -> list[list[Hit]]:
+        """The top ``k`` passages of each query by BM25 (a query with no known word finds nothing)."""
         k = max(1, min(k, len(self.corpus)))
         tokenized = [self.tokenize(q) for q in queries]
         known = [[t for t in tokens if t in self.index.vocab_dict] for tokens in tokenized]
@@ -218,6 +222,7 @@ class DenseRetriever(Retriever):
         return hashlib.sha1(key.encode()).hexdigest()[:12]
 
     def encode(self, texts: list[str], progress: bool = False) -> np.ndarray:
+        """Unit-length embeddings of ``texts`` (thread-safe)."""
         with self._lock:
             vectors = self.model.encode(
                 texts,
@@ -238,6 +243,7 @@ class DenseRetriever(Retriever):
         return embeddings
 
     def search_batch(self, queries: list[str], k: int = 3) -> list[list[Hit]]:
+        """The top ``k`` passages of each query by cosine similarity of the embeddings."""
         k = max(1, min(k, len(self.corpus)))
         vectors = self.encode([self.query_prefix + q for q in queries])
         scores = vectors @ np.asarray(self.embeddings).T
@@ -277,6 +283,7 @@ class RemoteRetriever(Retriever):
         )
 
     def search_batch(self, queries: list[str], k: int = 3) -> list[list[Hit]]:
+        """The top ``k`` passages of each query from the retrieval server (Search-R1's ``/retrieve``)."""
         body = self._post({"queries": queries, "topk": k, "return_scores": True})
         try:
             result = json.loads(body)["result"]
@@ -293,7 +300,8 @@ class RemoteRetriever(Retriever):
         try:
             response = self._client.post(self.url, json=payload)
         except httpx.TimeoutException:
-            raise RetrievalError(f"the retrieval server at {self.url} did not answer within {self.timeout:g} s") from None
+            raise RetrievalError(f"the retrieval server at {self.url} "
+                                 f"did not answer within {self.timeout:g} s") from None
         except (httpx.TransportError, OSError) as error:
             raise RetrievalError(f"the retrieval server at {self.url} is unreachable ({error})") from None
         if not response.is_success:
@@ -303,6 +311,7 @@ class RemoteRetriever(Retriever):
         return response.content
 
     def close(self) -> None:
+        """Close the HTTP client."""
         self._client.close()
 
     @staticmethod

@@ -3,7 +3,8 @@
 One table drives three things, so they can never drift apart:
 
 * the prose of the articles (``SECTIONS``: sentence templates per kind and section, read from ``phrases.json``),
-* the questions (``RELATIONS``, read from ``relations.json``: how a fact is asked, nested into a multi-hop question, given as a
+* the questions (``RELATIONS``, read from ``relations.json``: how a fact is asked, nested into a multi-hop question,
+given as a
   trivia clue, or searched for),
 * the reading of retrieved text by the scripted agents (regular expressions compiled from the
   same sentence templates, see ``articles.fact_patterns``).
@@ -80,10 +81,12 @@ class Relation:
 
     @property
     def is_entity(self) -> bool:
+        """Whether the fact points to another entity (not a year, number or text value)."""
         return self.target not in VALUE_TARGETS
 
     @property
     def is_numeric(self) -> bool:
+        """Whether the fact is a year or a number (comparable by size)."""
         return self.target in ("year", "number")
 
 
@@ -105,10 +108,12 @@ RELATIONS: dict[tuple[str, str], Relation] = _relations()
 
 
 def relation(kind: str, key: str) -> Relation:
+    """The relation ``key`` of entity kind ``kind``."""
     return RELATIONS[(kind, key)]
 
 
 def relations_of(kind: str) -> list[Relation]:
+    """Every relation of entity kind ``kind``."""
     return [r for (k, _), r in RELATIONS.items() if k == kind]
 
 
@@ -153,7 +158,8 @@ FREE_OCCUPATIONS = (
     "mathematician", "engineer", "philosopher", "diplomat", "journalist", "poet", "merchant", "scholar",
 )
 
-GENRES = ("folk rock", "jazz", "synth pop", "heavy metal", "chamber pop", "blues", "post-punk", "soul", "bluegrass", "electronic")
+GENRES = ("folk rock", "jazz", "synth pop", "heavy metal", "chamber pop", "blues", "post-punk", "soul", "bluegrass",
+          "electronic")
 INDUSTRY_NAMES: dict[str, tuple[str, ...]] = {
     "publishing": ("Press", "Publishing House", "Books"),
     "film": ("Pictures", "Film Studios", "Motion Pictures"),
@@ -170,8 +176,10 @@ INDUSTRY_NAMES: dict[str, tuple[str, ...]] = {
     "aviation": ("Aircraft", "Aviation", "Aeroworks"),
 }
 #: First year each industry can exist in.
-INDUSTRY_SINCE = {"software": 1970, "automobile": 1890, "aviation": 1910, "film": 1895, "music": 1900, "pharmaceutical": 1850, "railway": 1830}
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December")
+INDUSTRY_SINCE = {"software": 1970, "automobile": 1890, "aviation": 1910, "film": 1895, "music": 1900,
+                  "pharmaceutical": 1850, "railway": 1830}
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November",
+          "December")
 
 
 # ---- article templates ------------------------------------------------------------------------

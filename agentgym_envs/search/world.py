@@ -77,6 +77,7 @@ class World:
     entities: list[Entity]
 
     def of_kind(self, kind: str) -> list[Entity]:
+        """The entities of one kind."""
         return [e for e in self.entities if e.kind == kind]
 
     def target(self, entity: Entity, key: str) -> Entity | None:
@@ -229,6 +230,7 @@ class NamePool:
         return onset + self.rng.choice(_VOWELS) + self.rng.choice(_CODAS)
 
     def word(self, syllables: tuple[int, ...] = (2, 2, 3), ending: str = "") -> str:
+        """A new invented word of so many syllables (pronounceable, 4-10 letters, never used before)."""
         for _ in range(1000):
             count = self.rng.choice(syllables)
             text = "".join(self._syllable(i == 0) for i in range(count))
@@ -243,10 +245,12 @@ class NamePool:
         raise RuntimeError("name space exhausted")
 
     def given(self, gender: str) -> str:
+        """A new given name, its ending chosen by gender."""
         return self.word((1, 2), ending=self.rng.choice(_FEMALE_ENDINGS if gender == "f" else _MALE_ENDINGS))
 
 
 def demonym(country: str) -> str:
+    """The adjective of an invented country's people, by its ending (Velora -> Veloran, Tesk -> Teskian)."""
     if country.endswith("a"):
         return country + "n"
     if country[-1] in "eiou":

@@ -20,6 +20,9 @@ SEED = 2509
 
 
 def build() -> dict[str, dict[str, list[int]]]:
+    """The TextCraft splits per depth, over the goals whose one-unit-per-craft plan fits the turn cap: a seeded draw
+    of the paper's number of test goals, the rest train.
+    """
     book = recipe_book()
     rng = np.random.default_rng(SEED)
     splits = {}
@@ -27,7 +30,8 @@ def build() -> dict[str, dict[str, list[int]]]:
         items = [
             item_id
             for item_id, (goal, d) in enumerate(goals())
-            if d == depth and len(make_game(book, goal, np.random.default_rng(item_id)).plan_actions(unit_crafts=True)) < MAX_TURNS
+            if d == depth
+            and len(make_game(book, goal, np.random.default_rng(item_id)).plan_actions(unit_crafts=True)) < MAX_TURNS
         ]
         test = sorted(rng.choice(items, size=test_size, replace=False).tolist())
         splits[f"Depth{depth}"] = {"train": [i for i in items if i not in test], "test": test}

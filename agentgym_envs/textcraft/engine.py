@@ -51,14 +51,17 @@ class Game:
 
     @property
     def won(self) -> bool:
+        """Whether the goal item is in the inventory."""
         return self.inventory[self.goal] > 0
 
     def intro(self) -> str:
+        """The first observation: the crafting commands shown and the goal."""
         commands = "\n".join(recipe.command() for recipe in self.shown)
         return f"Crafting commands:\n{commands}\n\nGoal: craft {self.goal}."
 
     # ---- commands -----------------------------------------------------------------------------
     def execute(self, command: str) -> Result:
+        """Carry out one command (``get``, ``craft`` or ``inventory``): its result text and whether it was valid."""
         text = item_key(command)
         if text in ("inventory", "inv", "check inventory"):
             return Result(self.describe_inventory(), True)
@@ -73,6 +76,7 @@ class Game:
         )
 
     def describe_inventory(self) -> str:
+        """The inventory as TextCraft prints it."""
         if not +self.inventory:
             return "Inventory: you are not carrying anything."
         return "Inventory: " + ", ".join(f"[{item}] ({n})" for item, n in sorted((+self.inventory).items()))
@@ -81,7 +85,8 @@ class Game:
         """An item name as the player wrote it, tolerating a plural or singular 's'."""
         name = item_key(name)
         known = self.book.depth
-        for candidate in (name, name[:-1] if name.endswith("s") else name + "s", name[:-2] if name.endswith("es") else name):
+        for candidate in (name, name[:-1] if name.endswith("s") else name + "s",
+                          name[:-2] if name.endswith("es") else name):
             if candidate in known:
                 return candidate
         return None
@@ -132,7 +137,8 @@ class Game:
             name = item_key(match.group(2))
             if self._resolve(name) is None and name not in self.book.tag_members:
                 return Result(f"Could not find an item called '{name}'.", False)
-            offered.append((int(match.group(1) or 1), self._resolve(name) if name not in self.book.tag_members else name))
+            offered.append((int(match.group(1) or 1),
+                            self._resolve(name) if name not in self.book.tag_members else name))
         if not offered:
             return Result("Name the ingredients: craft <count> <item> using <count> <item>, ...", False)
         return offered
@@ -149,7 +155,8 @@ class Game:
                     remaining -= take
             if remaining > 0:
                 have = needed - remaining
-                return Result(f"Could not craft {count} {recipe.output}: you need {needed} {name} but have {have}.", False)
+                return Result(
+                    f"Could not craft {count} {recipe.output}: you need {needed} {name} but have {have}.", False)
         self.inventory.subtract(takes)
         self.inventory[recipe.output] += count
         self.inventory = +self.inventory
@@ -226,7 +233,8 @@ def make_game(book: RecipeBook, goal: str, rng: np.random.Generator) -> Game:
         recipe = options[int(rng.integers(len(options)))]
         plan[item] = recipe
         for ingredient in recipe.ingredients:
-            members = sorted(m for m in book.accepts(ingredient) if book.depth[m] == min(book.depth[x] for x in book.accepts(ingredient)))
+            shallowest = min(book.depth[x] for x in book.accepts(ingredient))
+            members = sorted(m for m in book.accepts(ingredient) if book.depth[m] == shallowest)
             pending.append(members[int(rng.integers(len(members)))] if ingredient.is_tag else ingredient.name)
     others = sorted(item for item in book.recipes if item not in plan)
     count = int(rng.integers(MAX_DISTRACTORS // 2, MAX_DISTRACTORS + 1))

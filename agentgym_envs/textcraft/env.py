@@ -18,8 +18,11 @@ from agentgym_envs.textcraft.engine import Game, make_game
 from agentgym_envs.textcraft.recipes import recipe_book
 from agentgym_envs.textcraft.tasks import DEPTHS
 
-INSTRUCTION = """You are crafting Minecraft items. You are shown a few useful crafting recipes; a crafting command has the form "craft [target object] using [input ingredients]".
-Each round you get an observation and answer with your thought and one action based on it and the task. You can "get" an ingredient (from your inventory or the world), look at what you carry with "inventory", or "craft" a target with one of the crafting commands.
+INSTRUCTION = """You are crafting Minecraft items. You are shown a few useful crafting recipes; a crafting command has \
+the form "craft [target object] using [input ingredients]".
+Each round you get an observation and answer with your thought and one action based on it and the task. You can "get" \
+an ingredient (from your inventory or the world), look at what you carry with "inventory", or "craft" a target with \
+one of the crafting commands.
 Follow this answer format exactly:"Thought:
 your thoughts.
 
@@ -27,19 +30,24 @@ Action:
 your next action"
 
 Remember:
-1. Give a quantity in every "get" and "craft" command. Example get: get 1 lapis lazuli - example craft: craft 1 blue dye using 1 lapis lazuli - another craft: craft 1 golden carrot using 8 gold nugget, 1 carrot
+1. Give a quantity in every "get" and "craft" command. Example get: get 1 lapis lazuli - example craft: craft 1 blue \
+dye using 1 lapis lazuli - another craft: craft 1 golden carrot using 8 gold nugget, 1 carrot
 2. In a "get" command, do not say whether the item comes from your inventory or from the world.
-3. Only the crafting commands shown may be used; do not invent your own. When a command names a generic ingredient such as "planks", write a specific kind of it instead, e.g. "dark oak planks".
+3. Only the crafting commands shown may be used; do not invent your own. When a command names a generic ingredient \
+such as "planks", write a specific kind of it instead, e.g. "dark oak planks".
 """
 
-LENIENT_INSTRUCTION = """You are playing a Minecraft crafting game. Each episode shows a list of crafting commands and a goal item. Your job is to obtain the goal item.
+LENIENT_INSTRUCTION = """You are playing a Minecraft crafting game. Each episode shows a list of crafting commands and \
+a goal item. Your job is to obtain the goal item.
 
 Actions:
 - get <count> <item>: gather a raw material (only items that no shown command produces can be gathered).
-- craft <count> <item> using <count> <item>, <count> <item>, ...: use one of the crafting commands; you may scale every count by the same whole number.
+- craft <count> <item> using <count> <item>, <count> <item>, ...: use one of the crafting commands; you may scale \
+every count by the same whole number.
 - inventory: list what you carry.
 
-A generic ingredient such as "planks" can be satisfied by any specific kind (for example oak planks). Some crafting commands are distractors that the goal does not need.
+A generic ingredient such as "planks" can be satisfied by any specific kind (for example oak planks). Some crafting \
+commands are distractors that the goal does not need.
 
 Every turn, answer in this format and give exactly one action:
 Thought:
@@ -94,6 +102,7 @@ class TextCraftEnv(TextEnv):
         return Outcome(observation, progress=float(won), score=float(won), done=won, success=won, valid=result.valid)
 
     def oracle_action(self) -> str:
+        """The next step of a plan that crafts the goal (one unit per craft under AgentGym's rules)."""
         assert self.game is not None, "call reset() first"
         actions = self.game.plan_actions(unit_crafts=not self.lenient_crafting)
         if not actions:
@@ -103,6 +112,7 @@ class TextCraftEnv(TextEnv):
         return f"Thought:\n{reason}\n\nAction:\n{step}"
 
     def random_action(self, rng: np.random.Generator) -> str:
+        """A random ``get`` of a shown ingredient, a shown crafting command, or ``inventory``."""
         assert self.game is not None, "call reset() first"
         recipe = self.game.shown[int(rng.integers(len(self.game.shown)))]
         choice = int(rng.integers(3))
@@ -112,6 +122,7 @@ class TextCraftEnv(TextEnv):
         return recipe.command() if choice == 1 else "inventory"
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is a goal of this env's depth (any depth for the family env)."""
         if not 0 <= item_id < len(goals()):
             return False
         return self.task.subtask is None or self.task.subtask == f"Depth{goals()[item_id][1]}"

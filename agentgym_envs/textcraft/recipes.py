@@ -134,6 +134,7 @@ class RecipeBook:
                     depth[item], changed = best, True
 
     def recipe_depth(self, recipe: Recipe, depth: dict[str, float] | None = None) -> float:
+        """How many crafting steps a recipe needs at least: one more than its deepest ingredient."""
         depth = self.depth if depth is None else depth
         return 1 + max(min(depth[m] for m in self.accepts(i)) for i in recipe.ingredients)
 

@@ -35,6 +35,9 @@ def _titles(rng: np.random.Generator, count: int) -> list[str]:
 
 @lru_cache(maxsize=1)
 def world() -> sqlite3.Connection:
+    """The generated academic world every Academia env shares: papers with venues, years and citations, and their
+    authors with organizations (built once per process from ``WORLD_SEED``; read-only).
+    """
     rng = np.random.default_rng(WORLD_SEED)
     db = sqlite3.connect(":memory:", check_same_thread=False)
     db.executescript("""
@@ -96,9 +99,11 @@ class AcademiaService(Service):
         self._sizes: dict[str, int] = {}
 
     def begin(self) -> None:
+        """A new episode: neither graph is loaded yet (the agent must load one before using it)."""
         self.loaded = set()
 
     def example_strings(self) -> list[str]:
+        """A few real titles and author names, so the random agent sometimes names a node."""
         return sorted(self.titles)[:5] + sorted(self.names)[:5]
 
     def _need(self, graph: str) -> None:
@@ -107,12 +112,18 @@ class AcademiaService(Service):
             raise ToolError(f"{graph} is not loaded; call {loader} first.")
 
     def paper(self, node: str) -> int:
+        """The id of the paper titled ``node``; the agent's error (with near titles) when PaperNet is not loaded or
+        there is no such paper.
+        """
         self._need("PaperNet")
         if node not in self.titles:
             raise ToolError(f"there is no paper titled {node!r} in PaperNet.{suggest(node, list(self.titles))}")
         return self.titles[node]
 
     def author(self, node: str) -> int:
+        """The id of the author named ``node``; the agent's error (with near names) when AuthorNet is not loaded or
+        there is no such author.
+        """
         self._need("AuthorNet")
         if node not in self.names:
             raise ToolError(f"there is no author named {node!r} in AuthorNet.{suggest(node, list(self.names))}")
@@ -135,14 +146,35 @@ class AcademiaService(Service):
         return self._sizes[graph]
 
     def load_paper_net(self) -> str:
+        """The ``load_paper_net`` tool: load PaperNet, the citation graph (nodes: paper titles; edges: citations).
+
+        Returns:
+            A confirmation with the graph's size.
+        """
         self.loaded.add("PaperNet")
         return f"PaperNet is loaded: {len(self.titles)} papers, {self._edges('PaperNet')} citation edges."
 
     def load_author_net(self) -> str:
+        """The ``load_author_net`` tool: load AuthorNet, the co-authorship graph (nodes: author names; edges: wrote a
+        paper together).
+
+        Returns:
+            A confirmation with the graph's size.
+        """
         self.loaded.add("AuthorNet")
         return f"AuthorNet is loaded: {len(self.names)} authors, {self._edges('AuthorNet')} co-authorship edges."
 
     def neighbour_check(self, graph: str, node: str) -> dict[str, Any]:
+        """The ``neighbour_check`` tool: list the neighbours of a node. In PaperNet: the papers it cites and the papers
+        citing it; in AuthorNet: its co-authors.
+
+        Args:
+            graph: which graph. One of "PaperNet", "AuthorNet".
+            node: a paper title (PaperNet) or an author name (AuthorNet), exactly as written.
+
+        Returns:
+            PaperNet: {"references": [titles], "cited_by": [titles]}; AuthorNet: {"coauthors": [names]}.
+        """
         if graph == "PaperNet":
             paper_id = self.paper(node)
             return {
@@ -159,14 +191,23 @@ class AcademiaService(Service):
         return {"coauthors": self.coauthors(author_id)}
 
     def coauthors(self, author_id: int) -> list[str]:
+        """The names of everyone who wrote a paper with the author, sorted (the AuthorNet neighbours)."""
         return self._column(
-            "SELECT DISTINCT x.name FROM writes a JOIN writes b ON a.paper_id = b.paper_id JOIN authors x ON x.id = b.author_id "
-            "WHERE a.author_id = ? AND b.author_id != ? ORDER BY x.name",
+            "SELECT DISTINCT x.name FROM writes a JOIN writes b ON a.paper_id = b.paper_id JOIN authors x ON x.id = "
+            "b.author_id WHERE a.author_id = ? AND b.author_id != ? ORDER BY x.name",
             author_id,
             author_id,
         )
 
     def paper_node_check(self, node: str) -> dict[str, Any]:
+        """The ``paper_node_check`` tool: get a paper's attributes (needs PaperNet).
+
+        Args:
+            node: the paper title.
+
+        Returns:
+            {"title", "year", "venue", "authors": [names], "citation_count": <papers in PaperNet citing it>}.
+        """
         paper_id = self.paper(node)
         title, year, venue = self.db.execute(
             "SELECT title, year, venue FROM papers WHERE id = ?", (paper_id,)
@@ -179,17 +220,35 @@ class AcademiaService(Service):
         return {"title": title, "year": year, "venue": venue, "authors": authors, "citation_count": count}
 
     def author_node_check(self, node: str) -> dict[str, Any]:
+        """The ``author_node_check`` tool: get an author's attributes (needs AuthorNet).
+
+        Args:
+            node: the author name.
+
+        Returns:
+            {"name", "organization", "papers": [titles]}.
+        """
         author_id = self.author(node)
         name, organization = self.db.execute(
             "SELECT name, organization FROM authors WHERE id = ?", (author_id,)
         ).fetchone()
         papers = self._column(
-            "SELECT p.title FROM writes w JOIN papers p ON p.id = w.paper_id WHERE w.author_id = ? ORDER BY p.year, p.title",
+            "SELECT p.title FROM writes w JOIN papers p ON p.id = w.paper_id WHERE w.author_id = ? ORDER BY p.year, "
+            "p.title",
             author_id,
         )
         return {"name": name, "organization": organization, "papers": papers}
 
     def paper_edge_check(self, node1: str, node2: str) -> dict[str, Any]:
+        """The ``paper_edge_check`` tool: check the citation edge between two papers (needs PaperNet).
+
+        Args:
+            node1: a paper title.
+            node2: another paper title.
+
+        Returns:
+            {"node1_cites_node2": true/false, "node2_cites_node1": true/false}.
+        """
         a, b = self.paper(node1), self.paper(node2)
         edge = "SELECT COUNT(*) FROM cites WHERE citing = ? AND cited = ?"
         return {
@@ -198,11 +257,20 @@ class AcademiaService(Service):
         }
 
     def author_edge_check(self, node1: str, node2: str) -> dict[str, Any]:
+        """The ``author_edge_check`` tool: get the papers two authors wrote together (needs AuthorNet).
+
+        Args:
+            node1: an author name.
+            node2: another author name.
+
+        Returns:
+            {"papers": [titles]} (empty if they never collaborated).
+        """
         a, b = self.author(node1), self.author(node2)
         return {
             "papers": self._column(
-                "SELECT p.title FROM writes x JOIN writes y ON x.paper_id = y.paper_id JOIN papers p ON p.id = x.paper_id "
-                "WHERE x.author_id = ? AND y.author_id = ? ORDER BY p.title",
+                "SELECT p.title FROM writes x JOIN writes y ON x.paper_id = y.paper_id JOIN papers p ON p.id = "
+                "x.paper_id WHERE x.author_id = ? AND y.author_id = ? ORDER BY p.title",
                 a,
                 b,
             )
@@ -367,11 +435,13 @@ def _shared_author(g: _Generator) -> ToolTask | None:
 def _most_cited_paper(g: _Generator) -> ToolTask | None:
     author_id, name = g.pick(
         g.all(
-            "SELECT author_id, a.name FROM writes w JOIN authors a ON a.id = w.author_id GROUP BY 1 HAVING COUNT(*) BETWEEN 2 AND 5"
+            "SELECT author_id, a.name FROM writes w JOIN authors a ON a.id = w.author_id GROUP BY 1 HAVING COUNT(*) "
+            "BETWEEN 2 AND 5"
         )
     )
     papers = g.all(
-        "SELECT p.id, p.title FROM writes w JOIN papers p ON p.id = w.paper_id WHERE w.author_id = ? ORDER BY p.year, p.title",
+        "SELECT p.id, p.title FROM writes w JOIN papers p ON p.id = w.paper_id WHERE w.author_id = ? ORDER BY p.year, "
+        "p.title",
         author_id,
     )
     counts = {title: g.citation_count(pid) for pid, title in papers}

@@ -60,6 +60,9 @@ def read_list(value: Any) -> list[str]:
 
 
 def read_bool(value: Any) -> bool | None:
+    """A yes/no answer as a bool (``yes``/``true``/``y`` and ``no``/``false``/``n`` as first word); None for anything
+    else.
+    """
     if isinstance(value, bool):
         return value
     words = normalize_text(value).split()

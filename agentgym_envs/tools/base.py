@@ -55,14 +55,26 @@ class ToolTask:
 
     @property
     def changes_state(self) -> bool:
+        """Whether the task is a change to make (graded on the stored data) rather than a question."""
         return self.gold is None
 
 
 def step(thought: str, tool: str, **arguments: Any) -> Step:
+    """One step of an expert plan.
+
+    Args:
+        thought: the reasoning the oracle writes before the call.
+        tool: the tool's name.
+        arguments: the call's arguments.
+
+    Returns:
+        The plan step.
+    """
     return Step(thought, Call(tool, arguments))
 
 
 def finish_step(answer: Any = None, thought: str = "I have everything I need.") -> Step:
+    """The plan's last step: ``finish``, with ``answer`` when the task is a question (None: no answer)."""
     return step(thought, "finish", **({} if answer is None else {"answer": answer}))
 
 
@@ -139,9 +151,11 @@ class TaskDraw:
         return rows[int(self.rng.integers(len(rows)))] if rows else None
 
     def one(self, sql: str, *args: Any) -> Any:
+        """The first row of ``sql`` on the service's store (``args`` bound to its ``?``), or None."""
         return self.s.db.execute(sql, args).fetchone()
 
     def all(self, sql: str, *args: Any) -> list[Any]:
+        """All rows of ``sql`` on the service's store (``args`` bound to its ``?``)."""
         return self.s.db.execute(sql, args).fetchall()
 
 
@@ -153,7 +167,8 @@ Action: <tool name> with Action Input: <JSON object with the arguments>
 For example:
 Action: {example}
 
-The tool's result comes back as the next observation (an error message if the call was wrong: fix it and try again). {finish_rule}"""
+The tool's result comes back as the next observation (an error message if the call was wrong: fix it and try again). \
+{finish_rule}"""
 
 
 #: AgentGym's tool instructions open with these lines (``agentenv/envs/{weather,movie,...}.py``).
@@ -284,6 +299,7 @@ class ToolEnv(TextEnv):
 
     # ---- TextEnv --------------------------------------------------------------------------------
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is one of this env's items (each tool env owns its own block of ids)."""
         return self.offset <= item_id < self.offset + ITEMS_PER_ENV
 
     def _start(self, item_id: int, rng: np.random.Generator) -> Start:
@@ -293,10 +309,14 @@ class ToolEnv(TextEnv):
         self._cursor = 0
         self._diverged = False
         label = "Task" if self.current.changes_state else "Question"
-        first = f"{label}: {self.current.question}" if self.detailed_instruction else agentgym_goal(self.current.question)
+        question = self.current.question
+        first = f"{label}: {question}" if self.detailed_instruction else agentgym_goal(question)
         return Start(self.instruction(), first, {"template": self.current.template})
 
     def instruction(self) -> str:
+        """The episode's instruction: AgentGym's tool list and wording by default, or with ``detailed_instruction``
+        our intro, the tools' documentation and the format rules.
+        """
         assert self.service is not None
         if not self.detailed_instruction:
             finish = AGENTGYM_FINISH_OPERATION if self.stateful else AGENTGYM_FINISH
@@ -304,15 +324,15 @@ class ToolEnv(TextEnv):
             return AGENTGYM_PREAMBLE + "\n\n".join(tools) + f"\n\n{self.agentgym_hint}\n{AGENTGYM_FORMAT}"
         if self.stateful:
             finish_rule = (
-                "When the task asks for a change, make it with the tools; the task is graded on the data you leave behind "
-                "and ends as soon as the data is right, or when you call finish. When the task is a question, answer it with "
-                'finish with Action Input: {"answer": <your answer>}.'
+                "When the task asks for a change, make it with the tools; the task is graded on the data you leave "
+                "behind and ends as soon as the data is right, or when you call finish. When the task is a question, "
+                'answer it with finish with Action Input: {"answer": <your answer>}.'
             )
         else:
             finish_rule = (
-                'When you know the answer, call finish with Action Input: {"answer": <your answer>}: give only the value '
-                "(a number without units, a name, a date as YYYY-MM-DD, yes/no, or a JSON list of names). finish ends the "
-                "episode."
+                'When you know the answer, call finish with Action Input: {"answer": <your answer>}: give only the '
+                "value (a number without units, a name, a date as YYYY-MM-DD, yes/no, or a JSON list of names). "
+                "finish ends the episode."
             )
         rules = FORMAT_RULES.format(example=self.example_call, finish_rule=finish_rule)
         return f"{self.intro}\n\nTools:\n{self.service.tool_docs()}\n\n{rules}"
@@ -365,7 +385,8 @@ class ToolEnv(TextEnv):
         if task.gold is not None:
             if answer is None:
                 return Outcome(
-                    'Error: finish: this question needs an answer; call finish with Action Input: {"answer": <your answer>}.',
+                    "Error: finish: this question needs an answer; "
+                    'call finish with Action Input: {"answer": <your answer>}.',
                     valid=False,
                 )
             success = task.gold.matches(answer) if self.lenient_answers else task.gold.matches_as_agentgym(answer)
@@ -396,6 +417,9 @@ class ToolEnv(TextEnv):
             self._diverged = True
 
     def oracle_action(self) -> str:
+        """The expert's next call: the task's plan in order, or, once the agent changed the data its own way, a plan
+        made again from the current state (``_replan``).
+        """
         assert self.current is not None, "call reset() first"
         if self._diverged:
             self.current.plan = self._replan()

@@ -20,7 +20,8 @@ SqlGym's instruction and "Ok.", the database described in words followed by the 
 evidence) as the first observation, the SQL taken from the response as AgentGym's client takes it
 (the last ```sql block), and the result as Python prints the rows (cut at 100 characters) or
 SQLite's error. A result ends the episode; an error is marked invalid and, as SqlGym's single
-attempt, ends it only through the turn cap of 1 (truncated, where SqlGym terminates). ``detailed_instruction=True`` gives our
+attempt, ends it only through the turn cap of 1 (truncated, where SqlGym terminates). ``detailed_instruction=True``
+gives our
 instruction, the CREATE statements with the evidence, and our verdict.
 """
 
@@ -62,12 +63,17 @@ SQLGYM_INSTRUCTION = (
 )
 
 #: Our instruction (``detailed_instruction=True``).
-INSTRUCTION = """You are a database expert. Each episode gives you the schema of a SQLite database, a question about its data and some evidence (external knowledge that explains how the question maps to the columns). Answer with ONE SQLite SELECT statement whose result answers the question.
+INSTRUCTION = """You are a database expert. Each episode gives you the schema of a SQLite database, a question about \
+its data and some evidence (external knowledge that explains how the question maps to the columns). Answer with ONE \
+SQLite SELECT statement whose result answers the question.
 
 Rules:
-- Return exactly the columns the question asks for, nothing more (for a name, select only the name; for "first and last names", select both columns).
-- The database is read-only: only SELECT (and WITH ... SELECT) statements run. A query that fails or runs longer than the time limit returns the error message.
-- The answer is graded by comparing your query's result rows with the correct query's result rows (order of rows does not matter).
+- Return exactly the columns the question asks for, nothing more (for a name, select only the name; for "first and \
+last names", select both columns).
+- The database is read-only: only SELECT (and WITH ... SELECT) statements run. A query that fails or runs longer than \
+the time limit returns the error message.
+- The answer is graded by comparing your query's result rows with the correct query's result rows (order of rows does \
+not matter).
 
 Answer in this format:
 Thought: <your reasoning about the tables, joins and filters>
@@ -128,7 +134,8 @@ def describe_schema(db: sqlite3.Connection, db_id: str) -> str:
             target = fk[4]
             if target is None:  # REFERENCES t without a column: t's primary key
                 target = next((c[1] for c in db.execute(f"PRAGMA table_info(\"{fk[2]}\")") if c[5]), "")
-            keys.append(f"The {fk[3].lower()} of {table.lower()} is the foreign key of {target.lower()} of {fk[2].lower()}.")
+            keys.append(f"The {fk[3].lower()} of {table.lower()} is the foreign key of {target.lower()} of "
+                        f"{fk[2].lower()}.")
     return " ".join(parts + keys)
 
 
@@ -157,6 +164,16 @@ def results_match(
 
 
 def format_result(columns: list[str], rows: list[tuple[Any, ...]], limit: int = 10) -> str:
+    """A query's result as the agent reads it: the column names, then one ``|``-separated line per row.
+
+    Args:
+        columns: the column names.
+        rows: the result rows (None shown as NULL).
+        limit: how many rows to show; the rest are counted, not shown.
+
+    Returns:
+        The text.
+    """
     head = " | ".join(columns)
     body = "\n".join(" | ".join("NULL" if v is None else str(v) for v in row) for row in rows[:limit])
     more = f"\n... ({len(rows) - limit} more rows)" if len(rows) > limit else ""
@@ -210,6 +227,7 @@ def load_bird(path: str | Path, questions: str = "dev.json", databases: str = "d
 
 
 def open_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a real BIRD database file (SQLite's ``mode=ro``), usable from any thread."""
     return sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True, check_same_thread=False)
 
 
@@ -275,6 +293,7 @@ class BirdEnv(TextEnv):
         self._gold: frozenset[tuple[Any, ...]] = frozenset()
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is an item here: an index of the given BIRD examples, else of our generated block."""
         if self.examples is not None:
             return 0 <= item_id < len(self.examples)
         return self.offset <= item_id < self.offset + ITEMS_PER_ENV
@@ -352,10 +371,12 @@ class BirdEnv(TextEnv):
         return Outcome(text, progress=float(success), score=float(success), done=True, success=success)
 
     def oracle_action(self) -> str:
+        """The gold SQL query in AgentGym's SqlGym answer format (a ```sql block)."""
         assert self.current is not None, "call reset() first"
         return f"Thought: The gold query answers this.\n\nAction:\n```sql\n{self.current.sql}\n```"
 
     def random_action(self, rng: np.random.Generator) -> str:
+        """A random agent's query: the row count or the first rows of a random table of the item's database."""
         assert self.current is not None, "call reset() first"
         runner = self.runner(self.current.db_id)
         tables = [

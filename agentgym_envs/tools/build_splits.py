@@ -3,7 +3,8 @@
 Every env's items are generated from its local index: the test split is local 0-19 (20 items
 like AgentGym; the templates rotate with the index, so every template appears twice), the train
 split the next 400 items. A train item that asks the same question as a test item (same text and,
-for Weather, the same day and place; for Sheet and TODOList, the same data too) is skipped, and an item the oracle cannot solve is left out
+for Weather, the same day and place; for Sheet and TODOList, the same data too) is skipped, and an item the oracle
+cannot solve is left out
 of both splits, so the table only lists episodes that are known to be solvable.
 """
 
@@ -38,6 +39,12 @@ def solve(env: gym.Env, item_id: int) -> tuple[bool, str]:
 
 
 def build() -> dict[str, dict[str, list[int]]]:
+    """The tool envs' splits: for each env, the first ``TEST_SIZE`` items the oracle solves as the test split, then
+    ``TRAIN_SIZE`` more solved items whose question is none of the test questions (so none leaks into training).
+
+    Returns:
+        {env name: {"train": item ids, "test": item ids}}.
+    """
     splits = {}
     for name, (offset, _, _, _) in ENVS.items():
         env = gym.make(f"{NAMESPACE}/{name}-v0", max_episode_steps=50)

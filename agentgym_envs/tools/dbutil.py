@@ -208,7 +208,8 @@ class ReadOnlySQL:
                 size += 16 * len(row) + sum(len(v) for v in row if isinstance(v, (str, bytes)))
                 if size > self.max_bytes:
                     raise QueryError(
-                        f"The result is too large (over {self.max_bytes // 1_000_000} MB); select fewer rows or columns."
+                        f"The result is too large (over {self.max_bytes // 1_000_000} MB); "
+                        f"select fewer rows or columns."
                     )
         return rows, frozenset(seen)
 

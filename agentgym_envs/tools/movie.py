@@ -71,10 +71,12 @@ _SCHEMA = """
         CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, gender TEXT, birthday TEXT,
                              place_of_birth TEXT, known_for_department TEXT);
         CREATE TABLE movies (id INTEGER PRIMARY KEY, title TEXT UNIQUE NOT NULL, release_date TEXT, runtime INTEGER,
-                             budget INTEGER, revenue INTEGER, vote_average REAL, vote_count INTEGER, original_language TEXT);
+                             budget INTEGER, revenue INTEGER, vote_average REAL, vote_count INTEGER, original_language \
+TEXT);
         CREATE TABLE movie_genres (movie_id INTEGER REFERENCES movies(id), genre TEXT);
         CREATE TABLE companies (id INTEGER PRIMARY KEY, name TEXT, origin_country TEXT);
-        CREATE TABLE movie_companies (movie_id INTEGER REFERENCES movies(id), company_id INTEGER REFERENCES companies(id));
+        CREATE TABLE movie_companies (movie_id INTEGER REFERENCES movies(id), company_id INTEGER REFERENCES \
+companies(id));
         CREATE TABLE movie_countries (movie_id INTEGER REFERENCES movies(id), iso_3166_1 TEXT, name TEXT);
         CREATE TABLE movie_keywords (movie_id INTEGER REFERENCES movies(id), keyword TEXT);
         CREATE TABLE cast_credits (movie_id INTEGER REFERENCES movies(id), person_id INTEGER REFERENCES people(id),
@@ -209,7 +211,8 @@ def _films(
                 if job in ("Director", "Original Music Composer", "Director of Photography")
                 else int(rng.integers(1, 3))
             )
-            tables["crew_credits"] += [(movie_id, person, job, department) for person in casting.popular(department, count)]
+            tables["crew_credits"] += [(movie_id, person, job, department)
+                                       for person in casting.popular(department, count)]
     return tables
 
 
@@ -219,9 +222,11 @@ class MovieService(Service):
     TOOLS = load_tools("movie")
 
     def example_strings(self) -> list[str]:
+        """Words that appear in generated titles and names, so random searches find something."""
         return ["The Silent River", "Harbor", "Garcia", "Maria", "Return to Kyoto"]
 
     def example_value(self, param: Param, rng: Any) -> Any:
+        """A random id in the range of film and person ids for integer arguments, else the default."""
         if param.type == "integer":
             return int(rng.integers(1, 2_700))
         return super().example_value(param, rng)
@@ -250,11 +255,28 @@ class MovieService(Service):
         return needle
 
     def search_movie(self, movie_name: str) -> dict[str, Any]:
+        """The ``search_movie`` tool: search films by title (case-insensitive, part of a title works).
+
+        Args:
+            movie_name: the title or part of it.
+
+        Returns:
+            {"results": [{"id", "title", "release_date"}, ...]} (at most 20).
+        """
         needle = self._needle(movie_name, "movie_name")
         sql = "SELECT id, title, release_date FROM movies WHERE instr(lower(title), ?) > 0 ORDER BY title LIMIT 20"
         return {"results": self._records(sql, needle, ("id", "title", "release_date"))}
 
     def get_movie_details(self, movie_id: int) -> dict[str, Any]:
+        """The ``get_movie_details`` tool: get a film's main facts.
+
+        Args:
+            movie_id: the film's id (from search_movie).
+
+        Returns:
+            {"id", "title", "release_date", "runtime" (minutes), "genres", "budget" (USD), "revenue" (USD),
+                "vote_average", "vote_count", "original_language"}.
+        """
         row = self._movie(movie_id)
         genres = [
             g[0]
@@ -276,6 +298,14 @@ class MovieService(Service):
         return details
 
     def get_movie_production_companies(self, movie_id: int) -> list[dict[str, Any]]:
+        """The ``get_movie_production_companies`` tool: get the companies that produced a film.
+
+        Args:
+            movie_id: the film's id (from search_movie).
+
+        Returns:
+            [{"id", "name", "origin_country"}, ...].
+        """
         self._movie(movie_id)
         return self._records(
             "SELECT c.id, c.name, c.origin_country FROM movie_companies m JOIN companies c ON c.id = m.company_id "
@@ -285,6 +315,14 @@ class MovieService(Service):
         )
 
     def get_movie_production_countries(self, movie_id: int) -> list[dict[str, Any]]:
+        """The ``get_movie_production_countries`` tool: get the countries a film was produced in.
+
+        Args:
+            movie_id: the film's id (from search_movie).
+
+        Returns:
+            [{"iso_3166_1", "name"}, ...].
+        """
         self._movie(movie_id)
         return self._records(
             "SELECT iso_3166_1, name FROM movie_countries WHERE movie_id = ? ORDER BY rowid",
@@ -293,6 +331,14 @@ class MovieService(Service):
         )
 
     def get_movie_keywords(self, movie_id: int) -> list[str]:
+        """The ``get_movie_keywords`` tool: get a film's keywords.
+
+        Args:
+            movie_id: the film's id (from search_movie).
+
+        Returns:
+            A list of strings.
+        """
         self._movie(movie_id)
         return [
             r[0]
@@ -302,15 +348,31 @@ class MovieService(Service):
         ]
 
     def get_movie_cast(self, movie_id: int) -> list[dict[str, Any]]:
+        """The ``get_movie_cast`` tool: get a film's cast in billing order.
+
+        Args:
+            movie_id: the film's id (from search_movie).
+
+        Returns:
+            [{"person_id", "name", "character", "order"}, ...].
+        """
         self._movie(movie_id)
         return self._records(
-            "SELECT c.person_id, p.name, c.character, c.cast_order FROM cast_credits c JOIN people p ON p.id = c.person_id "
-            "WHERE c.movie_id = ? ORDER BY c.cast_order",
+            "SELECT c.person_id, p.name, c.character, c.cast_order FROM cast_credits c JOIN people p ON p.id = "
+            "c.person_id WHERE c.movie_id = ? ORDER BY c.cast_order",
             movie_id,
             ("person_id", "name", "character", "order"),
         )
 
     def get_movie_crew(self, movie_id: int) -> list[dict[str, Any]]:
+        """The ``get_movie_crew`` tool: get a film's crew.
+
+        Args:
+            movie_id: the film's id (from search_movie).
+
+        Returns:
+            [{"person_id", "name", "job", "department"}, ...].
+        """
         self._movie(movie_id)
         return self._records(
             "SELECT c.person_id, p.name, c.job, c.department FROM crew_credits c JOIN people p ON p.id = c.person_id "
@@ -320,16 +382,40 @@ class MovieService(Service):
         )
 
     def search_person(self, person_name: str) -> dict[str, Any]:
+        """The ``search_person`` tool: search people (actors and crew) by name (case-insensitive, part of a name works).
+
+        Args:
+            person_name: the name or part of it.
+
+        Returns:
+            {"results": [{"id", "name", "known_for_department"}, ...]} (at most 20).
+        """
         needle = self._needle(person_name, "person_name")
         sql = "SELECT id, name, known_for_department FROM people WHERE instr(lower(name), ?) > 0 ORDER BY name LIMIT 20"
         return {"results": self._records(sql, needle, ("id", "name", "known_for_department"))}
 
     def get_person_details(self, person_id: int) -> dict[str, Any]:
+        """The ``get_person_details`` tool: get a person's facts.
+
+        Args:
+            person_id: the person's id (from search_person).
+
+        Returns:
+            {"id", "name", "gender", "birthday", "place_of_birth", "known_for_department"}.
+        """
         return dict(
             zip(("id", "name", "gender", "birthday", "place_of_birth", "known_for_department"), self._person(person_id))
         )
 
     def get_person_cast(self, person_id: int) -> list[dict[str, Any]]:
+        """The ``get_person_cast`` tool: get the films a person acted in.
+
+        Args:
+            person_id: the person's id (from search_person).
+
+        Returns:
+            [{"movie_id", "title", "character", "release_date"}, ...] sorted by release date.
+        """
         self._person(person_id)
         return self._records(
             "SELECT m.id, m.title, c.character, m.release_date FROM cast_credits c JOIN movies m ON m.id = c.movie_id "
@@ -339,6 +425,14 @@ class MovieService(Service):
         )
 
     def get_person_crew(self, person_id: int) -> list[dict[str, Any]]:
+        """The ``get_person_crew`` tool: get the films a person worked on as crew.
+
+        Args:
+            person_id: the person's id (from search_person).
+
+        Returns:
+            [{"movie_id", "title", "job", "release_date"}, ...] sorted by release date.
+        """
         self._person(person_id)
         return self._records(
             "SELECT m.id, m.title, c.job, m.release_date FROM crew_credits c JOIN movies m ON m.id = c.movie_id "
@@ -374,7 +468,8 @@ class _Generator(TaskDraw):
 def _director(g: _Generator) -> ToolTask | None:
     movie_id, title = g.film()
     rows = g.all(
-        "SELECT p.name FROM crew_credits c JOIN people p ON p.id = c.person_id WHERE c.movie_id = ? AND c.job = 'Director'",
+        "SELECT p.name FROM crew_credits c JOIN people p ON p.id = c.person_id WHERE c.movie_id = ? AND c.job = "
+        "'Director'",
         movie_id,
     )
     name = rows[0][0]
@@ -408,7 +503,8 @@ def _release_year(g: _Generator) -> ToolTask:
 def _character_actor(g: _Generator) -> ToolTask:
     movie_id, title = g.film()
     cast = g.all(
-        "SELECT p.name, c.character FROM cast_credits c JOIN people p ON p.id = c.person_id WHERE c.movie_id = ? ORDER BY c.cast_order",
+        "SELECT p.name, c.character FROM cast_credits c JOIN people p ON p.id = c.person_id WHERE c.movie_id = ? ORDER "
+        "BY c.cast_order",
         movie_id,
     )
     name, character = cast[int(g.rng.integers(len(cast)))]
@@ -426,7 +522,8 @@ def _character_actor(g: _Generator) -> ToolTask:
 
 def _actor_film_count(g: _Generator) -> ToolTask | None:
     picked = g.person_with(
-        "SELECT id, name FROM people WHERE known_for_department = 'Acting' AND id IN (SELECT person_id FROM cast_credits)"
+        "SELECT id, name FROM people WHERE known_for_department = 'Acting' AND id IN (SELECT person_id FROM "
+        "cast_credits)"
     )
     if picked is None:
         return None
@@ -475,7 +572,8 @@ def _best_rated_film_of_actor(g: _Generator) -> ToolTask | None:
 def _director_birthplace(g: _Generator) -> ToolTask:
     movie_id, title = g.film()
     person_id, name = g.one(
-        "SELECT p.id, p.name FROM crew_credits c JOIN people p ON p.id = c.person_id WHERE c.movie_id = ? AND c.job = 'Director'",
+        "SELECT p.id, p.name FROM crew_credits c JOIN people p ON p.id = c.person_id WHERE c.movie_id = ? AND c.job = "
+        "'Director'",
         movie_id,
     )
     place = g.one("SELECT place_of_birth FROM people WHERE id = ?", person_id)[0]
@@ -517,7 +615,8 @@ def _shared_film(g: _Generator) -> ToolTask | None:
     order = g.rng.permutation(len(cast))
     (a_id, a_name), (b_id, b_name) = cast[int(order[0])], cast[int(order[1])]
     shared = g.all(
-        "SELECT movie_id FROM cast_credits WHERE person_id = ? INTERSECT SELECT movie_id FROM cast_credits WHERE person_id = ?",
+        "SELECT movie_id FROM cast_credits WHERE person_id = ? INTERSECT SELECT movie_id FROM cast_credits WHERE "
+        "person_id = ?",
         a_id,
         b_id,
     )

@@ -23,7 +23,8 @@ COUNTRY_CODES: dict[str, str] = _WORDS["country_codes"]
 #: Film and paper vocabularies (tuples: the generators index them by position).
 GENRES, STUDIOS, KEYWORDS, METHODS, PAPER_TASKS, PAPER_QUALIFIERS, VENUES, ORGANIZATIONS = (
     tuple(_WORDS[key])
-    for key in ("genres", "studios", "keywords", "methods", "paper_tasks", "paper_qualifiers", "venues", "organizations")
+    for key in ("genres", "studios", "keywords", "methods", "paper_tasks", "paper_qualifiers", "venues",
+                "organizations")
 )
 
 

@@ -78,14 +78,28 @@ def canonical(value: Any) -> Any:
 
 
 def column_letter(col: int) -> str:
+    """The letter of column ``col`` (1 -> A; the sheets have at most 26 columns)."""
     return chr(ord("A") + col - 1)
 
 
 def a1(row: int, col: int) -> str:
+    """The A1 name of the cell at ``row`` and ``col`` (both from 1): ``a1(5, 3) == "C5"``."""
     return f"{column_letter(col)}{row}"
 
 
 def parse_a1(position: str, what: str = "position") -> tuple[int, int]:
+    """The (row, column) of a cell written in A1 notation.
+
+    Args:
+        position: the agent's cell, e.g. ``"B3"`` (spaces and lower case allowed).
+        what: the argument's name in the error message.
+
+    Returns:
+        (row, column), both from 1.
+
+    Raises:
+        ToolError: the position is not a cell or its row is outside the sheet.
+    """
     match = re.fullmatch(r"\s*([A-Za-z])\s*(\d+)\s*", position)
     if not match:
         raise ToolError(f"{what} must be a cell like 'B3' (column letter A-Z, row number), got {position!r}.")
@@ -106,6 +120,7 @@ def trimmed(grid: Grid) -> tuple[tuple[Any, ...], ...]:
 
 
 def number(value: Any) -> float:
+    """A cell's value as a number; the agent's error when it is not one (the aggregate tools need numbers)."""
     value = canonical(value)
     if not isinstance(value, float):
         raise ToolError(f"the cell value {value!r} is not a number.")
@@ -122,6 +137,14 @@ def tidy(value: float) -> float | int:
 
 
 def create_workbook(sheets: dict[str, Grid]) -> sqlite3.Connection:
+    """A workbook as a SQLite store: one table of sheets, one of non-empty cells.
+
+    Args:
+        sheets: each sheet's name and its rows (row 1 the header).
+
+    Returns:
+        The in-memory database the Sheet service works on.
+    """
     db = sqlite3.connect(":memory:", check_same_thread=False)
     db.executescript("""
         CREATE TABLE sheets (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
@@ -180,19 +203,24 @@ class SheetService(Service):
         self.open_name = ""
 
     def sheet_names(self) -> list[str]:
+        """The workbook's sheet names, in order."""
         return [r[0] for r in self.db.execute("SELECT name FROM sheets ORDER BY id")]
 
     def grid_of(self, name: str) -> Grid:
+        """The rows of sheet ``name``, as stored."""
         sheet_id = self.db.execute("SELECT id FROM sheets WHERE name = ?", (name,)).fetchone()[0]
         return _read(self.db, sheet_id)
 
     def state(self) -> Any:
+        """What a state-changing task is graded on: every sheet's canonical cells (``trimmed``)."""
         return tuple((name, trimmed(self.grid_of(name))) for name in self.sheet_names())
 
     def example_strings(self) -> list[str]:
+        """Sheet names, cells and a value, so random calls sometimes name something real."""
         return self.sheet_names() + ["A1", "B3", "C2", "North"]
 
     def example_value(self, param: Param, rng: Any) -> Any:
+        """A random cell for positions and a real sheet name for ``sheet_name``, else the default."""
         if param.name.endswith("position"):
             return a1(int(rng.integers(1, 12)), int(rng.integers(1, 6)))
         if param.name == "sheet_name":
@@ -226,7 +254,8 @@ class SheetService(Service):
     def _cell(value: Any, where: str) -> Any:
         if isinstance(value, (list, dict)) or value is None:
             raise ToolError(
-                f"{where}: a cell value must be a string or a number, got {type(value).__name__ if value is not None else 'null'}."
+                f"{where}: a cell value must be a string or a number, got "
+                f"{type(value).__name__ if value is not None else 'null'}."
             )
         if (
             isinstance(value, (int, float))
@@ -240,9 +269,22 @@ class SheetService(Service):
 
     # ---- tools --------------------------------------------------------------------------------
     def list_sheets(self) -> list[str]:
+        """The ``list_sheets`` tool: list the sheets of the workbook.
+
+        Returns:
+            A list of sheet names.
+        """
         return self.sheet_names()
 
     def open_sheet(self, sheet_name: str) -> str:
+        """The ``open_sheet`` tool: open a sheet; the other tools work on the open sheet.
+
+        Args:
+            sheet_name: the sheet's name.
+
+        Returns:
+            A confirmation with the sheet's size.
+        """
         row = self.db.execute(
             "SELECT id, name FROM sheets WHERE lower(name) = lower(?)", (sheet_name.strip(),)
         ).fetchone()
@@ -253,9 +295,23 @@ class SheetService(Service):
         return f"Opened sheet '{row[1]}': {len(grid)} rows x {max((len(r) for r in grid), default=0)} columns."
 
     def get_all_values(self) -> Grid:
+        """The ``get_all_values`` tool: read every row of the open sheet (row 1 is the header).
+
+        Returns:
+            A list of rows, each a list of cell values.
+        """
         return self._grid()
 
     def get_range(self, start_position: str, end_position: str) -> Grid:
+        """The ``get_range`` tool: read a rectangular block of cells.
+
+        Args:
+            start_position: top-left cell, a cell in A1 notation, e.g. "B3".
+            end_position: bottom-right cell.
+
+        Returns:
+            A list of rows of the block.
+        """
         (r1, c1), (r2, c2) = parse_a1(start_position, "start_position"), parse_a1(end_position, "end_position")
         if r2 < r1 or c2 < c1:
             raise ToolError("end_position must be below and to the right of start_position.")
@@ -263,11 +319,30 @@ class SheetService(Service):
         return [row[c1 - 1 : c2] for row in grid[r1 - 1 : r2]]
 
     def get_a1_notation(self, row: int, col: int) -> str:
+        """The ``get_a1_notation`` tool: convert a row and column number into A1 notation.
+
+        Args:
+            row: row number, from 1.
+            col: column number, from 1.
+
+        Returns:
+            A string like "C5".
+        """
         if not (1 <= row <= MAX_ROWS and 1 <= col <= MAX_COLS):
             raise ToolError(f"row must be 1-{MAX_ROWS} and col 1-{MAX_COLS}.")
         return a1(row, col)
 
     def filter_rows(self, col_num: int, condition: str, value: Any) -> dict[str, Any]:
+        """The ``filter_rows`` tool: find the data rows (below the header) whose cell in a column meets a condition.
+
+        Args:
+            col_num: column number, from 1.
+            condition: the comparison. One of "==", "!=", ">", ">=", "<", "<=", "contains".
+            value: the value to compare with (a number for >, >=, <, <=).
+
+        Returns:
+            {"rows": [{"row": <row number>, "values": [cells]}, ...]}.
+        """
         grid = self._grid()
         width = max((len(r) for r in grid), default=0)
         if not 1 <= col_num <= width:
@@ -283,6 +358,15 @@ class SheetService(Service):
         return {"rows": hits}
 
     def update_cell(self, position: str, value: Any) -> str:
+        """The ``update_cell`` tool: write one value into a cell (the sheet grows if needed).
+
+        Args:
+            position: a cell in A1 notation, e.g. "B3".
+            value: a string or a number.
+
+        Returns:
+            A confirmation.
+        """
         row, col = parse_a1(position)
         grid = self._fit(self._grid(), row, col)
         grid[row - 1][col - 1] = self._cell(value, "update_cell")
@@ -290,6 +374,17 @@ class SheetService(Service):
         return f"Cell {a1(row, col)} is now {value!r}."
 
     def update_range(self, start_position: str, end_position: str, values_list: list[Any]) -> str:
+        """The ``update_range`` tool: write a block of values, row by row, into the cells from start_position to
+        end_position.
+
+        Args:
+            start_position: top-left cell, a cell in A1 notation, e.g. "B3".
+            end_position: bottom-right cell.
+            values_list: a list of rows, each a list of values; its shape must match the range.
+
+        Returns:
+            A confirmation.
+        """
         (r1, c1), (r2, c2) = parse_a1(start_position, "start_position"), parse_a1(end_position, "end_position")
         if r2 < r1 or c2 < c1:
             raise ToolError("end_position must be below and to the right of start_position.")
@@ -306,6 +401,16 @@ class SheetService(Service):
         return f"Updated {shape[0] * shape[1]} cells in {a1(r1, c1)}:{a1(r2, c2)}."
 
     def insert_rows(self, values_list: list[Any], row_idx: int) -> str:
+        """The ``insert_rows`` tool: insert rows before row_idx; the rows below move down (row_idx = number of rows + 1
+        appends).
+
+        Args:
+            values_list: a list of rows, each a list of values.
+            row_idx: where to insert, from 2 (the header stays first).
+
+        Returns:
+            A confirmation.
+        """
         grid = self._grid()
         if not 2 <= row_idx <= len(grid) + 1:
             raise ToolError(f"row_idx must be between 2 and {len(grid) + 1} (the number of rows + 1 appends).")
@@ -320,6 +425,16 @@ class SheetService(Service):
         return f"Inserted {len(rows)} row(s) at row {row_idx}."
 
     def insert_cols(self, values_list: list[Any], col_idx: int) -> str:
+        """The ``insert_cols`` tool: insert columns before col_idx; the columns to the right move (col_idx = number of
+        columns + 1 appends).
+
+        Args:
+            values_list: a list of columns, each a list of values from the header down.
+            col_idx: where to insert, from 1.
+
+        Returns:
+            A confirmation.
+        """
         grid = self._grid()
         width = max((len(r) for r in grid), default=0)
         if not 1 <= col_idx <= width + 1:
@@ -341,6 +456,15 @@ class SheetService(Service):
         return f"Inserted {len(columns)} column(s) at column {column_letter(col_idx)}."
 
     def delete_batch_data(self, dimension: str, index_list: list[Any]) -> str:
+        """The ``delete_batch_data`` tool: delete whole rows or columns; the rest moves up or left.
+
+        Args:
+            dimension: what to delete. One of "row", "col".
+            index_list: row or column numbers (as before the deletion).
+
+        Returns:
+            A confirmation.
+        """
         grid = self._grid()
         size = len(grid) if dimension == "row" else max((len(r) for r in grid), default=0)
         if not index_list or any(
@@ -356,16 +480,39 @@ class SheetService(Service):
         return f"Deleted {len(doomed)} {dimension}(s)."
 
     def sort_sheet_by_col(self, col_num: int, order: str) -> str:
+        """The ``sort_sheet_by_col`` tool: sort the data rows (the header stays first) by one column; equal values keep
+        their order.
+
+        Args:
+            col_num: column number, from 1.
+            order: ascending or descending. One of "asc", "des".
+
+        Returns:
+            A confirmation.
+        """
         grid = self._grid()
         width = max((len(r) for r in grid), default=0)
         if not 1 <= col_num <= width:
             raise ToolError(f"col_num must be between 1 and {width}.")
         self._save(grid[:1] + sort_rows(grid[1:], col_num, order == "des"))
-        return f"Sorted rows 2-{len(grid)} by column {column_letter(col_num)} ({'descending' if order == 'des' else 'ascending'})."
+        direction = 'descending' if order == 'des' else 'ascending'
+        return f"Sorted rows 2-{len(grid)} by column {column_letter(col_num)} ({direction})."
 
     def update_cell_by_formula(
         self, operator: str, start_position: str, end_position: str, result_position: str
     ) -> str | float | int:
+        """The ``update_cell_by_formula`` tool: compute an aggregate over a block of cells and write the result (rounded
+        to 2 decimals) into a cell.
+
+        Args:
+            operator: the aggregate. One of "SUM", "AVERAGE", "MIN", "MAX", "COUNT", "PRODUCT".
+            start_position: first cell of the block, a cell in A1 notation, e.g. "B3".
+            end_position: last cell of the block.
+            result_position: the cell that receives the result.
+
+        Returns:
+            The computed value.
+        """
         block = self.get_range(start_position, end_position)
         values = [canonical(v) for row in block for v in row if canonical(v) != ""]
         numbers = [v for v in values if isinstance(v, float)]
@@ -400,6 +547,16 @@ def sort_rows(rows: Grid, col_num: int, descending: bool) -> Grid:
 
 
 def aggregate(operator: str, numbers: list[float], count: int) -> float | int:
+    """The value ``update_cell_by_formula`` writes.
+
+    Args:
+        operator: SUM, AVERAGE, MIN, MAX, PRODUCT or COUNT.
+        numbers: the numeric cells of the block.
+        count: how many cells of the block are not empty (what COUNT counts).
+
+    Returns:
+        The aggregate, rounded as the tool writes it (``tidy``).
+    """
     if operator == "COUNT":
         return count
     result = {
@@ -494,6 +651,7 @@ KEYS = {"Sales": "Product", "Grades": "Student", "Expenses": "Item", "Inventory"
 
 
 def workbook(rng: np.random.Generator) -> dict[str, Grid]:
+    """A random workbook of two or three of the sheet kinds of ``SHEET_MAKERS``, each filled from ``rng``."""
     names = [str(n) for n in rng.choice(list(SHEET_MAKERS), size=int(rng.integers(2, 4)), replace=False)]
     return {name: SHEET_MAKERS[name](rng) for name in names}
 

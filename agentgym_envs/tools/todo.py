@@ -110,9 +110,12 @@ def create_account(rng: np.random.Generator) -> tuple[sqlite3.Connection, dt.dat
     today = dt.date(2024, 1, 1) + dt.timedelta(days=int(rng.integers(0, 330)))
     db = sqlite3.connect(":memory:", check_same_thread=False)
     db.executescript("""
-        CREATE TABLE projects (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, color TEXT, is_favorite INTEGER NOT NULL DEFAULT 0);
-        CREATE TABLE tasks (id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES projects(id), content TEXT NOT NULL,
-                            description TEXT, due_date TEXT, priority INTEGER NOT NULL DEFAULT 1, duration_minutes INTEGER,
+        CREATE TABLE projects (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, color TEXT, is_favorite INTEGER NOT \
+NULL DEFAULT 0);
+        CREATE TABLE tasks (id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES projects(id), content TEXT \
+NOT NULL,
+                            description TEXT, due_date TEXT, priority INTEGER NOT NULL DEFAULT 1, duration_minutes \
+INTEGER,
                             is_completed INTEGER NOT NULL DEFAULT 0);
         """)
     names = [str(n) for n in rng.choice(list(PROJECTS), size=int(rng.integers(4, 7)), replace=False)]
@@ -164,9 +167,11 @@ class TodoService(Service):
         return projects, tuple(tasks)
 
     def example_strings(self) -> list[str]:
+        """Today's date and plausible task and project names, for the random agent's strings."""
         return [self.today.isoformat(), "Buy oat milk", "Work"]
 
     def example_value(self, param: Param, rng: Any) -> Any:
+        """Existing project and task ids and dates near today for the random agent, else the default."""
         if param.name == "project_id":
             ids = [r[0] for r in self.db.execute("SELECT id FROM projects ORDER BY id")]
             return ids[int(rng.integers(len(ids)))]
@@ -198,19 +203,46 @@ class TodoService(Service):
 
     # ---- tools --------------------------------------------------------------------------------
     def get_user_current_date(self) -> str:
+        """The ``get_user_current_date`` tool: get today's date.
+
+        Returns:
+            A string "YYYY-MM-DD".
+        """
         return self.today.isoformat()
 
     def get_projects(self) -> list[dict[str, Any]]:
+        """The ``get_projects`` tool: list all projects.
+
+        Returns:
+            [{"id", "name", "color", "is_favorite"}, ...].
+        """
         rows = self.db.execute("SELECT id, name, color, is_favorite FROM projects ORDER BY id").fetchall()
         return [{"id": r[0], "name": r[1], "color": r[2], "is_favorite": bool(r[3])} for r in rows]
 
     def update_project(self, project_id: int, is_favorite: bool) -> str:
+        """The ``update_project`` tool: mark a project as favourite or not.
+
+        Args:
+            project_id: the project's id.
+            is_favorite: true to favourite it.
+
+        Returns:
+            A confirmation.
+        """
         self._project(project_id)
         self.db.execute("UPDATE projects SET is_favorite = ? WHERE id = ?", (int(is_favorite), project_id))
         self.db.commit()
         return f"Project {project_id} updated: is_favorite = {str(is_favorite).lower()}."
 
     def get_tasks(self, project_id: int) -> list[dict[str, Any]]:
+        """The ``get_tasks`` tool: list the open (not completed) tasks of a project.
+
+        Args:
+            project_id: the project's id.
+
+        Returns:
+            [{"id", "content", "due_date" (YYYY-MM-DD or null), "priority" (1 normal ... 4 urgent)}, ...].
+        """
         self._project(project_id)
         rows = self.db.execute(
             "SELECT id, content, due_date, priority FROM tasks WHERE project_id = ? AND is_completed = 0 ORDER BY id",
@@ -219,26 +251,67 @@ class TodoService(Service):
         return [{"id": r[0], "content": r[1], "due_date": r[2], "priority": r[3]} for r in rows]
 
     def get_task_description(self, task_id: int) -> dict[str, Any]:
+        """The ``get_task_description`` tool: get a task's description.
+
+        Args:
+            task_id: the task's id (from get_tasks).
+
+        Returns:
+            {"id", "description"}.
+        """
         row = self._task(task_id, open_only=False)
         return {"id": task_id, "description": row[3]}
 
     def get_task_duration(self, task_id: int) -> dict[str, Any]:
+        """The ``get_task_duration`` tool: get a task's expected duration.
+
+        Args:
+            task_id: the task's id (from get_tasks).
+
+        Returns:
+            {"id", "duration": {"amount", "unit": "minute"} or null}.
+        """
         row = self._task(task_id, open_only=False)
         return {"id": task_id, "duration": None if row[6] is None else {"amount": row[6], "unit": "minute"}}
 
     def complete_task(self, task_id: int) -> str:
+        """The ``complete_task`` tool: mark a task as completed (it disappears from get_tasks).
+
+        Args:
+            task_id: the task's id (from get_tasks).
+
+        Returns:
+            A confirmation.
+        """
         self._task(task_id)
         self.db.execute("UPDATE tasks SET is_completed = 1 WHERE id = ?", (task_id,))
         self.db.commit()
         return f"Task {task_id} is completed."
 
     def update_task(self, task_id: int, due_date: str) -> str:
+        """The ``update_task`` tool: change a task's due date.
+
+        Args:
+            task_id: the task's id (from get_tasks).
+            due_date: the new due date, YYYY-MM-DD.
+
+        Returns:
+            A confirmation.
+        """
         self._task(task_id)
         self.db.execute("UPDATE tasks SET due_date = ? WHERE id = ?", (self._date(due_date), task_id))
         self.db.commit()
         return f"Task {task_id} is now due {self._date(due_date)}."
 
     def delete_task(self, task_id: int) -> str:
+        """The ``delete_task`` tool: delete a task.
+
+        Args:
+            task_id: the task's id (from get_tasks).
+
+        Returns:
+            A confirmation.
+        """
         self._task(task_id, open_only=False)
         self.db.execute("DELETE FROM tasks WHERE id = ?", (task_id,))
         self.db.commit()
@@ -247,6 +320,17 @@ class TodoService(Service):
     def create_task(
         self, project_id: int, content: str, due_date: str | None = None, priority: int = 1
     ) -> dict[str, Any]:
+        """The ``create_task`` tool: add a task to a project (priority 1 unless given).
+
+        Args:
+            project_id: the project's id.
+            content: what to do.
+            due_date: due date, YYYY-MM-DD (optional).
+            priority: 1 (normal) to 4 (urgent) (optional). One of 1, 2, 3, 4.
+
+        Returns:
+            {"id", "content"} of the new task.
+        """
         self._project(project_id)
         if not content.strip():
             raise ToolError("content is empty.")

@@ -80,6 +80,7 @@ class Param:
         return schema
 
     def doc(self) -> str:
+        """The parameter as one line of the tool documentation: name, type, optional, description, choices."""
         flag = "" if self.required else ", optional"
         options = f" One of {', '.join(json.dumps(c) for c in self.choices)}." if self.choices else ""
         return f"{self.name} ({self.type}{flag}): {self.description}{options}"
@@ -95,6 +96,7 @@ class Tool:
     returns: str
 
     def doc(self, index: int) -> str:
+        """The tool's entry in the numbered tool list of the detailed instruction (``index``: its number)."""
         lines = [f"{index}. {self.name}: {self.description}"]
         if self.params:
             lines.append("   Parameters: " + "; ".join(p.doc() for p in self.params))
@@ -131,7 +133,8 @@ class Tool:
         if unknown:
             allowed = ", ".join(sorted(known)) or "none"
             raise ToolError(
-                f"{self.name}: unknown argument(s) {', '.join(repr(u) for u in unknown)}; its parameters are: {allowed}."
+                f"{self.name}: unknown argument(s) {', '.join(repr(u) for u in unknown)}; "
+                f"its parameters are: {allowed}."
             )
         for param in self.params:
             if param.required and param.name not in arguments:
@@ -184,7 +187,8 @@ def _fill(text: str, values: dict[str, Any]) -> str:
 
 FINISH = Tool(
     "finish",
-    "End the task. For a question, give your final answer; for a task that changes data, call it once the change is made.",
+    "End the task. For a question, give your final answer; for a task that changes data, call it once the change is "
+    "made.",
     (Param("answer", "any", "the final answer: a number, a string, true/false, or a list of strings", required=False),),
     "nothing: the episode ends and is graded",
 )
@@ -216,9 +220,11 @@ class Call:
     arguments: dict[str, Any] = field(default_factory=dict)
 
     def render(self) -> str:
+        """The call as the agent writes it: ``<tool> with Action Input: <JSON arguments>``."""
         return f"{self.tool} with Action Input: {json.dumps(self.arguments, ensure_ascii=False)}"
 
     def key(self) -> str:
+        """The call as a comparable string (arguments in key order): how the oracle recognises its own next step."""
         return json.dumps([self.tool, self.arguments], sort_keys=True, ensure_ascii=False)
 
 
@@ -337,6 +343,7 @@ class Service:
 
     @classmethod
     def tool(cls, name: str) -> Tool | None:
+        """The tool named ``name`` (``finish`` included), or None when there is none."""
         for tool in (*cls.TOOLS, FINISH):
             if tool.name == name:
                 return tool
@@ -349,6 +356,7 @@ class Service:
 
     @classmethod
     def tool_docs(cls) -> str:
+        """The numbered documentation of every tool, ``finish`` last (the detailed instruction's tool list)."""
         return "\n".join(tool.doc(i) for i, tool in enumerate((*cls.TOOLS, FINISH), start=1))
 
     def call(self, call: Call) -> CallResult:

@@ -101,6 +101,17 @@ def world() -> sqlite3.Connection:
 
 
 def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    """The great-circle distance between two points on the Earth (radius 6371 km), as ``get_distance`` reports it.
+
+    Args:
+        lat1: the first point's latitude, in degrees.
+        lon1: the first point's longitude, in degrees.
+        lat2: the second point's latitude, in degrees.
+        lon2: the second point's longitude, in degrees.
+
+    Returns:
+        The distance in kilometres.
+    """
     r = 6371.0
     p1, p2 = math.radians(lat1), math.radians(lat2)
     dp, dl = p2 - p1, math.radians(lon2 - lon1)
@@ -109,6 +120,7 @@ def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
 
 
 def aqi_level(index: int) -> str:
+    """The level name of an air-quality index (the first band of ``AQI_LEVELS`` whose upper bound holds it)."""
     return next(label for upper, label in AQI_LEVELS if index <= upper)
 
 
@@ -149,12 +161,15 @@ class WeatherService(Service):
         self.location = self.cities[0][1]
 
     def begin(self, today: dt.date, location: str) -> None:
+        """A new episode: the user's date and city, which the date and location tools report."""
         self.today, self.location = today, location
 
     def example_strings(self) -> list[str]:
+        """The city names, so random lookups find places."""
         return [c[1] for c in self.cities]
 
     def example_value(self, param: Param, rng: Any) -> Any:
+        """Real coordinates for latitude and longitude and dates near today, else the default."""
         city = self.cities[int(rng.integers(len(self.cities)))]
         if param.name.startswith("latitude"):
             return city[3]
@@ -166,10 +181,21 @@ class WeatherService(Service):
 
     # ---- lookups ------------------------------------------------------------------------------
     def city_at(self, latitude: float, longitude: float) -> tuple[Any, ...]:
+        """The city whose data answers a call at these coordinates: the nearest one within 50 km, else the agent's
+        error.
+
+        Args:
+            latitude: degrees.
+            longitude: degrees.
+
+        Returns:
+            The city's row (id, name, country, latitude, longitude, elevation).
+        """
         best = min(self.cities, key=lambda c: haversine_km(latitude, longitude, c[3], c[4]))
         if haversine_km(latitude, longitude, best[3], best[4]) > 50:
             raise ToolError(
-                f"no weather data within 50 km of ({latitude}, {longitude}); look the place up with get_latitude_longitude first."
+                f"no weather data within 50 km of ({latitude}, {longitude}); look the place up with "
+                f"get_latitude_longitude first."
             )
         return best
 
@@ -182,7 +208,8 @@ class WeatherService(Service):
         if history:
             if end >= self.today:
                 raise ToolError(
-                    f"historical data ends yesterday ({self.today - dt.timedelta(days=1)}); today is {self.today}. Use the forecast tools for today and later."
+                    f"historical data ends yesterday ({self.today - dt.timedelta(days=1)}); today is {self.today}. Use "
+                    f"the forecast tools for today and later."
                 )
             if start < FIRST_DAY:
                 raise ToolError(f"historical data starts on {FIRST_DAY}.")
@@ -212,12 +239,30 @@ class WeatherService(Service):
 
     # ---- tools --------------------------------------------------------------------------------
     def get_user_current_date(self) -> str:
+        """The ``get_user_current_date`` tool: get the user's current date (today).
+
+        Returns:
+            A string "YYYY-MM-DD".
+        """
         return self.today.isoformat()
 
     def get_user_current_location(self) -> str:
+        """The ``get_user_current_location`` tool: get the name of the city the user is in now.
+
+        Returns:
+            A string with the city name.
+        """
         return self.location
 
     def get_latitude_longitude(self, name: str) -> dict[str, Any]:
+        """The ``get_latitude_longitude`` tool: look up places by name (case-insensitive, part of a name works).
+
+        Args:
+            name: the place name, e.g. "Lyon".
+
+        Returns:
+            {"results": [{"name", "country", "latitude", "longitude"}, ...]} (empty list if nothing matches).
+        """
         needle = name.strip().lower()
         if not needle:
             raise ToolError("get_latitude_longitude: name is empty.")
@@ -225,9 +270,29 @@ class WeatherService(Service):
         return {"results": [{"name": c[1], "country": c[2], "latitude": c[3], "longitude": c[4]} for c in hits]}
 
     def get_elevation(self, latitude: float, longitude: float) -> dict[str, Any]:
+        """The ``get_elevation`` tool: get the elevation of a location.
+
+        Args:
+            latitude: degrees, from get_latitude_longitude.
+            longitude: degrees, from get_latitude_longitude.
+
+        Returns:
+            {"elevation_m": <metres above sea level>}.
+        """
         return {"elevation_m": self.city_at(latitude, longitude)[5]}
 
     def get_distance(self, latitude1: float, longitude1: float, latitude2: float, longitude2: float) -> dict[str, Any]:
+        """The ``get_distance`` tool: great-circle distance between two coordinates.
+
+        Args:
+            latitude1: latitude of the first point.
+            longitude1: longitude of the first point.
+            latitude2: latitude of the second point.
+            longitude2: longitude of the second point.
+
+        Returns:
+            {"distance_km": <kilometres, 1 decimal>}.
+        """
         for value, limit, label in (
             (latitude1, 90, "latitude1"),
             (latitude2, 90, "latitude2"),
@@ -247,18 +312,67 @@ class WeatherService(Service):
     )
 
     def get_current_temp(self, latitude: float, longitude: float, current_date: str) -> dict[str, Any]:
+        """The ``get_current_temp`` tool: today's temperatures in °C at a location.
+
+        Args:
+            latitude: degrees, from get_latitude_longitude.
+            longitude: degrees, from get_latitude_longitude.
+            current_date: today's date, YYYY-MM-DD (from get_user_current_date).
+
+        Returns:
+            {"date", "temperature_max", "temperature_min", "temperature_mean"}.
+        """
         return self._current("temp", latitude, longitude, current_date)
 
     def get_current_rain(self, latitude: float, longitude: float, current_date: str) -> dict[str, Any]:
+        """The ``get_current_rain`` tool: today's rainfall in mm at a location.
+
+        Args:
+            latitude: degrees, from get_latitude_longitude.
+            longitude: degrees, from get_latitude_longitude.
+            current_date: today's date, YYYY-MM-DD (from get_user_current_date).
+
+        Returns:
+            {"date", "rain_sum"}.
+        """
         return self._current("rain", latitude, longitude, current_date)
 
     def get_current_snow(self, latitude: float, longitude: float, current_date: str) -> dict[str, Any]:
+        """The ``get_current_snow`` tool: today's snowfall in cm at a location.
+
+        Args:
+            latitude: degrees, from get_latitude_longitude.
+            longitude: degrees, from get_latitude_longitude.
+            current_date: today's date, YYYY-MM-DD (from get_user_current_date).
+
+        Returns:
+            {"date", "snowfall_sum"}.
+        """
         return self._current("snow", latitude, longitude, current_date)
 
     def get_current_air_quality_index(self, latitude: float, longitude: float, current_date: str) -> dict[str, Any]:
+        """The ``get_current_air_quality_index`` tool: today's air-quality index at a location.
+
+        Args:
+            latitude: degrees, from get_latitude_longitude.
+            longitude: degrees, from get_latitude_longitude.
+            current_date: today's date, YYYY-MM-DD (from get_user_current_date).
+
+        Returns:
+            {"date", "aqi"}.
+        """
         return self._current("air_quality_index", latitude, longitude, current_date)
 
     def get_air_quality_level(self, air_quality_index: int) -> str:
+        """The ``get_air_quality_level`` tool: translate an air-quality index into its level.
+
+        Args:
+            air_quality_index: the index value.
+
+        Returns:
+            One of "good" (0-50), "fair" (51-100), "moderate" (101-150), "poor" (151-200), "very poor" (201-300),
+                "extremely poor" (above 300).
+        """
         if air_quality_index < 0:
             raise ToolError("get_air_quality_level: the index cannot be negative.")
         return aqi_level(air_quality_index)
@@ -340,7 +454,8 @@ def _historical_average(g: _Generator) -> ToolTask:
     answer = round(float(np.mean(values)), 2)
     return ToolTask(
         "historical_average",
-        f"What was the average of the daily mean temperatures in {city[1]} from {_d(start)} to {_d(end)} (inclusive), in °C?",
+        f"What was the average of the daily mean temperatures in {city[1]} from {_d(start)} to {_d(end)} (inclusive), "
+        f"in °C?",
         [
             g.lookup(city),
             g.range_step("Get the past daily temperatures for that range.", "get_historical_temp", city, start, end),
@@ -360,7 +475,8 @@ def _rainiest_recent_day(g: _Generator) -> ToolTask | None:
     day = start + dt.timedelta(days=values.index(best))
     return ToolTask(
         "rainiest_recent_day",
-        "Over the last 7 days (not counting today), on which date did it rain the most where I am? Answer with the date.",
+        "Over the last 7 days (not counting today), on which date did it rain the most where I am? Answer with the "
+        "date.",
         [
             g.today_step(),
             step("And where the user is.", "get_user_current_location"),

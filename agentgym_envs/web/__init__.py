@@ -52,8 +52,10 @@ class BrowserTaskSpec(TaskSpec):
     """A task spec whose env also needs Chromium: installed = Python extras present and browser found."""
 
     def extra_installed(self) -> bool:
+        """Whether the Python extra is installed and Chromium can be found."""
         return super().extra_installed() and chromium_missing_reason() is None
 
     @property
     def install_hint(self) -> str:
+        """The pip command and the system packages a browser env needs."""
         return f"pip install 'agentgym-rl[{self.extra}]' and {APT_HINT}"

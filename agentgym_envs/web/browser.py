@@ -206,6 +206,7 @@ class Browser:
 
     @property
     def running(self) -> bool:
+        """Whether Chromium has been started (and not closed)."""
         return self._driver is not None
 
     def _launch(self) -> None:
@@ -373,6 +374,7 @@ class Browser:
 
     # ---- actions --------------------------------------------------------------------------------
     def goto(self, url: str) -> None:
+        """Load ``url`` in the current tab."""
         self.driver.get(url)
 
     def wait_until(self, condition: Callable[[Any], T], timeout: float | None = None) -> T:
@@ -461,6 +463,7 @@ class BrowserPool:
         self._lock = threading.Lock()
 
     def acquire(self, config: BrowserConfig | None = None) -> Browser:
+        """An idle browser of this configuration, or a new one (started on first use)."""
         config = config or BrowserConfig()
         with self._lock:
             for index, browser in enumerate(self._idle):
@@ -470,6 +473,9 @@ class BrowserPool:
         return Browser(config)
 
     def release(self, browser: Browser, origins: Iterable[str] = ()) -> None:
+        """Take back an env's browser: wiped for a new episode (``origins``: the sites it visited) and kept idle, or
+        closed when the pool is full, pooling is off (``AGENTGYM_BROWSER_POOL=0``) or the wipe fails.
+        """
         import os
 
         keep = self.max_idle > 0 and os.environ.get("AGENTGYM_BROWSER_POOL", "1") != "0" and browser.running
@@ -496,6 +502,7 @@ class BrowserPool:
 
     @property
     def idle(self) -> int:
+        """How many browsers wait in the pool."""
         return len(self._idle)
 
 

@@ -56,10 +56,14 @@ def parse_command(action: str) -> Command | str:
             return "The last argument of type must be 1 (press Enter) or 0 (do not press Enter)."
         return Command("type", parse_count(arguments[0]), arguments[1], enter == "1")
     if name == "press":
-        return Command("press", text=arguments[0]) if len(arguments) == 1 and arguments[0] else "Usage: press [key_comb], e.g. press [Control+a] or press [Enter]."
+        if len(arguments) == 1 and arguments[0]:
+            return Command("press", text=arguments[0])
+        return "Usage: press [key_comb], e.g. press [Control+a] or press [Enter]."
     if name == "scroll":
         direction = arguments[0].lower() if len(arguments) == 1 else ""
-        return Command("scroll", text=direction) if direction in ("up", "down") else "Usage: scroll [up] or scroll [down]."
+        if direction in ("up", "down"):
+            return Command("scroll", text=direction)
+        return "Usage: scroll [up] or scroll [down]."
     if name == "tab_focus":
         if len(arguments) == 1 and parse_count(arguments[0]) is not None:
             return Command("tab_focus", parse_count(arguments[0]))

@@ -14,6 +14,7 @@ from agentgym_envs.webarena.catalog import embedded_tasks, splits
 
 
 def main() -> None:
+    """Write ``splits.json``; with ``--configs DIR``, also every embedded task as WebArena's JSON config."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", help="also write every task as <DIR>/<task_id>.json (WebArena's layout)")
     args = parser.parse_args()

@@ -37,11 +37,13 @@ from agentgym_envs.webarena.evaluation import evaluate, fuzzy_match
 from agentgym_envs.webarena.observation import TEXT_ROLES, Tree, render_tree
 from agentgym_envs.webarena.sites import ENV_PREFIX, SITES, SUBTASK_SITE, app_class, base_urls_from_environment
 
-INSTRUCTION = f"""You are an autonomous intelligent agent tasked with navigating a web browser. You will be given web-based tasks. These tasks will be accomplished through the use of specific actions you can issue.
+INSTRUCTION = f"""You are an autonomous intelligent agent tasked with navigating a web browser. You will be given \
+web-based tasks. These tasks will be accomplished through the use of specific actions you can issue.
 
 Here's the information you'll have:
 The user's objective: This is the task you're trying to complete.
-The current web page's accessibility tree: This is a simplified representation of the webpage, providing key information. Each element has an id in brackets.
+The current web page's accessibility tree: This is a simplified representation of the webpage, providing key \
+information. Each element has an id in brackets.
 The current web page's URL: This is the page you're currently navigating.
 The open tabs: These are the tabs you have open.
 The previous action: This is the action you just performed.
@@ -50,7 +52,8 @@ The actions you can perform fall into several categories:
 
 Page Operation Actions:
 `click [id]`: This action clicks on an element with a specific id on the webpage.
-`type [id] [content] [press_enter_after=0|1]`: Use this to type the content into the field with id, replacing what it holds. By default, the "Enter" key is pressed after typing unless press_enter_after is set to 0.
+`type [id] [content] [press_enter_after=0|1]`: Use this to type the content into the field with id, replacing what it \
+holds. By default, the "Enter" key is pressed after typing unless press_enter_after is set to 0.
 `hover [id]`: Hover over an element with id.
 `press [key_comb]`: Simulates the pressing of a key combination on the keyboard (e.g., Control+v).
 `scroll [direction=down|up]`: Scroll the page up or down.
@@ -66,17 +69,21 @@ URL Navigation Actions:
 `go_forward`: Navigate to the next page (if a previous 'go_back' action was performed).
 
 Completion Action:
-`stop [answer]`: Issue this action when you believe the task is complete. If the objective is to find a text-based answer, provide the answer in the bracket. If you believe the task is impossible to complete, provide the answer as "N/A" in the bracket.
+`stop [answer]`: Issue this action when you believe the task is complete. If the objective is to find a text-based \
+answer, provide the answer in the bracket. If you believe the task is impossible to complete, provide the answer as \
+"N/A" in the bracket.
 
 To be successful, it is very important to follow the following rules:
 1. You should only issue an action that is valid given the current observation.
 2. You should only issue one action at a time.
-3. Generate the action in the correct format: put the action inside triple backticks, for example "In summary, the next action I will perform is ```click [1234]```".
+3. Generate the action in the correct format: put the action inside triple backticks, for example "In summary, the \
+next action I will perform is ```click [1234]```".
 4. Issue the stop action when you think you have achieved the objective. Don't generate anything after stop.
 
 Valid actions: {ACTION_HELP}."""
 
-_KEYS = {"enter": "ENTER", "return": "ENTER", "tab": "TAB", "escape": "ESCAPE", "esc": "ESCAPE", "backspace": "BACKSPACE",
+_KEYS = {"enter": "ENTER", "return": "ENTER", "tab": "TAB", "escape": "ESCAPE", "esc": "ESCAPE",
+         "backspace": "BACKSPACE",
          "delete": "DELETE", "arrowup": "ARROW_UP", "arrowdown": "ARROW_DOWN", "arrowleft": "ARROW_LEFT",
          "arrowright": "ARROW_RIGHT", "pageup": "PAGE_UP", "pagedown": "PAGE_DOWN", "home": "HOME", "end": "END",
          "space": "SPACE", "control": "CONTROL", "ctrl": "CONTROL", "shift": "SHIFT", "alt": "ALT", "meta": "COMMAND"}
@@ -97,7 +104,8 @@ if (!window.__agentgymHooked) {
   document.addEventListener('click', e => {
     const a = e.target.closest ? e.target.closest('a[href]') : null;
     const href = a ? a.getAttribute('href') : '';
-    if (a && !e.defaultPrevented && a.target !== '_blank' && !href.startsWith('#') && !href.startsWith('javascript:')) leave();
+    if (a && !e.defaultPrevented && a.target !== '_blank' && !href.startsWith('#') && !href.startsWith('javascript:')) \
+leave();
   });
 }
 """
@@ -153,7 +161,8 @@ class WebArenaEnv(TextEnv):
         self._external_configs: dict[int, dict[str, Any]] | None = None
         self._real_bases: dict[str, str] = {}
         if config_path is not None:
-            self._real_bases = {**base_urls_from_environment(), **{k: v.rstrip("/") for k, v in (base_urls or {}).items()}}
+            self._real_bases = {**base_urls_from_environment(),
+                                **{k: v.rstrip("/") for k, v in (base_urls or {}).items()}}
             self._external_configs = load_webarena_configs(config_path, self._site_keys)
             if not self._external_configs:
                 raise ValueError(f"no WebArena task config under {config_path} uses only the sites {self._site_keys}")
@@ -167,7 +176,8 @@ class WebArenaEnv(TextEnv):
             self._split_of = {item: "test" for item in ids}
             self.default_split = "test"
         elif base_urls:
-            raise ValueError("base_urls= targets real WebArena deployments; pass config_path= (WebArena's task configs) too")
+            raise ValueError("base_urls= targets real WebArena deployments; pass config_path= (WebArena's task "
+                             "configs) too")
         self._browser = browser
         self._owns_browser = browser is None
         self._browser_config = browser_config
@@ -183,9 +193,18 @@ class WebArenaEnv(TextEnv):
     # ---- sites ----------------------------------------------------------------------------------
     @property
     def embedded(self) -> bool:
+        """Whether the tasks run on the embedded sites (not on WebArena configs and real deployments)."""
         return self._external_configs is None
 
     def task_config(self, item_id: int) -> dict[str, Any]:
+        """The WebArena config of one item: the embedded catalogue's, or the one loaded from the configs given.
+
+        Args:
+            item_id: the item's id.
+
+        Returns:
+            The task's config (intent, start URL, evaluation, and for embedded tasks the scripted solution).
+        """
         if self._external_configs is not None:
             return self._external_configs[item_id]
         from agentgym_envs.webarena.catalog import embedded_tasks
@@ -208,6 +227,7 @@ class WebArenaEnv(TextEnv):
         return [(server.base_url, SITES[site].display_url) for site, server in self._servers.items()]
 
     def display_url(self, address: str) -> str:
+        """``address`` as the agent sees it: the embedded servers' loopback bases shown as the sites' names."""
         for real, shown in self._display_pairs():
             address = address.replace(real, shown)
         return address
@@ -217,7 +237,8 @@ class WebArenaEnv(TextEnv):
         address = address.strip()
         for site, info in SITES.items():
             if info.placeholder in address:
-                address = address.replace(info.placeholder, self._base(site) if (self.embedded or site in self._real_bases) else info.placeholder)
+                known = self.embedded or site in self._real_bases
+                address = address.replace(info.placeholder, self._base(site) if known else info.placeholder)
             if self.embedded and (address == info.display_url or address.startswith(info.display_url + "/")
                                   or address.startswith(info.display_url + "?")):
                 address = self._base(site) + address[len(info.display_url):]
@@ -232,6 +253,7 @@ class WebArenaEnv(TextEnv):
     # ---- browser --------------------------------------------------------------------------------
     @property
     def browser(self) -> Any:
+        """The env's browser, taken from the process's pool on first use (closed to other hosts)."""
         if self._browser is None:
             from agentgym_envs.web.browser import BROWSER_POOL, BrowserConfig
 
@@ -286,7 +308,8 @@ class WebArenaEnv(TextEnv):
             self.browser.driver.execute_script("window.stop()")
         except Exception:
             pass
-        return f"The page did not finish loading within {self.page_load_timeout:g} seconds; loading was stopped and the page is shown as far as it loaded."
+        return (f"The page did not finish loading within {self.page_load_timeout:g} seconds; loading was stopped and "
+                "the page is shown as far as it loaded.")
 
     # ---- episode --------------------------------------------------------------------------------
     def _start(self, item_id: int, rng: np.random.Generator) -> Start:
@@ -338,7 +361,8 @@ class WebArenaEnv(TextEnv):
             full = Path(path)
         if full.is_file():
             cookies = json.loads(full.read_text()).get("cookies", [])
-            params = [{k: c[k] for k in ("name", "value", "domain", "path", "secure", "httpOnly") if k in c} for c in cookies]
+            params = [{k: c[k] for k in ("name", "value", "domain", "path", "secure",
+                                         "httpOnly") if k in c} for c in cookies]
             if params:
                 self.browser.driver.execute_cdp_cmd("Network.setCookies", {"cookies": params})
 
@@ -352,13 +376,16 @@ class WebArenaEnv(TextEnv):
         if command.name == "stop":
             return self._finish(command.text, action)
         try:
-            (feedback, restarted) = self._driver_call(lambda driver: self._execute(command), recover_url=self._last_url or None)
+            (feedback, restarted) = self._driver_call(lambda driver: self._execute(command),
+                                                      recover_url=self._last_url or None)
         except _InvalidAction as error:
             return self._invalid(str(error))
         except Exception as error:  # the browser failed twice: report, keep the episode alive
-            return self._invalid(f"The browser could not perform the action ({type(error).__name__}); the page was reloaded. Try again.")
+            return self._invalid(f"The browser could not perform the action ({type(error).__name__}); the page was "
+                                 f"reloaded. Try again.")
         if restarted:
-            feedback = " ".join(filter(None, [feedback, "The browser stopped responding and was restarted; the page was reloaded."]))
+            restarted = "The browser stopped responding and was restarted; the page was reloaded."
+            feedback = " ".join(filter(None, [feedback, restarted]))
         self._previous_action = action
         if action == self._oracle_expected:
             self._solution_step += 1
@@ -373,6 +400,7 @@ class WebArenaEnv(TextEnv):
             return self._bounded_step(action)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """As ``TextEnv.reset``, bounded by the step timeout (loading the start pages can hang)."""
         with self.browser.time_limit(self.step_timeout):
             return super().reset(seed=seed, options=options)
 
@@ -401,7 +429,8 @@ class WebArenaEnv(TextEnv):
             def read(driver: Any) -> str | None:
                 if address != "last":
                     self._load(address)
-                return driver.execute_script(f"try {{ return String({locator or 'document.body.innerText'}); }} catch (e) {{ return null; }}")
+                return driver.execute_script(f"try {{ return String({locator or 'document.body.innerText'}); }} catch "
+                                             f"(e) {{ return null; }}")
 
             try:
                 return self._driver_call(read)[0]
@@ -409,7 +438,9 @@ class WebArenaEnv(TextEnv):
                 return None
 
         def run_sql(site: str, sql: str, params: list[Any]) -> list[list[Any]]:
-            return [list(row) for row in self._servers[site].app.query(sql, tuple(params))] if site in self._servers else []
+            if site not in self._servers:
+                return []
+            return [list(row) for row in self._servers[site].app.query(sql, tuple(params))]
 
         fuzzy = fuzzy_match
         if self.judge is not None:
@@ -482,7 +513,8 @@ class WebArenaEnv(TextEnv):
 
         node = self._tree.by_id(command.element or 0)
         if node is None or node.backend_id is None:
-            raise _InvalidAction(f"There is no element [{command.element}] on the current page. Use an id shown in brackets in the observation.")
+            raise _InvalidAction(f"There is no element [{command.element}] on the current page. Use an id shown in "
+                                 f"brackets in the observation.")
         try:
             element = self.browser.element_for_node(node.backend_id)
         except LookupError:
@@ -503,7 +535,8 @@ class WebArenaEnv(TextEnv):
             if isinstance(error, TimeoutException) or not self.browser.is_alive():
                 raise
             reason = (error.msg or type(error).__name__).splitlines()[0][:200]
-            raise _InvalidAction(f"Could not {command.name} element [{command.element}] ({node.role} {node.name!r}): {reason}") from None
+            raise _InvalidAction(f"Could not {command.name} element [{command.element}] ({node.role} {node.name!r}): "
+                                 f"{reason}") from None
 
     @staticmethod
     def _press_keys(command: Command, driver: Any) -> None:
@@ -514,7 +547,8 @@ class WebArenaEnv(TextEnv):
         keys = [k.strip() for k in command.text.split("+") if k.strip()]
         names = [getattr(Keys, _KEYS[k.lower()]) if k.lower() in _KEYS else k for k in keys]
         if not names or any(len(n) != 1 for n in names):
-            raise _InvalidAction(f"Unknown key combination {command.text!r}; use names like Enter, Tab, Control+a, Shift+Tab.")
+            raise _InvalidAction(f"Unknown key combination {command.text!r}; "
+                                 f"use names like Enter, Tab, Control+a, Shift+Tab.")
         chain = ActionChains(driver)
         for key in names[:-1]:
             chain.key_down(key)
@@ -548,8 +582,12 @@ class WebArenaEnv(TextEnv):
         """goto: only the task's sites are reachable (a closed network)."""
         address = self.real_url(command.text)
         if not self._allowed(address):
-            sites = ", ".join(self.display_url(self._base(s)) for s in self._site_keys) if self.embedded else ", ".join(self._real_bases.values())
-            raise _InvalidAction(f"Cannot open {command.text}: this is a closed network and only the task's web sites are reachable ({sites}).")
+            if self.embedded:
+                sites = ", ".join(self.display_url(self._base(s)) for s in self._site_keys)
+            else:
+                sites = ", ".join(self._real_bases.values())
+            raise _InvalidAction(f"Cannot open {command.text}: this is a closed network and only the task's web sites "
+                                 f"are reachable ({sites}).")
         try:
             return self._load(address)
         except _Unreachable as error:
@@ -581,10 +619,12 @@ class WebArenaEnv(TextEnv):
     def _type(self, role: str, element: Any, command: Command, keys: Any) -> None:
         tag = (element.tag_name or "").lower()
         editable = tag in ("input", "textarea", "select") or element.get_attribute("contenteditable") == "true"
-        if tag == "input" and (element.get_attribute("type") or "text").lower() in ("radio", "checkbox", "submit", "button", "hidden", "image", "reset"):
+        input_type = (element.get_attribute("type") or "text").lower() if tag == "input" else ""
+        if tag == "input" and input_type in ("radio", "checkbox", "submit", "button", "hidden", "image", "reset"):
             editable = False
         if not editable and role not in TEXT_ROLES:
-            raise _InvalidAction(f"Element [{command.element}] is a {role}, not a text field; type works on textbox, searchbox, spinbutton and combobox elements.")
+            raise _InvalidAction(f"Element [{command.element}] is a {role}, not a text field; type works on textbox, "
+                                 f"searchbox, spinbutton and combobox elements.")
         if tag == "select":
             options = self.browser.driver.execute_script(_SELECT_OPTION_JS, element, command.text)
             if options is not None:
@@ -601,8 +641,10 @@ class WebArenaEnv(TextEnv):
             tree = render_tree(self.browser.accessibility_nodes())
             handles = driver.window_handles
             current = driver.current_window_handle
-            titles = {t["targetId"]: t.get("title", "") for t in driver.execute_cdp_cmd("Target.getTargets", {}).get("targetInfos", [])}
-            tabs = " | ".join(f"Tab {i}{' (current)' if h == current else ''}: {titles.get(h, '')}" for i, h in enumerate(handles))
+            targets = driver.execute_cdp_cmd("Target.getTargets", {}).get("targetInfos", [])
+            titles = {t["targetId"]: t.get("title", "") for t in targets}
+            tabs = " | ".join(f"Tab {i}{' (current)' if h == current else ''}: {titles.get(h, '')}" for i,
+                              h in enumerate(handles))
             return tree, tabs, driver.current_url
 
         try:
@@ -626,11 +668,16 @@ class WebArenaEnv(TextEnv):
         if not solution:
             raise NotImplementedError("this task has no scripted solution")
         step = solution[min(self._solution_step, len(solution) - 1)]
-        resolved = resolve_script_step(step, lambda role, name: getattr(self._tree.find(role, name), "id", None)) or step
+
+        def element_id(role: str, name: str) -> int | None:
+            return getattr(self._tree.find(role, name), "id", None)
+
+        resolved = resolve_script_step(step, element_id) or step
         self._oracle_expected = resolved
         return f"Let's think step-by-step. Following the plan, the next action I will perform is ```{resolved}```"
 
     def random_action(self, rng: np.random.Generator) -> str:
+        """A click on a random link or button of the page, a scroll down or going back."""
         clickable = [n.id for n in self._tree.nodes if n.role in ("link", "button")]
         choices = [f"click [{i}]" for i in clickable] + ["scroll [down]", "go_back"]
         return f"```{choices[int(rng.integers(len(choices)))]}```"

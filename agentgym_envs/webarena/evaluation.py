@@ -69,10 +69,22 @@ def word_tokens(text: str) -> list[str]:
 
 
 def exact_match(answer: str, reference: str) -> bool:
+    """WebArena's ``exact_match``: the answers are equal once both are cleaned (``clean_answer``)."""
     return clean_answer(answer) == clean_answer(reference)
 
 
 def must_include(answer: str, reference: str, tokenize: bool = False) -> bool:
+    """WebArena's ``must_include``: the cleaned reference is in the cleaned answer.
+
+    Args:
+        answer: the agent's answer.
+        reference: one reference value.
+        tokenize: WebArena's rule for a single reference: a one-character reference must then be a whole word token of
+            the answer (``word_tokens``), so ``"1"`` is not found in ``"2021"``.
+
+    Returns:
+        Whether the answer includes the reference.
+    """
     clean_reference, clean_prediction = clean_answer(reference), clean_answer(answer)
     if tokenize and len(clean_reference) == 1 and len(word_tokens(clean_reference)) == 1:
         return clean_reference in word_tokens(clean_prediction)
@@ -81,6 +93,9 @@ def must_include(answer: str, reference: str, tokenize: bool = False) -> bool:
 
 # ---- the project's lenient checks (lenient=True) --------------------------------------------------
 def normalize(text: str) -> str:
+    """The lenient checks' form of a text: lower case, thousands separators, ``$`` and quotes removed, whitespace
+    collapsed, end punctuation stripped.
+    """
     text = str(text).lower().strip()
     text = re.sub(r"(?<=\d),(?=\d{3})", "", text)  # 1,234 -> 1234
     text = text.replace("$", "")
@@ -96,6 +111,7 @@ def tokens(text: str) -> list[str]:
 
 
 def lenient_exact_match(answer: str, reference: str) -> bool:
+    """The answers are equal once both are ``normalize``d."""
     return normalize(answer) == normalize(reference)
 
 
@@ -162,6 +178,17 @@ def _lenient_split_url(address: str) -> tuple[str, dict[str, list[str]]]:
 
 
 def url_match(current_url: str, reference: str, lenient: bool = False) -> bool:
+    """Whether the page the agent ended on is the reference page.
+
+    Args:
+        current_url: the URL of the agent's last page.
+        reference: the reference URL; several alternatives are joined by ``OR``'s separator.
+        lenient: compare our way (any one alternative; host, path and the reference's query fields, case and trailing
+            slash ignored) instead of WebArena's (its base-URL and pooled-query comparison).
+
+    Returns:
+        Whether the URLs match.
+    """
     if lenient:
         current_base, current_query = _lenient_split_url(current_url)
         for option in reference.split(OR):
@@ -224,7 +251,8 @@ def evaluate(
             for check in spec["program_html"]:
                 target = check.get("url", "last")
                 if str(target).startswith("func:") or str(check.get("locator") or "").startswith("func:"):
-                    failures.append(f"program_html helper functions ({target!r}, {check.get('locator')!r}) are not supported")
+                    failures.append(f"program_html helper functions ({target!r}, {check.get('locator')!r}) "
+                                    f"are not supported")
                     continue
                 text = run_locator("last" if target == "last" else resolve(target), check.get("locator") or "")
                 if text is None or not content_match(text, check["required_contents"], lenient):

@@ -52,6 +52,17 @@ MODES = {"car": (1.35, 32.0), "bike": (1.25, 14.0), "foot": (1.2, 4.8)}
 
 
 def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    """The great-circle distance between two points on the Earth (radius 6371 km).
+
+    Args:
+        lat1: the first point's latitude, in degrees.
+        lon1: the first point's longitude, in degrees.
+        lat2: the second point's latitude, in degrees.
+        lon2: the second point's longitude, in degrees.
+
+    Returns:
+        The distance in kilometres.
+    """
     p1, p2, dp, dl = map(math.radians, (lat1, lat2, lat2 - lat1, lon2 - lon1))
     a = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
     return 6371.0 * 2 * math.asin(math.sqrt(a))
@@ -72,14 +83,18 @@ class MapsSite(SiteApp):
     nav = (("Search", "/"), ("Directions", "/directions"))
 
     def create_schema(self, db: sqlite3.Connection) -> None:
-        db.execute("CREATE TABLE places (id INTEGER PRIMARY KEY, name TEXT, kind TEXT, address TEXT, lat REAL, lon REAL)")
+        """One table: the places, with their kind, address and coordinates."""
+        db.execute("CREATE TABLE places (id INTEGER PRIMARY KEY, name TEXT, kind TEXT, address TEXT, "
+                   "lat REAL, lon REAL)")
 
     def seed(self, db: sqlite3.Connection) -> None:
+        """The Pittsburgh places of ``PLACES``."""
         db.executemany("INSERT INTO places (name, kind, address, lat, lon) VALUES (?,?,?,?,?)", PLACES)
 
     def routes(self):
-        return [("GET", "/", self.home), ("GET", "/search", self.search), ("GET", "/place/{place_id:digits}", self.place),
-                ("GET", "/directions", self.directions)]
+        """OpenStreetMap's pages: search, a place, and directions."""
+        return [("GET", "/", self.home), ("GET", "/search", self.search),
+                ("GET", "/place/{place_id:digits}", self.place), ("GET", "/directions", self.directions)]
 
     def _find(self, text: str) -> sqlite3.Row | None:
         rows = self.query("SELECT id, name, kind, lat, lon, address FROM places ORDER BY id")
@@ -88,15 +103,18 @@ class MapsSite(SiteApp):
         return (exact or partial or [None])[0]
 
     def home(self, request: Request) -> str:
+        """``/``: the search box."""
         return self.render("OpenStreetMap", "home")
 
     def search(self, request: Request) -> str:
+        """``/search?q=``: the places whose name, address or kind holds the query, by name."""
         term = request.arg("q")
-        rows = self.query("SELECT * FROM places WHERE ?<>'' AND (name LIKE ? OR address LIKE ? OR kind LIKE ?) ORDER BY name",
-                          (term, f"%{term}%", f"%{term}%", f"%{term}%"))
+        rows = self.query("SELECT * FROM places WHERE ?<>'' AND (name LIKE ? OR address LIKE ? OR kind LIKE ?) "
+                          "ORDER BY name", (term, f"%{term}%", f"%{term}%", f"%{term}%"))
         return self.render("Search Results", "search", term=term, rows=rows)
 
     def place(self, request: Request, place_id: str) -> str:
+        """``/place/<id>``: a place, its coordinates and the five nearest other places."""
         p = self.one("SELECT id, name, kind, lat, lon, address FROM places WHERE id=?", (int(place_id),))
         others = self.query("SELECT id, name, kind, lat, lon, address FROM places WHERE id<>?", (p["id"],))
         nearest = sorted(others, key=lambda o: (haversine_km(p["lat"], p["lon"], o["lat"], o["lon"]), o["name"]))[:5]
@@ -104,6 +122,9 @@ class MapsSite(SiteApp):
         return self.render(p["name"], "place", p=p, nearest=rows)
 
     def directions(self, request: Request) -> str:
+        """``/directions?from=&to=&mode=``: the route between two places named (exactly, else by a part of the name)
+        by car, bike or foot; an unknown mode is a 400 page, an unknown place is named on the page.
+        """
         source, target, mode = request.arg("from"), request.arg("to"), request.arg("mode") or "car"
         if mode not in MODES:
             raise ValueError(f"mode must be one of {sorted(MODES)}")
@@ -121,11 +142,22 @@ class MapsSite(SiteApp):
 
 
 def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
+    """The map task templates over the seeded places: coordinates, drive times, walking distances, addresses, the URL of
+    a bike route and the nearest place of a kind.
+
+    Args:
+        db: the seeded database (``MapsSite.seeded_template()``).
+
+    Returns:
+        One iterator of ``Draft`` per template, each with its evaluator and an action sequence that solves it.
+    """
     places = db.execute("SELECT id, name, kind, lat, lon, address FROM places ORDER BY id").fetchall()
-    pairs = [(places[i], places[(i * 7 + 3) % len(places)]) for i in range(len(places)) if i != (i * 7 + 3) % len(places)]
+    pairs = [(places[i], places[(i * 7 + 3) % len(places)]) for i in range(len(places))
+             if i != (i * 7 + 3) % len(places)]
 
     def directions_steps(a, b, mode: str) -> list[str]:
-        steps = [f"click <link {q('Directions')}>", f"type <textbox {q('From')}> [{a[1]}] [0]", f"type <textbox {q('To')}> [{b[1]}] [0]"]
+        steps = [f"click <link {q('Directions')}>", f"type <textbox {q('From')}> [{a[1]}] [0]",
+                 f"type <textbox {q('To')}> [{b[1]}] [0]"]
         if mode != "car":
             steps.append(f"click <radio {q(mode)}>")
         return [*steps, f"click <button {q('Go')}>"]
@@ -134,7 +166,8 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
         for p in places:
             yield Draft("coordinates", f"What are the coordinates of {p[1]} (latitude, longitude)?", "/",
                         answer_eval("must_include", [f"{p[3]:.4f}", f"{p[4]:.4f}"]),
-                        [f"type <searchbox {q('Search places')}> [{p[1]}] [1]", f"click <link {q(p[1])}>", f"stop [{p[3]:.4f}, {p[4]:.4f}]"])
+                        [f"type <searchbox {q('Search places')}> [{p[1]}] [1]", f"click <link {q(p[1])}>",
+                         f"stop [{p[3]:.4f}, {p[4]:.4f}]"])
 
     def drive_time() -> Iterator[Draft]:
         for a, b in pairs:
@@ -146,7 +179,8 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
         for a, b in pairs[::-1]:
             distance, _ = route(a, b, "foot")
             yield Draft("walk_distance", f"What is the walking distance from {a[1]} to {b[1]}?", "/",
-                        answer_eval("must_include", [distance]), [*directions_steps(a, b, "foot"), f"stop [{distance}]"])
+                        answer_eval("must_include", [distance]),
+                        [*directions_steps(a, b, "foot"), f"stop [{distance}]"])
 
     def address() -> Iterator[Draft]:
         for p in places[::-1]:
@@ -164,6 +198,7 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
             near = min((o for o in places if o[0] != p[0]), key=lambda o: (haversine_km(p[3], p[4], o[3], o[4]), o[1]))
             yield Draft("nearest", f"Which place is closest to {p[1]} in straight-line distance?", "/",
                         answer_eval("fuzzy_match", [near[1]]),
-                        [f"type <searchbox {q('Search places')}> [{p[1]}] [1]", f"click <link {q(p[1])}>", f"stop [{near[1]}]"])
+                        [f"type <searchbox {q('Search places')}> [{p[1]}] [1]", f"click <link {q(p[1])}>",
+                         f"stop [{near[1]}]"])
 
     return iter([coordinates(), drive_time(), address(), walk_distance(), bike_url(), nearest()])

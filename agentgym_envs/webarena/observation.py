@@ -15,10 +15,13 @@ from typing import Any
 #: Roles that never help an agent on their own (their children are kept).
 SKIPPED_ROLES = {"InlineTextBox", "LineBreak", "none", "presentation", "ListMarker", "MenuListPopup"}
 #: Roles dropped when they have no name (pure layout containers).
-UNNAMED_SKIPPED = {"generic", "group", "Section", "div", "paragraph", "LayoutTable", "LayoutTableRow", "LayoutTableCell",
-                   "list", "listitem", "rowgroup", "banner", "contentinfo", "Abbr", "strong", "emphasis", "LabelText", "time", "article"}
+UNNAMED_SKIPPED = {"generic", "group", "Section", "div", "paragraph", "LayoutTable", "LayoutTableRow",
+                   "LayoutTableCell",
+                   "list", "listitem", "rowgroup", "banner", "contentinfo", "Abbr", "strong", "emphasis", "LabelText",
+                   "time", "article"}
 #: Properties shown after a node's name, in WebArena's ``key: value`` style.
-SHOWN_PROPERTIES = ("focused", "required", "checked", "selected", "expanded", "disabled", "level", "readonly", "invalid")
+SHOWN_PROPERTIES = ("focused", "required", "checked", "selected", "expanded", "disabled", "level", "readonly",
+                    "invalid")
 #: Roles the agent can type into.
 TEXT_ROLES = {"textbox", "searchbox", "spinbutton", "combobox", "TextField", "textField"}
 
@@ -33,6 +36,7 @@ class Node:
     properties: dict[str, Any] = field(default_factory=dict)
 
     def line(self) -> str:
+        """The node as one line of the tree text: ``[id] role 'name'`` and its properties."""
         text = f"[{self.id}] {self.role} {self.name!r}"
         extras = " ".join(f"{k}: {v}" for k, v in self.properties.items())
         return f"{text} {extras}" if extras else text
@@ -43,9 +47,11 @@ class Tree:
     nodes: list[Node]
 
     def text(self) -> str:
+        """The accessibility tree as the agent reads it: one line per node, indented by tabs to its depth."""
         return "\n".join("\t" * node.depth + node.line() for node in self.nodes)
 
     def by_id(self, node_id: int) -> Node | None:
+        """The node the agent calls ``[node_id]`` (ids count from 1), or None when there is no such node."""
         return self.nodes[node_id - 1] if 1 <= node_id <= len(self.nodes) else None
 
     def find(self, role: str, name: str) -> Node | None:

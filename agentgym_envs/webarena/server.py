@@ -47,6 +47,16 @@ class Request:
     form: dict[str, str] = field(default_factory=dict)
 
     def arg(self, name: str, default: str = "") -> str:
+        """The stripped value of field ``name``: the form's value wins over the query's (a POST's own fields come
+        first).
+
+        Args:
+            name: the field's name.
+            default: what a field that is in neither gives.
+
+        Returns:
+            The value with surrounding whitespace removed.
+        """
         return self.form.get(name, self.query.get(name, default)).strip()
 
 
@@ -97,9 +107,13 @@ class SiteApp:
 
     # ---- data -----------------------------------------------------------------------------------
     def create_schema(self, db: sqlite3.Connection) -> None:
+        """Create the site's tables in ``db`` (an empty in-memory database). Subclasses implement it."""
         raise NotImplementedError
 
     def seed(self, db: sqlite3.Connection) -> None:
+        """Fill the site's tables in ``db`` with its deterministic content (seeded RNG, so every process builds the
+        same site). Subclasses implement it.
+        """
         raise NotImplementedError
 
     @classmethod
@@ -117,6 +131,11 @@ class SiteApp:
             return template
 
     def fresh_database(self) -> sqlite3.Connection:
+        """A private copy of the seeded database for this site instance (SQLite's backup API: about a millisecond).
+
+        Returns:
+            An in-memory connection usable from any thread, its rows as ``sqlite3.Row``.
+        """
         db = sqlite3.connect(":memory:", check_same_thread=False)
         with self._seed_lock:
             self.seeded_template().backup(db)
@@ -130,16 +149,44 @@ class SiteApp:
             old.close()
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """All rows of ``sql`` on the episode's database, under the site's lock.
+
+        Args:
+            sql: one SQL statement, ``?`` for parameters.
+            params: the values bound to the ``?``.
+
+        Returns:
+            The rows, as ``sqlite3.Row`` (read by column name).
+        """
         with self.lock:
             return self.db.execute(sql, params).fetchall()
 
     def one(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Row:
+        """The first row of ``sql``; the page 404s (``NotFound``) when there is none, as a URL naming a missing thing
+        should.
+
+        Args:
+            sql: one SQL statement, ``?`` for parameters.
+            params: the values bound to the ``?``.
+
+        Returns:
+            The first row.
+        """
         rows = self.query(sql, params)
         if not rows:
             raise NotFound(sql)
         return rows[0]
 
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        """Run one changing statement and commit it, under the site's lock (the evaluator reads the committed state).
+
+        Args:
+            sql: one SQL statement, ``?`` for parameters.
+            params: the values bound to the ``?``.
+
+        Returns:
+            The row id of an inserted row, 0 when the statement inserted none.
+        """
         with self.lock:
             cursor = self.db.execute(sql, params)
             self.db.commit()
@@ -192,6 +239,7 @@ class SiteApp:
             return result if isinstance(result, Response) else Response(200, result)
 
     def not_found(self) -> Response:
+        """The site's own 404 page, for unknown URLs, methods and missing things."""
         return Response(404, self.page("Not found", message(_NOT_FOUND)))
 
     def page(self, heading: str, body: Markup) -> str:
@@ -204,10 +252,27 @@ class SiteApp:
 
 
 def redirect(location: str) -> Response:
+    """A 303 "See Other" to ``location``: what a form's POST answers, so reloading the next page does not repeat it.
+
+    Args:
+        location: the path to go to (as the site writes it; not re-quoted).
+
+    Returns:
+        The handler's response.
+    """
     return Response(303, location=location)
 
 
 def url(path: str, **params: Any) -> str:
+    """``path`` with a query string of the ``params`` that have a value (None and "" are left out).
+
+    Args:
+        path: the path, without a query.
+        params: the query fields, in order.
+
+    Returns:
+        The URL, its values percent-encoded (spaces as ``%20``, as the sites' links show them).
+    """
     query = {k: v for k, v in params.items() if v not in (None, "")}
     return f"{path}?{urlencode(query, quote_via=quote)}" if query else path
 
@@ -237,6 +302,7 @@ def paginate(rows: list[Any], request: Request, path: str, size: int = 25, **par
 
 
 def money(value: float) -> str:
+    """A price as the shop shows it: ``$1,234.50``."""
     return f"${value:,.2f}"
 
 
@@ -287,4 +353,5 @@ class SiteServer:
         self.base_url = self._http.base_url
 
     def shutdown(self) -> None:
+        """Stop serving and release the port."""
         self._http.shutdown()

@@ -33,36 +33,49 @@ class ShoppingAdminSite(SiteApp):
            ("Reviews", "/reviews"), ("Reports", "/reports/bestsellers"))
 
     def create_schema(self, db: sqlite3.Connection) -> None:
+        """The shop's tables (``shopping.create_shop_schema``)."""
         create_shop_schema(db)
 
     def seed(self, db: sqlite3.Connection) -> None:
+        """A larger shop than the storefront's: 12 customers and 90 orders, from its own seed."""
         seed_shop(db, seed=23, customers=12, orders=90)
 
     def routes(self):
+        """Magento admin's sections: dashboard, products, orders, customers, reviews and a report."""
         return [
-            ("GET", "/", self.dashboard), ("GET", "/products", self.products), ("GET", "/products/{product_id:digits}", self.product),
-            ("POST", "/products/{product_id:digits}", self.save_product), ("GET", "/orders", self.orders), ("GET", "/orders/{order_id:digits}", self.order),
+            ("GET", "/", self.dashboard), ("GET", "/products", self.products),
+            ("GET", "/products/{product_id:digits}", self.product),
+            ("POST", "/products/{product_id:digits}", self.save_product), ("GET", "/orders", self.orders),
+            ("GET", "/orders/{order_id:digits}", self.order),
             ("POST", "/orders/{order_id:digits}/status", self.set_status), ("GET", "/customers", self.customers),
-            ("GET", "/customers/{customer_id:digits}", self.customer), ("POST", "/customers/{customer_id:digits}", self.save_customer),
+            ("GET", "/customers/{customer_id:digits}", self.customer),
+            ("POST", "/customers/{customer_id:digits}", self.save_customer),
             ("GET", "/reviews", self.reviews), ("POST", "/reviews/{review_id:digits}/delete", self.delete_review),
             ("GET", "/reports/bestsellers", self.report),
         ]
 
     def dashboard(self, request: Request) -> str:
+        """``/``: the number of orders in each status."""
         counts = {s: self.one("SELECT COUNT(*) AS n FROM orders WHERE status=?", (s,))["n"] for s in ORDER_STATUSES}
         return self.render("Dashboard", "dashboard", counts=counts)
 
     def products(self, request: Request) -> str:
+        """``/products?q=``: the products whose name or SKU holds the query, paginated."""
         term = request.arg("q")
-        rows = self.query("SELECT * FROM products WHERE name LIKE ? OR sku LIKE ? ORDER BY id", (f"%{term}%", f"%{term}%"))
+        rows = self.query("SELECT * FROM products WHERE name LIKE ? OR sku LIKE ? ORDER BY id",
+                          (f"%{term}%", f"%{term}%"))
         shown, pages = paginate(rows, request, "/products", q=term)
         return self.render("Products", "products", term=term, rows=rows, shown=shown, pages=pages)
 
     def product(self, request: Request, product_id: str) -> str:
+        """``/products/<id>``: a product's edit form."""
         p = self.one("SELECT * FROM products WHERE id=?", (int(product_id),))
         return self.render(f"Edit Product: {p['name']}", "product", p=p)
 
     def save_product(self, request: Request, product_id: str):
+        """POST ``/products/<id>``: save name, price (a leading ``$`` is allowed), quantity and status (Enabled or
+        Disabled); bad values are a 400 page.
+        """
         price, quantity = float(request.arg("price").lstrip("$")), int(request.arg("quantity"))
         status = request.arg("status")
         if status not in ("Enabled", "Disabled"):
@@ -72,21 +85,29 @@ class ShoppingAdminSite(SiteApp):
         return redirect(f"/products/{product_id}")
 
     def orders(self, request: Request) -> str:
+        """``/orders``: every order with its customer, newest first, ``?status=`` filtering and ``?q=`` matching the
+        order number (with or without its leading zeros) or the customer's name; paginated.
+        """
         status, term = request.arg("status"), request.arg("q")
         rows = self.query("SELECT orders.*, customers.name FROM orders JOIN customers ON customers.id=customer_id "
                           "WHERE (?='' OR status=?) ORDER BY orders.id DESC", (status, status))
         if term:
-            rows = [r for r in rows if term.lower() in f"{r['id']:09d} {r['name']}".lower() or term.lstrip("0") == str(r["id"])]
+            rows = [r for r in rows
+                    if term.lower() in f"{r['id']:09d} {r['name']}".lower() or term.lstrip("0") == str(r["id"])]
         shown, pages = paginate(rows, request, "/orders", status=status, q=term)
         filters = [(url("/orders", status=s), s or "All") for s in ["", *ORDER_STATUSES]]
         return self.render("Orders", "orders", term=term, filters=filters, rows=rows, shown=shown, pages=pages)
 
     def order(self, request: Request, order_id: str) -> str:
-        o = self.one("SELECT orders.*, customers.name FROM orders JOIN customers ON customers.id=customer_id WHERE orders.id=?", (int(order_id),))
-        items = self.query("SELECT order_items.*, products.name FROM order_items JOIN products ON products.id=product_id WHERE order_id=?", (o["id"],))
+        """``/orders/<id>``: one order, its customer and its items."""
+        o = self.one("SELECT orders.*, customers.name FROM orders JOIN customers ON customers.id=customer_id WHERE "
+                     "orders.id=?", (int(order_id),))
+        items = self.query("SELECT order_items.*, products.name FROM order_items JOIN products ON "
+                           "products.id=product_id WHERE order_id=?", (o["id"],))
         return self.render(f"Order # {o['id']:09d}", "order", o=o, items=items)
 
     def set_status(self, request: Request, order_id: str):
+        """POST: set an order's status to one of ``ORDER_STATUSES``; back to the order."""
         status = request.arg("status")
         if status not in ORDER_STATUSES:
             raise ValueError(f"unknown status {status!r}")
@@ -94,30 +115,39 @@ class ShoppingAdminSite(SiteApp):
         return redirect(f"/orders/{order_id}")
 
     def customers(self, request: Request) -> str:
+        """``/customers?q=``: the customers whose name or email holds the query."""
         term = request.arg("q")
-        rows = self.query("SELECT * FROM customers WHERE name LIKE ? OR email LIKE ? ORDER BY id", (f"%{term}%", f"%{term}%"))
+        rows = self.query("SELECT * FROM customers WHERE name LIKE ? OR email LIKE ? ORDER BY id",
+                          (f"%{term}%", f"%{term}%"))
         return self.render("Customers", "customers", term=term, rows=rows)
 
     def customer(self, request: Request, customer_id: str) -> str:
+        """``/customers/<id>``: a customer's edit form and their orders."""
         c = self.one("SELECT * FROM customers WHERE id=?", (int(customer_id),))
         orders = self.query("SELECT * FROM orders WHERE customer_id=? ORDER BY id", (c["id"],))
         return self.render(f"Customer: {c['name']}", "customer", c=c, orders=orders)
 
     def save_customer(self, request: Request, customer_id: str):
+        """POST: save a customer's name, email, phone and address; back to the customer."""
         self.execute("UPDATE customers SET name=?, email=?, phone=?, address=? WHERE id=?",
-                     (request.arg("name"), request.arg("email"), request.arg("phone"), request.arg("address"), int(customer_id)))
+                     (request.arg("name"), request.arg("email"), request.arg("phone"), request.arg("address"),
+                      int(customer_id)))
         return redirect(f"/customers/{customer_id}")
 
     def reviews(self, request: Request) -> str:
-        rows = self.query("SELECT reviews.*, products.name FROM reviews JOIN products ON products.id=product_id ORDER BY reviews.id")
+        """``/reviews``: every review with its product, paginated."""
+        rows = self.query("SELECT reviews.*, products.name FROM reviews JOIN products ON products.id=product_id ORDER "
+                          "BY reviews.id")
         shown, pages = paginate(rows, request, "/reviews")
         return self.render("Reviews", "reviews", rows=rows, shown=shown, pages=pages)
 
     def delete_review(self, request: Request, review_id: str):
+        """POST ``/reviews/<id>/delete``: delete a review; back to the list."""
         self.execute("DELETE FROM reviews WHERE id=?", (int(review_id),))
         return redirect("/reviews")
 
     def report(self, request: Request) -> str:
+        """``/reports/bestsellers?year=``: the year's ten best-selling products (the latest year by default)."""
         year = request.arg("year") or YEARS[-1]
         years = [(url("/reports/bestsellers", year=y), y) for y in YEARS]
         rows = [(rank, name, sold) for rank, (name, sold) in enumerate(bestsellers(self.db, year), start=1)]
@@ -127,11 +157,21 @@ class ShoppingAdminSite(SiteApp):
 def _edit_steps(section: str, search: str, name: str, field: str, value: str, save: str) -> list[str]:
     """The expert's way to change one field of a record: open the section, find the record with its search
     box, open its edit form, set ``field`` (a role and its label, e.g. ``<textbox "Price">``) and save."""
-    return [f"click <link {q(section)}>", f"type <searchbox {q(search)}> [{name}] [1]", f"click <link {q('Edit ' + name)}>",
+    return [f"click <link {q(section)}>", f"type <searchbox {q(search)}> [{name}] [1]",
+            f"click <link {q('Edit ' + name)}>",
             f"type {field} [{value}] [0]", f"click <button {q(save)}>", "stop [done]"]
 
 
 def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
+    """The admin task templates, drawn from the seeded database: bestsellers, order counts and totals, customers' emails
+    and phones, stock, and edits of prices, order statuses and product statuses.
+
+    Args:
+        db: the seeded database (``ShoppingAdminSite.seeded_template()``).
+
+    Returns:
+        One iterator of ``Draft`` per template, each with its evaluator and an action sequence that solves it.
+    """
     db.row_factory = sqlite3.Row
     products = db.execute("SELECT * FROM products ORDER BY id").fetchall()
     customers = db.execute("SELECT * FROM customers ORDER BY id").fetchall()
@@ -143,19 +183,22 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
             for rank in (1, 2, 3):
                 name = bestsellers(db, year)[rank - 1][0]
                 yield Draft("bestseller", f"What is the top-{rank} best-selling product in {year}?", "/",
-                            answer_eval("fuzzy_match", [name]), [f"click <link {q('Reports')}>", f"click <link {q(year)}>", f"stop [{name}]"])
+                            answer_eval("fuzzy_match", [name]),
+                            [f"click <link {q('Reports')}>", f"click <link {q(year)}>", f"stop [{name}]"])
 
     def status_count() -> Iterator[Draft]:
         for status in ORDER_STATUSES:
             n = db.execute("SELECT COUNT(*) FROM orders WHERE status=?", (status,)).fetchone()[0]
-            yield Draft("status_count", f"How many orders have the status {status}?", "/", answer_eval("exact_match", str(n)),
+            yield Draft("status_count", f"How many orders have the status {status}?", "/",
+                        answer_eval("exact_match", str(n)),
                         [f"click <link {q('Orders')}>", f"click <link {q(status)}>", f"stop [{n}]"])
 
     def customer_email() -> Iterator[Draft]:
         for c in customers:
             yield Draft("customer_email", f"What is the email address of the customer {c['name']}?", "/",
                         answer_eval("exact_match", c["email"]),
-                        [f"click <link {q('Customers')}>", f"type <searchbox {q('Search customers')}> [{c['name']}] [1]", f"stop [{c['email']}]"])
+                        [f"click <link {q('Customers')}>",
+                         f"type <searchbox {q('Search customers')}> [{c['name']}] [1]", f"stop [{c['email']}]"])
 
     def set_price() -> Iterator[Draft]:
         for p in shuffled:
@@ -170,7 +213,8 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
             label = f"View {o['id']:09d}"
             yield Draft("cancel_order", f"Cancel order {o['id']:09d}.", "/",
                         db_eval("shopping_admin", "SELECT status FROM orders WHERE id=?", [["Canceled"]], [o["id"]]),
-                        [f"click <link {q('Orders')}>", f"type <searchbox {q('Search orders by ID or customer')}> [{o['id']:09d}] [1]",
+                        [f"click <link {q('Orders')}>",
+                         f"type <searchbox {q('Search orders by ID or customer')}> [{o['id']:09d}] [1]",
                          f"click <link {q(label)}>", f"click <button {q('Cancel Order')}>", "stop [done]"])
 
     def disable_product() -> Iterator[Draft]:
@@ -182,8 +226,10 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
 
     def stock() -> Iterator[Draft]:
         for p in shuffled[10:]:
-            yield Draft("stock", f"How many units of {p['name']} are in stock?", "/", answer_eval("exact_match", str(p["quantity"])),
-                        [f"click <link {q('Products')}>", f"type <searchbox {q('Search by keyword')}> [{p['name']}] [1]", f"stop [{p['quantity']}]"])
+            yield Draft("stock", f"How many units of {p['name']} are in stock?", "/",
+                        answer_eval("exact_match", str(p["quantity"])),
+                        [f"click <link {q('Products')}>",
+                         f"type <searchbox {q('Search by keyword')}> [{p['name']}] [1]", f"stop [{p['quantity']}]"])
 
     def phone() -> Iterator[Draft]:
         for c in customers[::-1]:
@@ -198,8 +244,9 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
             label = f"View {o['id']:09d}"
             yield Draft("order_total", f"What is the grand total of order {o['id']:09d}?", "/",
                         answer_eval("must_include", [f"{o['total']:,.2f}"]),
-                        [f"click <link {q('Orders')}>", f"type <searchbox {q('Search orders by ID or customer')}> [{o['id']:09d}] [1]",
+                        [f"click <link {q('Orders')}>",
+                         f"type <searchbox {q('Search orders by ID or customer')}> [{o['id']:09d}] [1]",
                          f"click <link {q(label)}>", f"stop [${o['total']:,.2f}]"])
 
-    return iter([bestseller(), set_price(), status_count(), cancel_order(), customer_email(), disable_product(), stock(),
-                 phone(), order_total()])
+    return iter([bestseller(), set_price(), status_count(), cancel_order(), customer_email(), disable_product(),
+                 stock(), phone(), order_total()])

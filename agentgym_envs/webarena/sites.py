@@ -27,7 +27,8 @@ SITES: dict[str, SiteInfo] = {
     info.key: info
     for info in (
         SiteInfo("shopping", "Shopping", "__SHOPPING__", "http://localhost:7770", "SHOPPING", "shopping:ShoppingSite"),
-        SiteInfo("shopping_admin", "CMS", "__SHOPPING_ADMIN__", "http://localhost:7780", "SHOPPING_ADMIN", "shopping_admin:ShoppingAdminSite"),
+        SiteInfo("shopping_admin", "CMS", "__SHOPPING_ADMIN__", "http://localhost:7780", "SHOPPING_ADMIN",
+                 "shopping_admin:ShoppingAdminSite"),
         SiteInfo("map", "Maps", "__MAP__", "http://localhost:3000", "MAP", "maps:MapsSite"),
         SiteInfo("gitlab", "GitLab", "__GITLAB__", "http://localhost:8023", "GITLAB", "gitlab:GitLabSite"),
         SiteInfo("reddit", "Reddit", "__REDDIT__", "http://localhost:9999", "REDDIT", "reddit:RedditSite"),
@@ -39,6 +40,7 @@ ENV_PREFIX = "WEBARENA_"
 
 
 def app_class(site: str) -> type:
+    """The ``SiteApp`` subclass of a site key (imported on demand, so a family that needs no site loads none)."""
     import importlib
 
     module, name = SITES[site].app.split(":")

@@ -25,10 +25,12 @@ class Draft:
 
 def answer_eval(kind: str, reference: Any) -> dict[str, Any]:
     """String-match eval: ``kind`` is exact_match, must_include or fuzzy_match."""
-    return {"eval_types": ["string_match"], "reference_answers": {kind: reference}, "reference_url": "", "program_html": []}
+    return {"eval_types": ["string_match"], "reference_answers": {kind: reference}, "reference_url": "",
+            "program_html": []}
 
 
 def url_eval(reference_url: str) -> dict[str, Any]:
+    """URL-match eval: the agent must end on ``reference_url`` (the reference inside the page's URL)."""
     return {"eval_types": ["url_match"], "reference_answers": None, "reference_url": reference_url,
             "url_note": "GOLD in PRED", "program_html": []}
 
@@ -40,6 +42,16 @@ def db_eval(site: str, sql: str, expected: list[list[Any]], params: list[Any] | 
 
 
 def html_eval(url: str, locator: str, required: dict[str, Any]) -> dict[str, Any]:
+    """Page-content eval: the text ``locator`` reads on page ``url`` must hold ``required``.
+
+    Args:
+        url: the page to read (``last``: the page the agent ended on).
+        locator: a JavaScript expression whose value is read (empty: the page's text).
+        required: WebArena's ``required_contents`` (``exact_match`` / ``must_include``).
+
+    Returns:
+        The eval part of a task config.
+    """
     return {"eval_types": ["program_html"], "reference_answers": None, "reference_url": "",
             "program_html": [{"url": url, "locator": locator, "required_contents": required}]}
 

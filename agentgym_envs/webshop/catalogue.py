@@ -82,6 +82,7 @@ class Goal:
 
     @property
     def option_values(self) -> list[str]:
+        """The values the goal asks for, without their option names."""
         return list(self.options.values()) if isinstance(self.options, dict) else list(self.options)
 
 
@@ -95,9 +96,11 @@ class Catalogue:
 
     @cached_property
     def by_asin(self) -> dict[str, Product]:
+        """The products by ASIN."""
         return {product.asin: product for product in self.products}
 
     def to_json(self) -> dict[str, Any]:
+        """The catalogue as JSON-ready data (the disk cache's form)."""
         return {
             "key": self.key,
             "products": [asdict(p) for p in self.products],
@@ -106,6 +109,7 @@ class Catalogue:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Catalogue":
+        """A catalogue from ``to_json``'s data."""
         return cls(data["key"], [Product(**p) for p in data["products"]], [Goal(**g) for g in data["goals"]])
 
 
@@ -131,6 +135,7 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def default_key(seed: int = DEFAULT_SEED, n_products: int = N_PRODUCTS, n_goals: int = N_GOALS) -> str:
+    """The name of a generated catalogue's content: generator version, seed and sizes (its cache key)."""
     return f"gen{GENERATOR_VERSION}-seed{seed}-p{n_products}-g{n_goals}"
 
 
@@ -205,6 +210,7 @@ _ASIN_ALPHABET = "0123456789ABCDEFGHJKLMNPQRSTUVWXYZ"
 
 
 def title_case(text: str) -> str:
+    """A product title in title case, small words (after the first) and words starting with a digit kept as they are."""
     words = text.split(" ")
     return " ".join(
         w if (w in _SMALL_WORDS and i) or w[:1].isdigit() else w[:1].upper() + w[1:] for i, w in enumerate(words)

@@ -49,6 +49,7 @@ class PageState:
 
     @property
     def chosen(self) -> dict[str, str]:
+        """The chosen options as a dict (option name -> value)."""
         return dict(self.options)
 
 
@@ -73,13 +74,16 @@ class PageView:
 
     @property
     def clickables(self) -> list[str]:
+        """The page's click values, each once, in page order (what ``click[...]`` accepts here)."""
         return list(dict.fromkeys(s.click for s in self.segments if s.click is not None))
 
     @property
     def text(self) -> str:
+        """The page as the agent reads it: its segments joined by WebShop's ``[SEP]``."""
         return SEP.join(s.text for s in self.segments)
 
     def target(self, value: str) -> PageState | None:
+        """The page a click on ``value`` leads to, or None when the page has no such button."""
         return next((s.target for s in self.segments if s.click == value), None)
 
 
@@ -134,6 +138,9 @@ def check_command(command: Command, has_search_bar: bool, clickables: list[str])
 
 
 def describe_available(has_search_bar: bool, clickables: list[str]) -> str:
+    """The ``Available actions:`` line of an observation: the search action (where there is a search bar) and the
+    clicks.
+    """
     actions = (["search[<keywords>]"] if has_search_bar else []) + [f"click[{value}]" for value in clickables]
     return "Available actions: " + ", ".join(actions) + "."
 
@@ -152,9 +159,11 @@ class Shop:
         return self if exact_sizes == self.exact_sizes else Shop(self.catalogue, self.search, exact_sizes)
 
     def product(self, asin: str) -> Product:
+        """The catalogue's product with this ASIN."""
         return self.catalogue.by_asin[asin]
 
     def results(self, keywords: str) -> tuple[str, ...]:
+        """The ASINs a search for ``keywords`` returns, best first."""
         return self.search.search(keywords)
 
     # ---- transitions -------------------------------------------------------------------------
@@ -168,10 +177,21 @@ class Shop:
         return target
 
     def state_from_search(self, keywords: str) -> PageState:
+        """The first results page of a search for ``keywords`` (normalised, lower case)."""
         return PageState("results", keywords=normalize_text(keywords).lower(), page=1)
 
     # ---- pages ---------------------------------------------------------------------------------
     def view(self, state: PageState, goal: Goal) -> PageView:
+        """The page of ``state`` laid out for ``goal``: the instruction heading, then the search, results, product,
+        option or done page's segments.
+
+        Args:
+            state: where the shopper is.
+            goal: the episode's goal (its instruction is on every page).
+
+        Returns:
+            The page's view: its segments, its clickables and, on the done page, the reward.
+        """
         header = [
             Segment("Instruction:", role="heading"),
             Segment(normalize_text(goal.instruction), role="instruction"),
@@ -302,6 +322,7 @@ class Shop:
         yield Segment(f"Your score (min 0.0, max 1.0): {reward.reward:.4f}", role="score")
 
     def purchase(self, state: PageState, goal: Goal) -> RewardBreakdown:
+        """The reward of buying the product of ``state`` with its chosen options, against ``goal``."""
         return score_purchase(self.product(state.asin), goal, state.chosen, exact_sizes=self.exact_sizes)
 
 
@@ -323,6 +344,9 @@ class Oracle:
     _plans: dict[str, tuple[dict[str, str], float]] = field(default_factory=dict)
 
     def keywords(self) -> str:
+        """The expert's search: the goal's attributes and query when they find a fitting product, else the product's
+        name.
+        """
         primary = normalize_text(" ".join([*self.goal.attributes, self.goal.query])).lower()
         if self._pick(self.shop.results(primary)) is not None:
             return primary

@@ -215,11 +215,13 @@ class WebShopEnv(TextEnv):
 
     @property
     def shop(self) -> Shop:
+        """The catalogue's shared shop, scored the way this env was made (exact sizes or not)."""
         if self._shop is None:
             self._shop = shop_for(self.catalogue).scoring(self.exact_sizes)
         return self._shop
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is an item: an index of the given data's goals, else one of the split items."""
         count = len(self.catalogue.goals) if self._data_files is not None else None
         if count is None:
             return super().accepts_item(item_id)
@@ -279,6 +281,7 @@ class WebShopEnv(TextEnv):
 
     # ---- agents ---------------------------------------------------------------------------------
     def available_actions(self) -> list[str] | None:
+        """The actions of the current page: ``search[<keywords>]`` where there is a search bar, and its clicks."""
         if self._page is None:
             return None
         return (["search[<keywords>]"] if self._page.has_search_bar else []) + [
@@ -286,6 +289,7 @@ class WebShopEnv(TextEnv):
         ]
 
     def oracle_action(self) -> str:
+        """The expert's next step on the current page, with its reason."""
         assert self._page is not None and self._oracle is not None, "call reset() first"
         thought, action = self._oracle.act(self._page.state)
         return f"Thought:\n{thought}\n\nAction:\n{action}"

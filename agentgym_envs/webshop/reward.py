@@ -163,6 +163,9 @@ def type_reward(product: Product, goal: Goal) -> tuple[float, bool, bool, float]
 
 
 def attribute_matches(product: Product, goal: Goal) -> int:
+    """How many of the goal's attributes the product has: a near match among its attributes, or the words in its
+    text.
+    """
     title, bullets, description = _product_text(product)
     matches = 0
     for wanted in goal.attributes:
@@ -215,4 +218,5 @@ def score_purchase(
 
 
 def is_success(reward: float) -> bool:
+    """Whether a purchase's reward is full (1, within float error)."""
     return reward >= 1.0 - 1e-9

@@ -44,6 +44,7 @@ a.buy{background:#f90;font-weight:bold}
 
 
 def state_to_path(session: str, state: PageState) -> str:
+    """The site path of a page state in a session (``/s/<session>/<kind>`` and its query)."""
     query = {}
     if state.keywords:
         query["k"] = state.keywords
@@ -132,19 +133,31 @@ class ShopSite:
         self.users = 0
 
     def open_session(self, shop: Shop, goal: Goal) -> str:
+        """Serve an episode's shop and goal under a new random session id; the id goes into every URL."""
         session = secrets.token_hex(8)
         with self._lock:
             self._sessions[session] = (shop, goal)
         return session
 
     def close_session(self, session: str | None) -> None:
+        """Stop serving a session (its pages then answer 410)."""
         with self._lock:
             self._sessions.pop(session or "", None)
 
     def url(self, session: str, state: PageState) -> str:
+        """The full URL of a page state in a session."""
         return self.base_url + state_to_path(session, state)
 
     def respond(self, path: str) -> tuple[int, str]:
+        """The status and HTML of a site path: the page (200), an unknown path or product (404) or an ended session
+        (410).
+
+        Args:
+            path: the requested path with its query.
+
+        Returns:
+            (status, HTML).
+        """
         try:
             session, state = path_to_state(path)
         except (ValueError, TypeError, KeyError):
@@ -183,6 +196,7 @@ class ShopSite:
         return _refuse_other_methods(strip_trailing_slash(app))
 
     def shutdown(self) -> None:
+        """Stop the server."""
         self._http.shutdown()
 
 

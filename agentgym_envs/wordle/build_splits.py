@@ -16,6 +16,7 @@ SEED = 2406
 
 
 def build() -> dict[str, dict[str, list[int]]]:
+    """The Wordle split: a seeded draw of ``TEST_SIZE`` answers as test, the other answers as train."""
     count = len(answers())
     test = sorted(np.random.default_rng(SEED).choice(count, size=TEST_SIZE, replace=False).tolist())
     chosen = set(test)

@@ -98,7 +98,8 @@ FIRST_OBSERVATION = (
 INVALID_WORD = "invalid word"
 
 #: Our instruction (``extra_feedback=True``).
-INSTRUCTION = f"""You are playing Wordle. A hidden English word of {WORD_LENGTH} letters has been chosen; find it in at most {MAX_GUESSES} guesses.
+INSTRUCTION = f"""You are playing Wordle. A hidden English word of {WORD_LENGTH} letters has been chosen; find it in \
+at most {MAX_GUESSES} guesses.
 
 Each guess must be a real {WORD_LENGTH}-letter English word. After a guess, every letter gets feedback:
 - "in the word and in the correct position": the hidden word has this letter in this position;
@@ -153,7 +154,8 @@ class WordleEnv(TextEnv):
         if not self.extra_feedback:
             first = FIRST_OBSERVATION.replace("{{vocab}}", "\n".join(answers()))
             return Start(AGENTGYM_INSTRUCTION, first, {"guesses_left": MAX_GUESSES})
-        intro = f"A new game has started: the hidden word has {WORD_LENGTH} letters and you have {MAX_GUESSES} guesses. Make your first guess."
+        intro = (f"A new game has started: the hidden word has {WORD_LENGTH} letters and you have {MAX_GUESSES} "
+                 "guesses. Make your first guess.")
         return Start(INSTRUCTION, intro, {"guesses_left": MAX_GUESSES})
 
     def _parse(self, response: str) -> ParsedAction:
@@ -167,15 +169,18 @@ class WordleEnv(TextEnv):
         word, problem = self._word_of(action)
         left = MAX_GUESSES - len(self.history)
         if problem is not None:
-            return Outcome(f"{problem} This did not use a guess; you still have {left} guess{'es' if left != 1 else ''}.",
+            return Outcome(f"{problem} This did not use a guess; you still have {left} "
+                           f"guess{'es' if left != 1 else ''}.",
                            valid=False, info={"guesses_left": left})
         pattern = score_guess(word, self.answer)
         self.history.append((word, pattern))
         left -= 1
         lines = [f"Guess {len(self.history)} of {MAX_GUESSES}: {word}", *describe(word, pattern)]
         if all(mark == CORRECT for mark in pattern):
-            lines.append(f"You found the word '{self.answer}' in {len(self.history)} guess{'es' if len(self.history) > 1 else ''}!")
-            return Outcome("\n".join(lines), progress=1.0, score=1.0, done=True, success=True, info={"guesses_left": left})
+            lines.append(f"You found the word '{self.answer}' in {len(self.history)} "
+                         f"guess{'es' if len(self.history) > 1 else ''}!")
+            return Outcome("\n".join(lines), progress=1.0, score=1.0, done=True, success=True,
+                           info={"guesses_left": left})
         if left == 0:
             lines.append(f"You have used all {MAX_GUESSES} guesses. The word was '{self.answer}'.")
             return Outcome("\n".join(lines), done=True, info={"guesses_left": 0})
@@ -203,7 +208,8 @@ class WordleEnv(TextEnv):
         """The guessed word, or an explanation of why the action is not a valid guess."""
         match = _GUESS.match(normalize_command(action))
         if match is None:
-            return "", f"'{action[:80]}' is not a guess. Answer with: guess <word> (one {WORD_LENGTH}-letter English word)."
+            return "", (f"'{action[:80]}' is not a guess. Answer with: guess <word> "
+                        f"(one {WORD_LENGTH}-letter English word).")
         word = match.group(1)
         if not word.isascii() or not word.isalpha():
             return "", f"'{word[:40]}' is not a word: use the letters a-z only."
@@ -214,16 +220,19 @@ class WordleEnv(TextEnv):
         return word, None
 
     def oracle_action(self) -> str:
+        """The solver's next guess, written as AgentGym's client writes it (spaced letters) or ``guess <word>``."""
         used = len(self.history) if self.extra_feedback else self.attempts
         guess = solver_guess(self.history, MAX_GUESSES - used)
         written = f"guess {guess}" if self.extra_feedback else " ".join(guess)
         return f"Thought:\nThis guess narrows down the words that fit all feedback so far.\n\nAction:\n{written}"
 
     def random_action(self, rng: np.random.Generator) -> str:
+        """A random answer word as a guess."""
         word = answers()[int(rng.integers(len(answers())))]
         return f"guess {word}" if self.extra_feedback else " ".join(word)
 
     def accepts_item(self, item_id: int) -> bool:
+        """Whether ``item_id`` is the index of an answer word."""
         return 0 <= item_id < len(answers())
 
 

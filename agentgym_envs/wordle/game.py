@@ -94,6 +94,7 @@ def _common_answers() -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def opening_guess() -> str:
+    """The first guess: the common answer that best splits all answers (computed once)."""
     pool = list(_common_answers()[: 2 * PROBE_POOL])
     return _best_guess(pool, np.arange(len(answers())))
 

@@ -59,6 +59,7 @@ PATIENT_CITIES = tuple(c[0] for c in CITIES[:20])
 
 
 def build(db: sqlite3.Connection, rng: np.random.Generator) -> None:
+    """Create and fill this database's tables from ``rng`` (the same rows for the same seed)."""
     names = unique_names(rng, 4080)
     db.executemany(
         "INSERT INTO doctors VALUES (?, ?, ?, ?)",

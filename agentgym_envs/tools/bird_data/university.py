@@ -65,6 +65,7 @@ BUILDINGS = ("Taylor Hall", "Newton Building", "Curie Center", "Lovelace Hall", 
 
 
 def build(db: sqlite3.Connection, rng: np.random.Generator) -> None:
+    """Create and fill this database's tables from ``rng`` (the same rows for the same seed)."""
     db.executemany(
         "INSERT INTO departments VALUES (?, ?, ?, ?)",
         [
