@@ -180,14 +180,14 @@ def _add_agentgym_routes(app: FastAPI, manager: SessionManager) -> None:
         reply = {"id": session.number, "env_id": session.env_id, "reward": 0.0, "done": False,
                  "observation": "A new env. Reset it with a data_idx (the item id) to start an episode."}
         given = body.model_dump(exclude_none=True) if body is not None else {}
-        return compat.created(compat.family_of(session.env), session.number, reply, given)
+        return compat.created(compat.protocol_of(session.env), session.number, reply, given)
 
     @app.post("/reset", response_model=p.AgentGymState, **agentgym)
     def agentgym_reset(body: p.AgentGymReset) -> dict:
         session = agentgym_session(body)
-        family = compat.family_of(session.env)
+        protocol = compat.protocol_of(session.env)
         try:
-            item = compat.item_of(family, compat.episode_index(body.model_dump(exclude_none=True)))
+            item = protocol.item(compat.episode_index(body.model_dump(exclude_none=True)))
         except (KeyError, ValueError) as error:
             raise ServerError(400, "bad_reset", str(error).strip("'\"")) from error
         # a data_idx always gives the same episode: the item id picks it, a fixed seed pins the rest
@@ -196,7 +196,7 @@ def _add_agentgym_routes(app: FastAPI, manager: SessionManager) -> None:
         else:
             observation, info = manager.reset(session, seed=item)
         return {"id": session.number, "reward": 0.0, "done": False, "score": info.get("score"),
-                "success": info.get("success"), **compat.reset_fields(family, observation, info)}
+                "success": info.get("success"), **compat.reset_fields(protocol, observation, info)}
 
     @app.post("/step", response_model=p.AgentGymStepped, **agentgym)
     def agentgym_step(body: p.AgentGymStep) -> dict:
