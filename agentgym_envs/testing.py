@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.utils.env_checker import check_env
 
-from agentgym_envs.core.tasks import get_task
+from agentgym_envs.core.tasks import get_task, list_tasks
 
 #: Responses no env may crash on: each must give ``valid_action=False`` feedback.
 BAD_RESPONSES: dict[str, str] = {
@@ -35,16 +35,12 @@ BAD_RESPONSES: dict[str, str] = {
     "thought only": "Thought: I am not sure what to do next, so I will think more about it.",
 }
 
-#: A typical action of each family; an env must reject the other families' actions.
-FOREIGN_ACTIONS: dict[str, str] = {
-    "textcraft": "Thought: craft.\nAction: craft 4 stick using 2 oak planks",
-    "babyai": "Thought: go.\nAction: go to red ball 1",
-    "sciworld": "Thought: heat it.\nAction: activate stove in kitchen",
-    "search": "<search>the capital of the kingdom of Ostrava</search>",
-    "webarena": "Let's click it.\n```click [1234]```",
-    "webshop": "Thought: search.\nAction: search[red running shoes under 50 dollars]",
-    "tools": 'Thought: look it up.\nAction: get_latitude_longitude with Action Input: {"name": "Lyon"}',
-}
+
+def foreign_actions() -> dict[str, str]:
+    """A typical action of each registered family that declares one (``TaskSpec.foreign_action``), by family;
+    an env must reject the other families' actions."""
+    return {spec.family: spec.foreign_action for spec in list_tasks() if spec.foreign_action}
+
 
 _VOLATILE_INFO_KEYS = {"timing", "elapsed", "time"}
 
@@ -161,7 +157,8 @@ def check_bad_actions(env_id: str) -> None:
     try:
         obs, info = env.reset(seed=0, options={"split": "test", "index": 0})
         responses = dict(BAD_RESPONSES)
-        responses.update({f"{family} action": action for family, action in FOREIGN_ACTIONS.items() if family != spec.family})
+        foreign = foreign_actions()
+        responses.update({f"{family} action": action for family, action in foreign.items() if family != spec.family})
         for name, response in responses.items():
             obs, reward, terminated, truncated, info = env.step(response)
             assert isinstance(obs, str) and obs.strip(), f"{env_id}: {name!r} gave an empty observation"
@@ -258,8 +255,9 @@ def _seed_actions(env: gym.Env, family: str) -> list[str]:
     fields = [node.id for node in getattr(tree, "nodes", ()) if node.role in ("textbox", "searchbox", "combobox")]
     if fields:
         seeds.append(f"```type [{fields[0]}] [hello] [0]```")
-    if family in FOREIGN_ACTIONS:
-        seeds.append(FOREIGN_ACTIONS[family])
+    own_action = foreign_actions().get(family)
+    if own_action:
+        seeds.append(own_action)
     return list(dict.fromkeys(seeds))
 
 

@@ -5,17 +5,28 @@ agentgym_envs`` stays fast and ``agentgym list`` can describe every id without s
 browser. Splits are JSON package data: ``<family>/splits.json`` maps each sub-task to
 ``{"train": [item ids], "test": [item ids]}``. Item ids are unique within a family, so the
 family-wide id (``AgentGym/TextCraft-v0``) can draw from all sub-tasks at once.
+
+Gymnasium's registry is the one record of an id's entry point, turn cap and keyword arguments: a
+family declares them with its spec (``TaskSpec.declare``), registration hands them to
+``gym.register``, and the table keeps only what ``EnvSpec`` lacks (``TaskSpec.entry_point``,
+``max_turns`` and ``kwargs`` read ``gym.spec(env_id)``). A family may live in any package
+(``TaskSpec.package``); its entry points and ``splits.json`` are found there.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+
+import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
+
+from agentgym_envs.core.agentgym_protocol import AgentGymProtocol, load_protocol
 
 NAMESPACE = "AgentGym"
 SPLITS = ("train", "test")
@@ -23,18 +34,64 @@ SPLITS = ("train", "test")
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """What the registry, the CLI and the trainer need to know about one env id."""
+    """What the registry, the CLI, the server and the trainer need to know about one env id, beyond its ``EnvSpec``.
+
+    ``package`` is the family's package (``agentgym_envs.<family>`` when empty); ``weight`` what one
+    env costs a server, in light in-process envs (a JVM or a browser: 8); ``foreign_action`` a
+    typical action of the family, which every other family's env must reject (the conformance
+    checks try it); ``protocol`` the lazy reference to the family's ``AgentGymProtocol`` (empty: the
+    common shape); ``registration`` the declared ``EnvSpec``, handed to Gymnasium at registration
+    and not kept in the table.
+    """
 
     env_id: str
     family: str
     scenario: str
     subtask: str | None
-    entry_point: str
-    max_turns: int
     extra: str
     requires: tuple[str, ...] = ()
     description: str = ""
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    package: str = ""
+    weight: int = 1
+    foreign_action: str = ""
+    protocol: str = ""
+    registration: EnvSpec | None = field(default=None, repr=False)
+
+    @classmethod
+    def declare(cls, env_id: str, entry_point: str, max_turns: int, kwargs: Mapping[str, Any] | None = None,
+                **fields: Any) -> TaskSpec:
+        """A spec with the ``EnvSpec`` registration will give Gymnasium (entry point, turn cap, env kwargs)."""
+        declared = EnvSpec(id=env_id, entry_point=entry_point, max_episode_steps=max_turns,
+                           kwargs={"task_id": env_id, **(kwargs or {})})
+        return cls(env_id=env_id, registration=declared, **fields)
+
+    @property
+    def family_package(self) -> str:
+        """The package that holds the family's modules and its ``splits.json``."""
+        return self.package or f"agentgym_envs.{self.family}"
+
+    @property
+    def env_spec(self) -> EnvSpec:
+        """Gymnasium's spec of this id: the one record of its entry point, turn cap and kwargs."""
+        return gym.spec(self.env_id)
+
+    @property
+    def entry_point(self) -> Any:
+        return self.env_spec.entry_point
+
+    @property
+    def max_turns(self) -> int:
+        """The turn cap (Gymnasium's ``max_episode_steps``, the ``TimeLimit`` of ``gym.make``)."""
+        return self.env_spec.max_episode_steps
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The env keyword arguments the id fixes, beyond ``task_id``."""
+        return {key: value for key, value in self.env_spec.kwargs.items() if key != "task_id"}
+
+    def agentgym_protocol(self) -> AgentGymProtocol:
+        """The family's departures from AgentGym's common protocol (imports its protocol module on first use)."""
+        return load_protocol(self.protocol)
 
     @property
     def subtasks(self) -> tuple[str, ...]:
@@ -102,35 +159,46 @@ def family_tasks(
     extra: str | None = None,
     requires: tuple[str, ...] = (),
     spec_class: type[TaskSpec] = TaskSpec,
+    package: str = "",
     **fields: Any,
 ) -> list[TaskSpec]:
     """The specs of one family: ``AgentGym/<name>-v0`` over every sub-task, then ``AgentGym/<name>-<sub>-v0``
     per entry of ``subtasks`` (sub-task name -> description).
 
     What every spec of a family shares is said once here, so a family's ``tasks.py`` only says what
-    differs: the entry point is ``agentgym_envs.<family>.env:<env_class>``, the extra defaults to the
-    family's name, ``fields`` (e.g. ``kwargs``) go to every spec and ``spec_class`` makes them
-    (``BrowserTaskSpec`` for browser envs).
+    differs: the entry point is ``<package>.env:<env_class>`` (``package`` defaults to
+    ``agentgym_envs.<family>``; a family outside this package passes its ``__package__``), the extra
+    defaults to the family's name, ``fields`` (e.g. ``kwargs``, ``weight``, ``foreign_action``,
+    ``protocol``) go to every spec and ``spec_class`` makes them (``BrowserTaskSpec`` for browser envs).
     """
-    shared = dict(family=family, scenario=scenario, entry_point=f"agentgym_envs.{family}.env:{env_class}",
-                  max_turns=max_turns, extra=extra or family, requires=requires, **fields)
+    entry_point = f"{package or f'agentgym_envs.{family}'}.env:{env_class}"
+    shared = dict(family=family, scenario=scenario, entry_point=entry_point, max_turns=max_turns,
+                  extra=extra or family, requires=requires, package=package, **fields)
     return [
-        spec_class(env_id=f"{NAMESPACE}/{name}-v0", subtask=None, description=description, **shared),
+        spec_class.declare(env_id=f"{NAMESPACE}/{name}-v0", subtask=None, description=description, **shared),
         *(
-            spec_class(env_id=f"{NAMESPACE}/{name}-{subtask}-v0", subtask=subtask, description=text, **shared)
+            spec_class.declare(env_id=f"{NAMESPACE}/{name}-{subtask}-v0", subtask=subtask, description=text,
+                               **shared)
             for subtask, text in (subtasks or {}).items()
         ),
     ]
 
 
 _TASKS: dict[str, TaskSpec] = {}
+#: family name -> its package, for ``load_splits`` (families outside ``agentgym_envs`` included).
+_FAMILY_PACKAGES: dict[str, str] = {}
 
 
 def add_task(spec: TaskSpec) -> None:
-    """Put a spec in the table; ids must be unique."""
-    if spec.env_id in _TASKS and _TASKS[spec.env_id] != spec:
+    """Put a spec in the table, without its declared ``EnvSpec`` (Gymnasium's registry holds that); ids must
+    be unique."""
+    kept = replace(spec, registration=None)
+    if spec.env_id in _TASKS and _TASKS[spec.env_id] != kept:
         raise ValueError(f"{spec.env_id} is already in the task table with another spec")
-    _TASKS[spec.env_id] = spec
+    known = _FAMILY_PACKAGES.setdefault(spec.family, spec.family_package)
+    if known != spec.family_package:
+        raise ValueError(f"{spec.env_id}: family {spec.family!r} is already registered from {known}")
+    _TASKS[spec.env_id] = kept
 
 
 def get_task(env_id: str) -> TaskSpec:
@@ -164,7 +232,7 @@ def write_splits(module_file: str, table: dict[str, dict[str, list[int]]], compa
 
 @lru_cache(maxsize=None)
 def load_splits(family: str) -> dict[str, dict[str, list[int]]]:
-    """The family's ``splits.json`` (cached; read-only)."""
-    path = resources.files(f"agentgym_envs.{family}").joinpath("splits.json")
+    """The family's ``splits.json``, from its package (cached; read-only)."""
+    path = resources.files(_FAMILY_PACKAGES.get(family, f"agentgym_envs.{family}")).joinpath("splits.json")
     with path.open("r", encoding="utf-8") as handle:
         return json.load(handle)

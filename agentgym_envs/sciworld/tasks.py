@@ -13,4 +13,7 @@ _SUBTASKS = {
 }
 
 TASKS = family_tasks("SciWorld", "sciworld", "science", "SciWorldEnv", MAX_TURNS, requires=("scienceworld",),
-                     description="all five ScienceWorld sub-tasks", subtasks=_SUBTASKS)
+                     description="all five ScienceWorld sub-tasks", subtasks=_SUBTASKS,
+                     weight=8,  # a ScienceWorld JVM holds ~320 MB
+                     foreign_action="Thought: heat it.\nAction: activate stove in kitchen",
+                     protocol="agentgym_envs.sciworld.protocol:PROTOCOL")

@@ -27,7 +27,7 @@ from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
 from agentgym_envs.search.retrievers import Retriever
-from agentgym_envs.server.app import RequestGuard, ThreadedServer, deadline_protocol, install_json_errors
+from agentgym_envs.core.http import RequestGuard, ThreadedServer, deadline_protocol, install_json_errors
 
 MAX_BODY_BYTES = 10 * 2**20
 MAX_TOPK = 100

@@ -21,4 +21,6 @@ _DESCRIPTIONS = {
 
 TASKS = family_tasks("Search", "search", "deep search", "SearchEnv", MAX_TURNS, requires=("bm25s",),
                      description="questions of all seven dataset styles",
-                     subtasks={s: _DESCRIPTIONS[s] for s in SUBTASKS})
+                     subtasks={s: _DESCRIPTIONS[s] for s in SUBTASKS},
+                     foreign_action="<search>the capital of the kingdom of Ostrava</search>",
+                     protocol="agentgym_envs.search.protocol:PROTOCOL")

@@ -21,12 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import secrets
-import socket
-import threading
-import time
 from collections import Counter
 from typing import Any, AsyncIterator, Callable, Optional, Union
 
@@ -38,12 +33,16 @@ require("uvicorn", extra="server")
 import anyio  # noqa: E402
 import uvicorn  # noqa: E402
 from fastapi import Body, FastAPI, Query, Request  # noqa: E402
-from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
-from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
-from starlette.routing import Match  # noqa: E402
-from uvicorn.protocols.http.h11_impl import H11Protocol  # noqa: E402
 
+from agentgym_envs.core.http import (  # noqa: E402
+    DEFAULT_REQUEST_TIMEOUT,
+    RequestGuard,
+    ThreadedServer,
+    deadline_protocol,
+    error_response,
+    install_json_errors,
+)
 from agentgym_envs.core.net import is_loopback  # noqa: E402
 from agentgym_envs.core.tasks import get_task  # noqa: E402
 from agentgym_envs.server import compat  # noqa: E402
@@ -67,9 +66,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-#: Seconds a client may take to send a request's headers (``RequestDeadlineProtocol``) or its body
-#: (``RequestGuard``); a client that sends nothing, or a byte at a time, is dropped after this.
-DEFAULT_REQUEST_TIMEOUT = 10.0
 #: Where ``serve`` reads the access token when ``--token`` is not given.
 TOKEN_ENV_VAR = "AGENTGYM_SERVER_TOKEN"
 
@@ -77,245 +73,6 @@ TOKEN_ENV_VAR = "AGENTGYM_SERVER_TOKEN"
 #: AgentGym-protocol routes that reach an env by its integer id (guessable by design: upstream's clients
 #: count from 0). Without a token they answer loopback clients only.
 AGENTGYM_ROUTES = frozenset({"/create", "/reset", "/step", "/observation", "/filtered_vocab", "/close"})
-#: Host names every server accepts besides the address it is bound to.
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
-_WILDCARD_ADDRESSES = ("0.0.0.0", "::", "")
-
-
-def host_name(value: str) -> str:
-    """The name in a ``Host`` header or an origin's authority, without the port, lower case
-    (``[::1]:8000`` -> ``::1``)."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[1:].split("]", 1)[0]
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
-
-
-def _is_ip(name: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(name)
-        return True
-    except ValueError:
-        return False
-
-
-class RequestGuard:
-    """ASGI middleware in front of every route.
-
-    * refuses a ``Host`` that is neither the bound address, a loopback name nor one of
-      ``allowed_hosts`` (400): a web page whose name was re-pointed at this machine (DNS rebinding)
-      reaches nothing; bound to a wildcard address, any IP address is accepted as Host;
-    * refuses browser requests from another origin (403): an ``Origin`` header other than the
-      server's own (or one of ``allowed_origins``), or ``Sec-Fetch-Site: cross-site``, so a page
-      the user visits cannot drive the server, even with a "simple" text/plain POST;
-    * without a token, refuses AgentGym-protocol routes (integer ids) to clients that are not on
-      loopback (403);
-    * refuses bodies over ``max_body_bytes`` (413) and bodies that take longer than
-      ``body_timeout`` seconds to arrive (408);
-    * with a ``token``, refuses requests without ``Authorization: Bearer <token>`` (401);
-    * turns an unexpected exception into a JSON 500 here, inside the app, so it is counted in
-      ``statuses`` like every other response and the keep-alive connection stays open (Starlette's
-      own 500 handler sits outside all middleware and makes the server drop the connection).
-    """
-
-    def __init__(self, app: Any, max_body_bytes: int, statuses: Counter, body_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-                 token: str | None = None, host: str = "127.0.0.1", allowed_hosts: tuple[str, ...] = (),
-                 allowed_origins: tuple[str, ...] = ()):
-        self.app = app
-        self.max_body_bytes = max_body_bytes
-        self.statuses = statuses
-        self.body_timeout = body_timeout
-        self._expected_authorization = f"Bearer {token}".encode() if token else None
-        self.hosts = frozenset(host_name(name) for name in (*LOOPBACK_HOSTS, host, *allowed_hosts) if name)
-        self.any_ip_host = host_name(host) in _WILDCARD_ADDRESSES
-        self.origins = frozenset(origin.rstrip("/").lower() for origin in allowed_origins)
-
-    def _refusal(self, scope: dict, headers: dict[bytes, bytes]) -> tuple[int, str, str] | None:
-        """(status, code, detail) when the request must not reach the app: wrong Host, cross-origin
-        browser request, AgentGym route from another machine without a token."""
-        raw_host = headers.get(b"host")
-        host = raw_host.decode("latin-1") if raw_host is not None else ""
-        if raw_host is not None:
-            name = host_name(host)
-            if name not in self.hosts and not (self.any_ip_host and _is_ip(name)):
-                return (400, "host_not_allowed",
-                        "this server does not answer to that Host name (start it with --allowed-host NAME to add one)")
-        origin = headers.get(b"origin")
-        if origin is not None:
-            value = origin.decode("latin-1").rstrip("/").lower()
-            same = raw_host is not None and value in (f"http://{host.lower()}", f"https://{host.lower()}")
-            if not same and value not in self.origins:
-                return (403, "cross_origin", "requests from web pages of other origins are refused")
-        elif headers.get(b"sec-fetch-site") in (b"cross-site", b"same-site"):
-            return (403, "cross_origin", "requests from web pages of other origins are refused")
-        if self._expected_authorization is None and scope.get("path") in AGENTGYM_ROUTES:
-            client = scope.get("client") or ("", 0)
-            if not is_loopback(str(client[0])):
-                return (403, "loopback_only",
-                        "AgentGym's protocol (integer env ids) answers this machine only unless the server has a token")
-        return None
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def counting_send(message: dict) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-                self.statuses[str(message["status"])] += 1
-            await send(message)
-
-        try:
-            await self._guarded(scope, receive, counting_send)
-        except Exception as error:
-            logger.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
-            if started:  # the response is half sent: nothing left but to drop the connection
-                raise
-            await _send_error(counting_send, 500, "internal_error", f"{type(error).__name__}: {error}", close=False)
-
-    async def _guarded(self, scope: dict, receive: Any, counting_send: Any) -> None:
-        headers = dict(scope.get("headers") or [])
-        refusal = self._refusal(scope, headers)
-        if refusal is not None:
-            await _send_error(counting_send, *refusal)
-            return
-        if self._expected_authorization is not None and not secrets.compare_digest(
-            headers.get(b"authorization", b""), self._expected_authorization
-        ):
-            await _send_error(counting_send, 401, "unauthorized",
-                              "this server needs the header 'Authorization: Bearer <token>' (the token it was started with)")
-            return
-
-        declared = headers.get(b"content-length")
-        if declared is not None:
-            if not declared.isdigit():
-                await _send_error(counting_send, 400, "bad_content_length", "Content-Length must be a whole number")
-                return
-            if int(declared) > self.max_body_bytes:
-                await _send_error(counting_send, 413, "body_too_large", self._too_large(int(declared)))
-                return
-        body = bytearray()
-        with anyio.move_on_after(self.body_timeout) as slow:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    return  # the client went away before sending its body
-                body += message.get("body", b"")
-                if len(body) > self.max_body_bytes:
-                    await _send_error(counting_send, 413, "body_too_large", self._too_large(len(body)))
-                    return
-                if not message.get("more_body", False):
-                    break
-        if slow.cancelled_caught:
-            await _send_error(counting_send, 408, "request_timeout",
-                              f"the request body did not arrive within {self.body_timeout:g} s")
-            return
-        delivered = False
-
-        async def replay() -> dict:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, counting_send)
-
-    def _too_large(self, size: int) -> str:
-        return f"the request body has {size} bytes; this server accepts at most {self.max_body_bytes}"
-
-
-class RequestDeadlineProtocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with a deadline for each request's headers.
-
-    uvicorn times out an idle keep-alive connection only after a response, and any byte received
-    cancels that timer: a client that connects and sends nothing, or one header byte every few
-    seconds, holds its socket forever (250 such sockets locked out /v1/health). Here a connection
-    must deliver complete headers within ``request_timeout`` seconds of opening or of its last
-    response, else it is closed. (Slow bodies are ``RequestGuard``'s; slow envs are not limited.)
-    """
-
-    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
-    _deadline: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._arm()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-        super().connection_lost(exc)
-
-    def _arm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-        self._deadline = self.loop.call_later(self.request_timeout, self._expire)
-
-    def _expire(self) -> None:
-        cycle = getattr(self, "cycle", None)
-        if cycle is not None and not cycle.response_complete:
-            return  # a request is being served; its response re-arms the deadline
-        if not self.transport.is_closing():
-            self.transport.close()
-
-
-def deadline_protocol(request_timeout: float) -> type[RequestDeadlineProtocol]:
-    """``RequestDeadlineProtocol`` with its own ``request_timeout`` (uvicorn takes a class)."""
-    return type("RequestDeadlineProtocol", (RequestDeadlineProtocol,), {"request_timeout": float(request_timeout)})
-
-
-async def _send_error(send: Any, status: int, code: str, detail: str, close: bool = True) -> None:
-    """A JSON error response; ``close`` when the request body was not read (the stream is out of step)."""
-    payload = json.dumps({"error": code, "detail": detail}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    if close:
-        headers.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
-
-
-def _error(status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
-
-
-def _validation_detail(error: RequestValidationError) -> str:
-    parts = []
-    for item in error.errors()[:10]:
-        where = ".".join(str(part) for part in item.get("loc", ()))
-        parts.append(f"{where}: {item.get('msg', 'invalid')}")
-    return "; ".join(parts) or "invalid request"
-
-
-def install_json_errors(app: FastAPI) -> None:
-    """Malformed requests (422), unknown routes (404) and wrong methods (405, with ``Allow``) answered as
-    ``{"error", "detail"}`` JSON, like every other error of the project's HTTP services."""
-
-    @app.exception_handler(RequestValidationError)
-    async def on_validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
-        return _error(422, "invalid_request", _validation_detail(error))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def on_http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
-        headers = dict(error.headers or {})
-        detail = str(error.detail)
-        if error.status_code in (404, 405):
-            detail = f"{detail}: {request.method} {request.url.path} is not part of this API (see /docs or /openapi.json)"
-        if error.status_code == 405:  # Starlette names the methods of one route; a path may have several
-            methods = {method for route in app.router.routes if getattr(route, "methods", None)
-                       and route.matches(request.scope)[0] != Match.NONE for method in route.methods}
-            headers["Allow"] = ", ".join(sorted(methods))
-        return _error(error.status_code, codes.get(error.status_code, f"http_{error.status_code}"), detail, headers)
 
 
 def create_app(
@@ -358,11 +115,12 @@ def create_app(
     )
     app.state.manager = manager
     app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes, statuses=statuses, body_timeout=request_timeout,
-                       token=token, host=host, allowed_hosts=tuple(allowed_hosts), allowed_origins=tuple(allowed_origins))
+                       token=token, host=host, allowed_hosts=tuple(allowed_hosts),
+                       allowed_origins=tuple(allowed_origins), loopback_only_paths=AGENTGYM_ROUTES)
 
     @app.exception_handler(ServerError)
     async def on_server_error(request: Request, error: ServerError) -> JSONResponse:
-        return _error(error.status, error.code, error.message, error.headers)
+        return error_response(error.status, error.code, error.message, error.headers)
 
     install_json_errors(app)
     # unexpected exceptions become a JSON 500 in RequestGuard (counted, connection kept)
@@ -422,14 +180,14 @@ def _add_agentgym_routes(app: FastAPI, manager: SessionManager) -> None:
         reply = {"id": session.number, "env_id": session.env_id, "reward": 0.0, "done": False,
                  "observation": "A new env. Reset it with a data_idx (the item id) to start an episode."}
         given = body.model_dump(exclude_none=True) if body is not None else {}
-        return compat.created(compat.family_of(session.env), session.number, reply, given)
+        return compat.created(compat.protocol_of(session.env), session.number, reply, given)
 
     @app.post("/reset", response_model=p.AgentGymState, **agentgym)
     def agentgym_reset(body: p.AgentGymReset) -> dict:
         session = agentgym_session(body)
-        family = compat.family_of(session.env)
+        protocol = compat.protocol_of(session.env)
         try:
-            item = compat.item_of(family, compat.episode_index(body.model_dump(exclude_none=True)))
+            item = protocol.item(compat.episode_index(body.model_dump(exclude_none=True)))
         except (KeyError, ValueError) as error:
             raise ServerError(400, "bad_reset", str(error).strip("'\"")) from error
         # a data_idx always gives the same episode: the item id picks it, a fixed seed pins the rest
@@ -438,7 +196,7 @@ def _add_agentgym_routes(app: FastAPI, manager: SessionManager) -> None:
         else:
             observation, info = manager.reset(session, seed=item)
         return {"id": session.number, "reward": 0.0, "done": False, "score": info.get("score"),
-                "success": info.get("success"), **compat.reset_fields(family, observation, info)}
+                "success": info.get("success"), **compat.reset_fields(protocol, observation, info)}
 
     @app.post("/step", response_model=p.AgentGymStepped, **agentgym)
     def agentgym_step(body: p.AgentGymStep) -> dict:
@@ -643,58 +401,6 @@ def serve(
           f"(AgentGym protocol at /, API at /v1, schema at /openapi.json){' with token auth' if token else ''}", flush=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, timeout_graceful_shutdown=10,
                 http=deadline_protocol(request_timeout))
-
-
-class ThreadedServer:
-    """A FastAPI app on a loopback port (``port=0``: a free one) in a background thread, with the
-    ``serve`` command's protocol settings: for tests, benchmarks, notebooks and embedded services."""
-
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0,
-                 request_timeout: float = DEFAULT_REQUEST_TIMEOUT, name: str = "agentgym-server"):
-        if not is_loopback(host):
-            raise ValueError(f"{type(self).__name__} binds loopback addresses only, not {host!r}")
-        self.app = app
-        # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY on accepted sockets only when the listening
-        # socket says it is TCP; without it every response waits ~40 ms for a delayed ACK
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._socket = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind((host, port))
-        self.host, self.port = host, self._socket.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, timeout_graceful_shutdown=5,
-                                http=deadline_protocol(request_timeout))
-        self._server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
-        self._name = name
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
-    def start(self, timeout: float = 30.0) -> Any:
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True,
-                                        name=f"{self._name}-{self.port}")
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"{type(self).__name__} did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        if self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=30)
-            self._thread = None
-        self._socket.close()
-
-    def __enter__(self) -> Any:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
 
 class LocalServer(ThreadedServer):

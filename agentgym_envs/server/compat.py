@@ -23,16 +23,24 @@ not all speak alike. ``agentgym serve`` answers each client as its own server wo
   (task, variation) pairs, mapped here to our item ids.
 
 Replies carry every field any client reads (``score``, ``terminated``, ...), so one shape per
-request serves them all.
+request serves them all. This module speaks the common shape; what a family's server does
+differently (the bare ``/create`` reply, the ``data_idx`` mapping, the ``/reset`` fields, the
+vocabulary) is that family's ``AgentGymProtocol`` (``core/agentgym_protocol.py``), declared on its
+``TaskSpec`` and asked for here, so the server names no family.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-def family_of(env: Any) -> str:
-    """The env's family ("textcraft", "sciworld", ...), or "" for an env that is not one of ours."""
-    return str(getattr(env.unwrapped, "family", "") or "")
+from agentgym_envs.core.agentgym_protocol import COMMON_PROTOCOL, AgentGymProtocol
+from agentgym_envs.core.tasks import TaskSpec
+
+
+def protocol_of(env: Any) -> AgentGymProtocol:
+    """The AgentGym-protocol hook of the env's family (the common shape for an env that is not one of ours)."""
+    task = getattr(env.unwrapped, "task", None)
+    return task.agentgym_protocol() if isinstance(task, TaskSpec) else COMMON_PROTOCOL
 
 
 def env_number(body: dict[str, Any]) -> int:
@@ -46,8 +54,6 @@ def env_number(body: dict[str, Any]) -> int:
 #: How each AgentGym client names the episode in /reset (SearchQA and the tool envs: ``id``,
 #: next to ``env_idx``).
 _EPISODE_KEYS = ("data_idx", "idx", "session_id", "item_id", "game", "seed")
-#: Families whose AgentGym server answers /create with the bare env number ("tools" holds BIRD too).
-BARE_CREATE_FAMILIES = ("search", "webshop", "tools")
 
 
 def episode_index(body: dict[str, Any]) -> int:
@@ -60,20 +66,12 @@ def episode_index(body: dict[str, Any]) -> int:
     return index
 
 
-def item_of(family: str, index: int) -> int:
-    """Our item id for the episode index AgentGym's server of ``family`` uses (the same number elsewhere)."""
-    if family == "sciworld":
-        from agentgym_envs.sciworld.catalog import from_agentgym_data_idx
-
-        return from_agentgym_data_idx(index)
-    return index
-
-
-def created(family: str, number: int, reply: dict[str, Any], body: dict[str, Any]) -> Any:
-    """The /create answer. The clients of SearchQA, WebShop, SqlGym (BIRD) and the tool envs take
-    the whole JSON reply as the env number (the tool and SearchQA clients send ``{"id": 0}``);
-    every other client, and any request naming our ``env_id``, reads ``id`` / ``env_idx`` from an object."""
-    if "id" in body or (family in BARE_CREATE_FAMILIES and "env_id" not in body):
+def created(protocol: AgentGymProtocol, number: int, reply: dict[str, Any], body: dict[str, Any]) -> Any:
+    """The /create answer. The clients of families with a ``bare_create`` protocol (SearchQA, WebShop,
+    SqlGym, the tool envs) take the whole JSON reply as the env number, and so does any client that
+    sends ``{"id": ...}`` (the tool and SearchQA clients send ``{"id": 0}``); every other client, and
+    any request naming our ``env_id``, reads ``id`` / ``env_idx`` from an object."""
+    if "id" in body or (protocol.bare_create and "env_id" not in body):
         return number
     return {**reply, "env_idx": number}
 
@@ -87,31 +85,15 @@ def reply_fields(observation: str, info: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def reset_fields(family: str, observation: str, info: dict[str, Any]) -> dict[str, Any]:
-    """The /reset fields. ALFWorld's client appends the action list itself; SciWorld's joins the
-    task description and the first look itself."""
-    fields = reply_fields(observation, info)
-    if family == "maze":
-        from agentgym_envs.maze.env import FIRST_OBSERVATION
-
-        fields["observation"] = observation.removeprefix(FIRST_OBSERVATION + "\n")
-    if family == "alfworld" and "\nAVAILABLE ACTIONS: " in observation:
-        fields["observation"] = observation.rsplit("\nAVAILABLE ACTIONS: ", 1)[0]
-    if family != "sciworld" or "task_description" not in info:
-        return fields
-    return {
-        **fields,
-        "observation": info["first_look"],
-        "task_description": info["task_description"],
-        "task_name": info.get("sciworld_task"),
-        "var_num": info.get("variation"),
-    }
+def reset_fields(protocol: AgentGymProtocol, observation: str, info: dict[str, Any]) -> dict[str, Any]:
+    """The /reset fields, shaped by the family's protocol (ALFWorld's client appends the action list
+    itself; SciWorld's joins the task description and the first look itself)."""
+    return protocol.reset_fields(reply_fields(observation, info), observation, info)
 
 
 def vocabulary(env: Any) -> list[str]:
-    """The words a Wordle env accepts (LMRL-Gym's ``/filtered_vocab``); ``KeyError`` for another env."""
-    if family_of(env) != "wordle":
+    """The words the env accepts (LMRL-Gym's ``/filtered_vocab``); ``KeyError`` for an env without a vocabulary."""
+    words = protocol_of(env).vocabulary
+    if words is None:
         raise KeyError("only a Wordle env has a vocabulary")
-    from agentgym_envs.wordle.words import answers
-
-    return list(answers())
+    return list(words())

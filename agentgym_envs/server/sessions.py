@@ -30,10 +30,10 @@ logger = logging.getLogger("agentgym.server")
 #: env itself is fine, the client gets a 400.
 CLIENT_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, KeyError, OverflowError, gym.error.Error)
 
-#: What one env costs the server, in units of a light in-process env (tens of MB): a ScienceWorld
-#: JVM holds ~320 MB, a Chromium a few hundred MB, an ALFWorld game engine more than a grid world.
-#: ``max_envs`` caps the sum of the live envs' weights, so 256 TextCraft envs fit, but 32 SciWorld ones.
-FAMILY_WEIGHTS = {"sciworld": 8, "webarena": 8, "alfworld": 2}
+#: What an env that drives a Chromium costs the server at least, in units of a light in-process env
+#: (tens of MB). Each family declares its own weight (``TaskSpec.weight``: a ScienceWorld JVM holds
+#: ~320 MB, an ALFWorld game engine more than a grid world); ``max_envs`` caps the sum of the live
+#: envs' weights, so 256 TextCraft envs fit, but 32 SciWorld ones.
 BROWSER_WEIGHT = 8
 
 
@@ -46,8 +46,8 @@ def env_weight(env_id: str) -> int:
     except KeyError:
         return 1
     if isinstance(spec, BrowserTaskSpec):
-        return max(BROWSER_WEIGHT, FAMILY_WEIGHTS.get(spec.family, 1))
-    return FAMILY_WEIGHTS.get(spec.family, 1)
+        return max(BROWSER_WEIGHT, spec.weight)
+    return spec.weight
 
 
 #: How many closed sessions are remembered, to tell "closed" / "reaped" from "never existed".

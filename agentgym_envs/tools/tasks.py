@@ -28,8 +28,11 @@ _MODULES = {
     "BIRD": "bird",
 }
 
+#: A typical tool call, which every other family's env must reject.
+FOREIGN_ACTION = 'Thought: look it up.\nAction: get_latitude_longitude with Action Input: {"name": "Lyon"}'
+
 TASKS = [
-    TaskSpec(
+    TaskSpec.declare(
         env_id=f"{NAMESPACE}/{name}-v0",
         family="tools",
         scenario="sql" if name == "BIRD" else "tool use",
@@ -39,6 +42,8 @@ TASKS = [
         extra="tools",
         requires=(),
         description=description,
+        foreign_action=FOREIGN_ACTION,
+        protocol="agentgym_envs.tools.protocol:PROTOCOL",
     )
     for name, (offset, cls, turns, description) in ENVS.items()
 ]

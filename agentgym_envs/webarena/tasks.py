@@ -23,4 +23,6 @@ TASKS = family_tasks(
     requires=("selenium", "starlette", "uvicorn"), spec_class=BrowserTaskSpec,
     subtasks={n: f"WebArena on {t}" for n, t in _SITES},
     description="WebArena tasks over all five sites, in headless Chromium with an accessibility-tree view",
+    weight=8,  # a Chromium and five site servers
+    foreign_action="Let's click it.\n```click [1234]```",
 )

@@ -6,4 +6,5 @@ MAX_TURNS = 8
 MAX_GUESSES = 6
 
 TASKS = family_tasks("Wordle", "wordle", "digital game", "WordleEnv", MAX_TURNS, requires=("english_words", "wordfreq"),
-                     description="guess a hidden five-letter English word in six tries from per-letter feedback")
+                     description="guess a hidden five-letter English word in six tries from per-letter feedback",
+                     protocol="agentgym_envs.wordle.protocol:PROTOCOL")

@@ -1,0 +1,8 @@
+"""How AgentGym's tool and SqlGym servers differ from the common protocol (see ``core/agentgym_protocol.py``).
+
+The tool envs and SqlGym (BIRD): their clients take ``/create``'s whole JSON reply as the env number.
+"""
+
+from agentgym_envs.core.agentgym_protocol import AgentGymProtocol
+
+PROTOCOL = AgentGymProtocol(bare_create=True)

@@ -1,0 +1,95 @@
+"""Dependencies follow the floors: every import of every module of ``agentgym_envs`` and ``agentgym_trl``
+(read with ``ast``, so none is executed), checked against the house rules.
+
+* A family (``agentgym_envs/<family>/``, the packages ``registration.FAMILIES`` lists) is a room:
+  no module outside it imports it or anything in it, nothing at all is allowed. The rest of the
+  project reaches a family only through the registry (``list_tasks`` / ``get_task`` /
+  ``gym.make``) and the hooks the family declares on its ``TaskSpec`` (``weight``,
+  ``foreign_action``, ``protocol``: a lazy ``"module:ATTRIBUTE"`` string, not an import).
+* The trainer (``agentgym_trl``) imports no family (the rule above, said for it too).
+* A family imports no other family, and none of the rooms above it: the server, evaluation, the
+  scripted agents, the CLI, collection, the conformance checks and the trainer. It may import the
+  core (``agentgym_envs.core``), the shared browser (``agentgym_envs.web``) and itself.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from agentgym_envs.registration import FAMILIES
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("agentgym_envs", "agentgym_trl")
+#: Rooms above the families: a family must not import them.
+ABOVE_FAMILIES = ("agentgym_envs.server", "agentgym_envs.evaluation", "agentgym_envs.agents", "agentgym_envs.cli",
+                  "agentgym_envs.collect", "agentgym_envs.testing", "agentgym_trl")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(source: str, module: str, is_package: bool = False) -> set[str]:
+    """Every module ``source`` (the text of ``module``) imports, absolute, with ``from x import y`` counted
+    as both ``x`` and ``x.y`` (so ``from agentgym_envs import sciworld`` is seen)."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def imports_of(path: Path) -> set[str]:
+    return imported_modules(path.read_text(encoding="utf-8"), module_name(path), path.name == "__init__.py")
+
+
+def family_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "agentgym_envs" and parts[1] in FAMILIES else None
+
+
+def within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+MODULES = sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
+
+
+def test_every_module_is_read() -> None:
+    assert len(MODULES) > 100 and len(FAMILIES) >= 10
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda path: module_name(path))
+def test_imports_follow_the_floors(path: Path) -> None:
+    importer = module_name(path)
+    own_family = family_of(importer)
+    wrong = []
+    for imported in sorted(imports_of(path)):
+        family = family_of(imported)
+        if family is not None and family != own_family:
+            wrong.append(f"{imported} (inside family {family!r})")
+        if own_family is not None and any(within(imported, room) for room in ABOVE_FAMILIES):
+            wrong.append(f"{imported} (a room above the families)")
+    assert not wrong, f"{importer} imports {wrong}"
+
+
+def test_the_reader_sees_every_form_of_import() -> None:
+    """Relative imports, ``from package import family`` and plain imports all name the family."""
+    source = "import agentgym_envs.maze.env\nfrom agentgym_envs import sciworld\nfrom ..wordle import words\n"
+    found = imported_modules(source, "agentgym_envs.server.compat")
+    assert {"agentgym_envs.maze.env", "agentgym_envs.sciworld", "agentgym_envs.wordle.words"} <= found
+    assert imported_modules("from . import env\n", "agentgym_envs.maze", is_package=True) >= {"agentgym_envs.maze.env"}
+    assert {family_of(module) for module in found} >= {"maze", "sciworld", "wordle"}
+    assert family_of("agentgym_envs.core.tasks") is None
