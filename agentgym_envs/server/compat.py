@@ -95,5 +95,5 @@ def vocabulary(env: Any) -> list[str]:
     """The words the env accepts (LMRL-Gym's ``/filtered_vocab``); ``KeyError`` for an env without a vocabulary."""
     words = protocol_of(env).vocabulary
     if words is None:
-        raise KeyError("only a Wordle env has a vocabulary")
+        raise KeyError("this env serves no vocabulary (its family declares none)")
     return list(words())
