@@ -367,6 +367,7 @@ class AgentGRPOConfig(GRPOConfig):
                              f"{chosen.name}")
 
     def _check_group_size(self) -> None:
+        """Enough samples per item for the estimator's baseline (TRL has asked every estimator for 2 already)."""
         chosen = ESTIMATORS[self.advantage_estimator]
         if self.num_generations < chosen.min_group_size:
             raise ValueError(f"advantage_estimator={chosen.name!r} needs num_generations >= {chosen.min_group_size}, "

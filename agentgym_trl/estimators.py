@@ -96,8 +96,8 @@ class Estimator:
     def __post_init__(self) -> None:
         if self.level not in (EPISODE, TOKEN):
             raise ValueError(f"estimator {self.name!r}: level must be {EPISODE!r} or {TOKEN!r}, got {self.level!r}")
-        if (self.level == EPISODE) != (self.baseline is not None) or (self.level == TOKEN) != (
-                self.token_advantages is not None):
+        gives = (self.baseline is not None, self.token_advantages is not None)
+        if gives != (self.level == EPISODE, self.level == TOKEN):
             raise ValueError(f"estimator {self.name!r}: an episode-level estimator gives a baseline, a token-level "
                              "one token_advantages")
 

@@ -181,21 +181,10 @@ class AgentGRPOTrainer(GRPOTrainer):
                 "text Gymnasium env instead (tool envs give TRL-style schemas with env.unwrapped.tool_schemas())"
             )
         self.schedule = args.turn_schedule()
-        self.on_cpu = args.use_cpu or not torch.cuda.is_available()
-        if not self.on_cpu:
-            # cuDNN's SDPA backward (what bf16 sdpa ran on an H100, torch 2.11) returned NaN gradients for fully
-            # masked query rows, which left-padded prompts have; the NaN reached every weight although those rows
-            # are never scored (benchmarks/results/gpu_check_h100_nan.json). Eager attention and fp32 did not.
-            torch.backends.cuda.enable_cudnn_sdp(False)
-        if self.on_cpu:
-            use_cpu_threads(PartialState().num_processes, args.cpu_threads)
-        use_compact_lm_head(args.compact_lm_head)
+        self.on_cpu = prepare_torch(args)
         self._micro_batching_warned = False
-        if train_dataset is None:
-            train_dataset = build_env_dataset(args.env_ids, args.train_split, args.max_items_per_env, args.seed,
-                                              only_items=args.train_items())
-        else:
-            train_dataset = prepare_rows_dataset(train_dataset)
+        train_dataset = (prepare_rows_dataset(train_dataset) if train_dataset is not None else build_env_dataset(
+            args.env_ids, args.train_split, args.max_items_per_env, args.seed, only_items=args.train_items()))
         self.item_drawer = (ItemDrawer(list(zip(train_dataset["env_id"], train_dataset["item_id"])), args.seed)
                             if args.dynamic_sampling else None)  # refills draw from the train items
         self.step_guard = OptimizerStepGuard(self)
@@ -748,6 +737,20 @@ def replace_newest(logged: Any, values: list[float]) -> None:
     for _ in range(min(len(values), len(logged))):
         logged.pop()
     logged.extend(values)
+
+
+def prepare_torch(args: AgentGRPOConfig) -> bool:
+    """This process's torch settings for training (threads, LM head, attention kernels); returns whether on CPU."""
+    on_cpu = args.use_cpu or not torch.cuda.is_available()
+    if on_cpu:
+        use_cpu_threads(PartialState().num_processes, args.cpu_threads)
+    else:
+        # cuDNN's SDPA backward (what bf16 sdpa ran on an H100, torch 2.11) returned NaN gradients for fully
+        # masked query rows, which left-padded prompts have; the NaN reached every weight although those rows
+        # are never scored (benchmarks/results/gpu_check_h100_nan.json). Eager attention and fp32 did not.
+        torch.backends.cuda.enable_cudnn_sdp(False)
+    use_compact_lm_head(args.compact_lm_head)
+    return on_cpu
 
 
 def prepare_rows_dataset(dataset: Any) -> Any:
