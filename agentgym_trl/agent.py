@@ -157,7 +157,8 @@ class ModelAgent(BaseAgent):
         limits = [min(self.max_turn_tokens, self.max_context_tokens - 1 - len(c)) for c in contexts]
         outputs = self.generator.generate(contexts, limits)  # called even when empty: ranks generate in step
         for index, limit, output in zip(playing, limits, outputs, strict=True):
-            replies[index] = self._take_turn(episodes[index].trajectory, output, hit_context=limit < self.max_turn_tokens)
+            replies[index] = self._take_turn(episodes[index].trajectory, output,
+                                             hit_context=limit < self.max_turn_tokens)
         return [replies[index] for index in range(len(episodes))]
 
     def _append_observation(self, t: Trajectory) -> bool:

@@ -144,8 +144,8 @@ class AgentGRPOConfig(GRPOConfig):
         metadata={
             "help": "Split each training batch into micro-batches of at most this many padded tokens, each trimmed of "
             "padding and back-propagated on its own (gradients sum to the same loss), so activations are bounded by "
-            "this budget; 0 = off. Default: 2048 on CPU, off on GPU. One process only: with several, TRL's loss gathers "
-            "per-row metrics on every call, so each process trains its batch whole."
+            "this budget; 0 = off. Default: 2048 on CPU, off on GPU. One process only: with several, TRL's loss "
+            "gathers per-row metrics on every call, so each process trains its batch whole."
         },
     )
     rollout_progress_s: float = field(
@@ -176,7 +176,8 @@ class AgentGRPOConfig(GRPOConfig):
     )
     vllm_enforce_eager: bool = field(
         default=True,
-        metadata={"help": "With use_vllm: no compiled graphs (starts in ~16 s instead of 55-100 s on a CPU, ~90% speed)."},
+        metadata={"help": "With use_vllm: no compiled graphs (starts in ~16 s instead of 55-100 s on a CPU, ~90% "
+                  "speed)."},
     )
     skip_zero_advantage: bool = field(
         default=False,
@@ -242,7 +243,8 @@ class AgentGRPOConfig(GRPOConfig):
     gae_lambda: float = field(default=0.95, metadata={"help": "GAE's lambda (gae)."})
     value_head: str | None = field(default=None, metadata={"help": VALUE_HEAD_HELP})
     critic_model: str | None = field(
-        default=None, metadata={"help": "The separate critic's model (folder or cached hub id) for value_head=separate."}
+        default=None,
+        metadata={"help": "The separate critic's model (folder or cached hub id) for value_head=separate."},
     )
     value_coef: float = field(
         default=0.1, metadata={"help": "Weight of the value head's squared-error loss added to the policy loss (gae)."}
