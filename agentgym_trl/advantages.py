@@ -125,6 +125,11 @@ def masked_moments(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.stack([(values * mask).sum(), (values**2 * mask).sum(), mask.sum()]).double()
 
 
+def moments_mean(moments: torch.Tensor) -> float:
+    """The mean that ``masked_moments`` (summed across processes) describe; 0 when no position was masked in."""
+    return float(moments[0] / moments[2].clamp(min=1.0))
+
+
 def whiten(values: torch.Tensor, mask: torch.Tensor, moments: torch.Tensor | None = None) -> torch.Tensor:
     """``(x - mean) / (std + eps)`` over masked positions (of the whole batch, given its ``moments``); 0 elsewhere."""
     total, squares, count = (masked_moments(values, mask) if moments is None else moments).tolist()

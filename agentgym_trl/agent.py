@@ -32,7 +32,14 @@ from agentgym_trl.chat import ChatEncoder
 from agentgym_trl.generation import Generator, HFGenerator, TurnOutput, VLLMGenerator
 from agentgym_trl.models import bf16_is_fast, default_model_path, load_tokenizer, local_model_folder
 
-TRUNCATED_TURN_POLICIES = ("end", "step")
+TRUNCATED_TURN_POLICIES = ("end", "step")  # after a turn cut by its token limit: end the episode, or step the env
+
+
+def check_truncated_turn(policy: str) -> None:
+    """Raise ``ValueError`` unless ``policy`` is one of ``TRUNCATED_TURN_POLICIES``."""
+    if policy not in TRUNCATED_TURN_POLICIES:
+        allowed = " or ".join(repr(name) for name in TRUNCATED_TURN_POLICIES)
+        raise ValueError(f"truncated_turn must be {allowed}, got {policy!r}")
 
 
 class ModelAgent(BaseAgent):
@@ -44,8 +51,7 @@ class ModelAgent(BaseAgent):
                  truncated_turn: str = "end", mask_truncated_turns: bool = False, batch_size: int = 8,
                  name: str = "model", description: dict[str, Any] | None = None, seed: int | None = None,
                  bf16: bool = False):
-        if truncated_turn not in TRUNCATED_TURN_POLICIES:
-            raise ValueError(f"truncated_turn must be 'end' or 'step', got {truncated_turn!r}")
+        check_truncated_turn(truncated_turn)
         if max_turn_tokens < 1 or max_context_tokens <= max_turn_tokens:
             raise ValueError(
                 f"need 1 <= max_turn_tokens < max_context_tokens, got {max_turn_tokens} and {max_context_tokens}"
@@ -151,7 +157,8 @@ class ModelAgent(BaseAgent):
         limits = [min(self.max_turn_tokens, self.max_context_tokens - 1 - len(c)) for c in contexts]
         outputs = self.generator.generate(contexts, limits)  # called even when empty: ranks generate in step
         for index, limit, output in zip(playing, limits, outputs, strict=True):
-            replies[index] = self._take_turn(episodes[index].trajectory, output, hit_context=limit < self.max_turn_tokens)
+            replies[index] = self._take_turn(episodes[index].trajectory, output,
+                                             hit_context=limit < self.max_turn_tokens)
         return [replies[index] for index in range(len(episodes))]
 
     def _append_observation(self, t: Trajectory) -> bool:

@@ -14,8 +14,11 @@ from dataclasses import dataclass, field
 import torch
 from trl import GRPOConfig
 
+from agentgym_trl.agent import check_truncated_turn
 from agentgym_trl.curriculum import ScheduleError, TurnSchedule
 from agentgym_trl.data import check_env_ids
+from agentgym_trl.estimators import ESTIMATORS, Estimator, estimator_named, names_where
+from agentgym_trl.fast_training import LOSS_NORMALISERS
 from agentgym_trl.models import bf16_is_fast
 from agentgym_trl.vllm_engine import EngineOptions
 
@@ -25,9 +28,8 @@ DEFAULT_ENV_ID = "AgentGym/TextCraft-Depth1-v0"
 DEFAULT_FIXED_TURNS = 10
 DEFAULT_CPU_MICRO_BATCH_TOKENS = 2048
 
-# The estimators, turn-level credit modes and turn rewards (docs: agentgym_trl/advantages.py, README).
-ADVANTAGE_ESTIMATORS = ("grpo", "rloo", "reinforce_pp", "remax", "gae")
-EPISODE_ESTIMATORS = ("grpo", "rloo", "remax")  # one baseline per episode: turn-level credit applies to these
+# The turn-level credit modes and turn rewards (docs: agentgym_trl/advantages.py, README); the estimators are
+# agentgym_trl/estimators.py's ESTIMATORS.
 TURN_CREDITS = ("none", "per_turn", "step_level")
 TURN_REWARDS = ("outcome", "env", "score_delta")
 VALUE_HEADS = ("shared", "detached", "separate")
@@ -37,7 +39,14 @@ VALUE_HEAD_HELP = (
     "head on its own small model (--critic_model, with the policy's tokenizer) trained alongside."
 )
 # TRL's loss types (GRPOTrainer._compute_loss); an unknown one would fail only after the first rollout.
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
+LOSS_TYPES = tuple(LOSS_NORMALISERS)
+ADVANTAGE_ESTIMATOR_HELP = "How advantages are estimated: " + ", ".join(
+    f"{name!r} ({estimator.summary})" for name, estimator in ESTIMATORS.items()) + "."
+TURN_CREDIT_HELP = (
+    f"Credit finer than the episode for {' / '.join(names_where(lambda e: e.supports_turn_credit))}: 'none' (one "
+    "advantage per episode), 'per_turn' (each turn's discounted return-to-go against the episode baseline), "
+    "'step_level' (GiGPO: plus a step advantage among the group's turns that answered an identical observation)."
+)
 
 
 @dataclass
@@ -135,8 +144,8 @@ class AgentGRPOConfig(GRPOConfig):
         metadata={
             "help": "Split each training batch into micro-batches of at most this many padded tokens, each trimmed of "
             "padding and back-propagated on its own (gradients sum to the same loss), so activations are bounded by "
-            "this budget; 0 = off. Default: 2048 on CPU, off on GPU. One process only: with several, TRL's loss gathers "
-            "per-row metrics on every call, so each process trains its batch whole."
+            "this budget; 0 = off. Default: 2048 on CPU, off on GPU. One process only: with several, TRL's loss "
+            "gathers per-row metrics on every call, so each process trains its batch whole."
         },
     )
     rollout_progress_s: float = field(
@@ -167,7 +176,8 @@ class AgentGRPOConfig(GRPOConfig):
     )
     vllm_enforce_eager: bool = field(
         default=True,
-        metadata={"help": "With use_vllm: no compiled graphs (starts in ~16 s instead of 55-100 s on a CPU, ~90% speed)."},
+        metadata={"help": "With use_vllm: no compiled graphs (starts in ~16 s instead of 55-100 s on a CPU, ~90% "
+                  "speed)."},
     )
     skip_zero_advantage: bool = field(
         default=False,
@@ -207,23 +217,8 @@ class AgentGRPOConfig(GRPOConfig):
             "checkpoint carries (the default SmolLM2 and every checkpoint trained from it do), else the model's hub id."
         },
     )
-    advantage_estimator: str = field(
-        default="grpo",
-        metadata={
-            "help": "How advantages are estimated: 'grpo' (group-normalised outcome, TRL's own path), 'rloo' "
-            "(leave-one-out group baseline), 'reinforce_pp' (REINFORCE++: KL penalty in the token rewards, returns "
-            "whitened over the batch), 'remax' (the greedy episode of each item as baseline), 'gae' (PPO's GAE with "
-            "a value head trained alongside the policy; needs --value_head)."
-        },
-    )
-    turn_credit: str = field(
-        default="none",
-        metadata={
-            "help": "Credit finer than the episode for grpo / rloo / remax: 'none' (one advantage per episode), "
-            "'per_turn' (each turn's discounted return-to-go against the episode baseline), 'step_level' (GiGPO: plus "
-            "a step advantage among the group's turns that answered an identical observation)."
-        },
-    )
+    advantage_estimator: str = field(default="grpo", metadata={"help": ADVANTAGE_ESTIMATOR_HELP})
+    turn_credit: str = field(default="none", metadata={"help": TURN_CREDIT_HELP})
     turn_reward: str = field(
         default="outcome",
         metadata={
@@ -248,7 +243,8 @@ class AgentGRPOConfig(GRPOConfig):
     gae_lambda: float = field(default=0.95, metadata={"help": "GAE's lambda (gae)."})
     value_head: str | None = field(default=None, metadata={"help": VALUE_HEAD_HELP})
     critic_model: str | None = field(
-        default=None, metadata={"help": "The separate critic's model (folder or cached hub id) for value_head=separate."}
+        default=None,
+        metadata={"help": "The separate critic's model (folder or cached hub id) for value_head=separate."},
     )
     value_coef: float = field(
         default=0.1, metadata={"help": "Weight of the value head's squared-error loss added to the policy loss (gae)."}
@@ -292,8 +288,7 @@ class AgentGRPOConfig(GRPOConfig):
                 f"max_turn_tokens ({self.max_turn_tokens}) must be smaller than max_context_tokens "
                 f"({self.max_context_tokens}): one turn has to fit in the context together with the prompt"
             )
-        if self.truncated_turn not in ("end", "step"):
-            raise ValueError(f"truncated_turn must be 'end' or 'step', got {self.truncated_turn!r}")
+        check_truncated_turn(self.truncated_turn)
         if self.micro_batch_tokens < 0:
             raise ValueError(f"micro_batch_tokens must be 0 (off) or positive, got {self.micro_batch_tokens}")
         if self.cpu_threads is not None and self.cpu_threads < 1:
@@ -328,11 +323,12 @@ class AgentGRPOConfig(GRPOConfig):
         if self.max_completion_length is None:
             self.max_completion_length = self.max_context_tokens
         super().__post_init__()
+        self._check_group_size()  # after TRL's own check (at least 2 samples per item for every estimator)
 
     def _check_advantage_options(self) -> None:
         """The estimator, its turn-level credit and its critic, checked together before any model loads."""
         for name, value, allowed in (
-            ("advantage_estimator", self.advantage_estimator, ADVANTAGE_ESTIMATORS),
+            ("advantage_estimator", self.advantage_estimator, tuple(ESTIMATORS)),
             ("turn_credit", self.turn_credit, TURN_CREDITS),
             ("turn_reward", self.turn_reward, TURN_REWARDS),
             ("loss_type", self.loss_type, LOSS_TYPES),
@@ -346,22 +342,38 @@ class AgentGRPOConfig(GRPOConfig):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
         estimator = self.advantage_estimator
-        if self.turn_credit != "none" and estimator not in EPISODE_ESTIMATORS:
-            raise ValueError(f"turn_credit={self.turn_credit!r} applies to {list(EPISODE_ESTIMATORS)}; {estimator} "
-                             "already gives every action token its own advantage (choose its rewards with turn_reward)")
-        if (estimator == "gae") != (self.value_head is not None):
-            raise ValueError(f"advantage_estimator='gae' needs a critic: set value_head to one of {list(VALUE_HEADS)}"
-                             if estimator == "gae" else f"value_head is used only by 'gae', not by {estimator!r}")
-        if (self.value_head == "separate") != (self.critic_model is not None):
-            raise ValueError("value_head='separate' needs critic_model" if self.value_head == "separate"
-                             else "critic_model is used only with value_head='separate'")
-        if estimator == "gae" and self.value_coef <= 0:
-            raise ValueError(f"value_coef must be positive for gae, got {self.value_coef}")
-        if estimator == "gae" and self.skip_zero_advantage:
-            raise ValueError("skip_zero_advantage would skip the value head's loss on those rows; not with gae")
+        chosen = ESTIMATORS[estimator]
+        if self.turn_credit != "none" and not chosen.supports_turn_credit:
+            raise ValueError(f"turn_credit={self.turn_credit!r} applies to "
+                             f"{names_where(lambda e: e.supports_turn_credit)}; {estimator} already gives every "
+                             "action token its own advantage (choose its rewards with turn_reward)")
+        self._check_critic(chosen)
         if self.custom_advantages and self.multi_objective_aggregation != "sum_then_normalize":
             raise ValueError(f"{estimator} with turn_credit={self.turn_credit!r} sums the weighted rewards; "
                              "multi_objective_aggregation must be 'sum_then_normalize'")
+
+    def _check_critic(self, chosen: Estimator) -> None:
+        """A value head (and its options) exactly when the estimator needs a critic."""
+        if chosen.needs_critic != (self.value_head is not None):
+            users = " / ".join(repr(name) for name in names_where(lambda e: e.needs_critic))
+            raise ValueError(f"advantage_estimator={chosen.name!r} needs a critic: set value_head to one of "
+                             f"{list(VALUE_HEADS)}" if chosen.needs_critic
+                             else f"value_head is used only by {users}, not by {chosen.name!r}")
+        if (self.value_head == "separate") != (self.critic_model is not None):
+            raise ValueError("value_head='separate' needs critic_model" if self.value_head == "separate"
+                             else "critic_model is used only with value_head='separate'")
+        if chosen.needs_critic and self.value_coef <= 0:
+            raise ValueError(f"value_coef must be positive for {chosen.name}, got {self.value_coef}")
+        if chosen.needs_critic and self.skip_zero_advantage:
+            raise ValueError(f"skip_zero_advantage would skip the value head's loss on those rows; not with "
+                             f"{chosen.name}")
+
+    def _check_group_size(self) -> None:
+        """Enough samples per item for the estimator's baseline (TRL has asked every estimator for 2 already)."""
+        chosen = ESTIMATORS[self.advantage_estimator]
+        if self.num_generations < chosen.min_group_size:
+            raise ValueError(f"advantage_estimator={chosen.name!r} needs num_generations >= {chosen.min_group_size}, "
+                             f"got {self.num_generations}")
 
     def steps_per_generation_or_default(self) -> int:
         """``steps_per_generation`` as TRL resolves it (unset: ``gradient_accumulation_steps``)."""
@@ -394,7 +406,7 @@ class AgentGRPOConfig(GRPOConfig):
     @property
     def custom_advantages(self) -> bool:
         """Whether the trainer replaces TRL's group advantages (everything but plain outcome GRPO)."""
-        return not (self.advantage_estimator == "grpo" and self.turn_credit == "none"
+        return not (estimator_named(self.advantage_estimator).same_as_trl and self.turn_credit == "none"
                     and self.turn_reward == "outcome" and self.invalid_action_penalty == 0.0)
 
     def turn_schedule(self) -> TurnSchedule:

@@ -1,8 +1,8 @@
-"""From episodes to the tensors the estimators of ``advantages.py`` take, and back to TRL's advantages.
+"""From episodes to the per-turn data the estimators take (``estimators.py``, ``advantages.py``).
 
 The trainer gathers one small ``EpisodeTurns`` per episode from every process (per-turn rewards and
-a hash of the state each turn answered: no text, no tokens), computes the episode- or turn-level
-advantages of the whole batch here, and spreads its own rows' turn advantages over their tokens.
+a hash of the state each turn answered: no text, no tokens) and lays the whole batch out as padded
+turn tables here; the estimators turn those into advantages.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import torch
 
 from agentgym_envs.core.episode import Trajectory
-from agentgym_trl import advantages as adv
 
 
 @dataclass(frozen=True)
@@ -84,36 +83,3 @@ def turn_table(episodes: Sequence[EpisodeTurns], last_turn_bonus: torch.Tensor,
         mask[row, :turns] = 1.0
         states[row, :turns] = torch.tensor(episode.states, dtype=torch.long)
     return rewards, mask, states
-
-
-def episode_baseline(estimator: str, returns: torch.Tensor, groups: torch.Tensor, scale: str,
-                     greedy_returns: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The estimator's per-episode baseline and divisor of its returns."""
-    if estimator == "grpo":
-        return adv.grpo_baseline(returns, groups, scale)
-    if estimator == "rloo":
-        return adv.leave_one_out_baseline(returns, groups), torch.ones_like(returns)
-    if estimator == "remax":
-        if greedy_returns is None:
-            raise ValueError("remax needs the greedy episodes' returns")
-        return greedy_returns.to(returns.dtype), torch.ones_like(returns)
-    raise ValueError(f"{estimator!r} has no episode baseline")
-
-
-def episode_level_advantages(turn_rewards: torch.Tensor, turn_mask: torch.Tensor, state_ids: torch.Tensor,
-                             groups: torch.Tensor, *, estimator: str, credit: str, turn_gamma: float = 1.0,
-                             scale: str = "group", step_weight: float = 1.0,
-                             greedy_returns: torch.Tensor | None = None) -> torch.Tensor:
-    """grpo / rloo / remax advantages: ``(N,)`` with ``credit="none"``, per turn ``(N, K)`` otherwise."""
-    returns = adv.discounted_returns(turn_rewards, turn_mask, turn_gamma)
-    episode_return = returns[:, 0]
-    baseline, divisor = episode_baseline(estimator, episode_return, groups, scale, greedy_returns)
-    if credit == "none":
-        return (episode_return - baseline) / divisor
-    if credit == "per_turn":
-        return (returns - baseline[:, None]) / divisor[:, None] * turn_mask
-    if credit == "step_level":
-        episode = ((episode_return - baseline) / divisor)[:, None]
-        step = adv.step_level(returns, turn_mask, state_ids, groups, scale=scale != "none")
-        return (episode + step_weight * step) * turn_mask
-    raise ValueError(f"unknown turn credit {credit!r}")

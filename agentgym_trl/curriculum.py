@@ -152,8 +152,8 @@ class TurnBudgetCallback(TrainerCallback):
             self.truncation_warnings += 1
             logger.warning(
                 "\n%s\n!! %.0f%% of the episodes at step %d hit a token limit: %s of all model turns were cut at "
-                "--max_turn_tokens.\n!! Episodes that a limit ended: %s by the per-turn limit, %s by the context limit; "
-                "the others went on after the cut turn.\n"
+                "--max_turn_tokens.\n!! Episodes that a limit ended: %s by the per-turn limit, %s by the context "
+                "limit; the others went on after the cut turn.\n"
                 "!! Cut turns carry no complete action, so those episodes rarely succeed and the policy mostly learns\n"
                 "!! from truncation, not from the task. Raise --max_turn_tokens / --max_context_tokens, or shorten\n"
                 "!! the prompts.\n%s",

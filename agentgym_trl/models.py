@@ -180,7 +180,7 @@ def resolve_model(model_args: Any, training_args: Any, state: Any) -> str:
     """
     import torch
 
-    from agentgym_trl.cpu import use_cpu_threads
+    from agentgym_trl.fast_training import use_cpu_threads
 
     if state.device.type == "cpu":  # accelerate launch exports OMP_NUM_THREADS=1: give each process its cores
         use_cpu_threads(state.num_processes)

@@ -96,7 +96,7 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
     import torch
     from trl import SFTConfig, SFTTrainer
 
-    from agentgym_trl.cpu import use_compact_lm_head
+    from agentgym_trl.fast_training import use_compact_lm_head
     from agentgym_trl.models import is_reloadable, load_tokenizer
     from agentgym_trl.sft import encoder_for, load_or_collect, save_sft_checkpoint, token_stats, tokenize_conversations
 

@@ -1,4 +1,4 @@
-"""``AgentGRPOConfig`` and ``AgentGRPOTrainer``: TRL's GRPO with multi-turn env rollouts and a turn curriculum.
+"""``AgentGRPOTrainer``: TRL's GRPO with multi-turn env rollouts and a turn curriculum (its config: ``config.py``).
 
 The subclass is thin on purpose. TRL's ``GRPOTrainer`` already accepts a ``rollout_func`` that
 returns prompt ids, completion ids, logprobs and an ``env_mask`` (1 = model token, trained; 0 =
@@ -8,17 +8,39 @@ against the reference model, the clipped loss, DDP / DeepSpeed / FSDP, LoRA thro
 
 * the dataset: one row per (env id, item id) from the envs' train splits, mixtures allowed;
 * the rows reach the rollout: ``rollout_func`` only receives prompts, so
-  ``_generate_and_score_completions`` (which sees the rows) stashes them for it;
+  ``_generate_and_score_completions`` (which sees the rows) opens a ``ScoringBatch`` for it: the one
+  per-batch object that carries the rows, the rollout, TRL's rewards and ReMax's greedy returns between
+  TRL's calls, set and cleared there and nowhere else;
 * the rollout's output is validated (TRL does not check ``env_mask`` lengths) before TRL uses it;
 * the env's outcome reward is the default reward function (``env_reward``); extra reward functions
   can be added and see ``env_reward``, ``env_success``, ``env_turns``, ``env_stop_reason``;
 * the turn budget comes from ``TurnBudgetCallback`` and per-env metrics are logged every step;
 * ``advantage_estimator`` / ``turn_credit`` other than plain GRPO replace TRL's group advantages
-  after it computed them (per episode or per token, see ``advantages.py``); ``gae`` adds a value
-  head and its loss; ``remax`` plays one greedy episode per item as its baseline.
+  after it computed them (TRL computes and logs them inline, with no hook to skip it): per episode or
+  per token, as the estimator's declaration in ``estimators.py`` says (critic, greedy rollout, where
+  beta goes).
 
 By default each turn is generated with HF ``generate`` in this process; ``use_vllm=True`` generates with
 a vLLM engine in its own process and environment (``vllm_engine.py``), on CPUs and GPUs alike.
+
+TRL's private members the adapter relies on (the ``trl==1.16.0`` pin makes them safe; ``TRL_PRIVATE_MEMBERS``
+holds this list and ``tests/test_trl_surface.py`` fails when a TRL upgrade removes or changes one):
+
+* ``GRPOTrainer._generate_and_score_completions``: overridden: opens the batch, replaces the advantages;
+* ``GRPOTrainer._calculate_rewards``: overridden: keeps every process's rewards for the estimators;
+* ``GRPOTrainer._compute_loss``: overridden and called per micro-batch (the value loss joins it);
+* ``GRPOTrainer._get_per_token_logps_and_entropies``: the critic's no-grad forward (a shared value head);
+* ``Trainer._save`` and ``Trainer._load_from_checkpoint``: the value head beside the model;
+* ``GRPOTrainer._metrics``: where every metric is logged;
+* ``GRPOTrainer._logs``: the completions table, whose ``advantages`` column is replaced;
+* ``GRPOTrainer._tokenizer``: the pad token and the chat encoder's tokenizer;
+* ``GRPOTrainer._dist``: ``summon_full_params`` around a rollout (FSDP);
+* ``GRPOTrainer._entropy_bonus_enabled``: a term that rules out micro-batching;
+* ``GRPOTrainer._last_loaded_step``: reset when the vLLM engine starts, so TRL syncs its weights;
+* ``GRPOTrainer.vllm_generation``: replaced; TRL calls its ``sync_weights()`` before a rollout;
+* the batch keys ``tool_mask``, ``old_per_token_logps``, ``sampling_per_token_logps`` and
+  ``ref_per_token_logps`` of ``_generate_and_score_completions``'s output: masks and REINFORCE++'s KL;
+* ``trl.trainer.utils._use_triton``: ``fast_training.use_compact_lm_head`` swaps it on CPU.
 """
 
 from __future__ import annotations
@@ -30,6 +52,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -42,18 +65,23 @@ from trl.models import unwrap_model_for_generation
 from agentgym_trl import advantages as adv
 from agentgym_trl.agent import sampling_config
 from agentgym_trl.chat import ChatEncoder
-from agentgym_trl.credit import episode_level_advantages, episode_turns, turn_table
-from agentgym_trl.cpu import (
+from agentgym_trl.credit import episode_turns, turn_table
+from agentgym_trl.estimators import EPISODE, ESTIMATORS, TokenBatch, episode_level_advantages
+from agentgym_trl.fast_training import (
+    LOSS_NORMALISERS,
+    action_mask,
+    micro_batch_shares,
     plan_micro_batches,
     release_memory,
     row_lengths,
+    rows_that_teach,
     take_rows,
     use_compact_lm_head,
     use_cpu_threads,
 )
 from agentgym_envs.core.loop import EnvPool
-from agentgym_envs.evaluation.records import TrajectoryLog
-from agentgym_trl.config import EPISODE_ESTIMATORS, AgentGRPOConfig, env_turn_cap
+from agentgym_envs.evaluation.records import TRAJECTORIES_FILE, TrajectoryLog
+from agentgym_trl.config import AgentGRPOConfig, env_turn_cap
 from agentgym_trl.curriculum import TurnBudgetCallback
 from agentgym_trl.data import build_env_dataset, check_env_ids, placeholder_prompt
 from agentgym_trl.dynamic_sampling import ItemDrawer, fill_informative_groups
@@ -67,12 +95,57 @@ from agentgym_trl.value_head import VALUE_HEAD_ATTRIBUTE, VALUE_HEAD_FILE, Value
 
 logger = logging.getLogger(__name__)
 
-# Loss types whose normaliser spans the whole batch already (TRL's num_items_in_batch): a micro-batch's loss is its
-# share as it is. The others average within the batch they see, so a micro-batch is weighted by its rows or tokens.
-BATCH_NORMALISED_LOSSES = ("dapo", "cispo", "vespo")
-ROW_AVERAGED_LOSSES = ("grpo", "sapo", "luspo", "dr_grpo")
-TOKEN_AVERAGED_LOSSES = ("bnpo",)
-MICRO_BATCHED_LOSSES = BATCH_NORMALISED_LOSSES + ROW_AVERAGED_LOSSES + TOKEN_AVERAGED_LOSSES
+
+@dataclass(frozen=True)
+class TrlMember:
+    """A private member of TRL (or of the ``transformers.Trainer`` under it) that this adapter relies on.
+
+    ``owner``: ``"GRPOTrainer"`` (a method, or an attribute its source sets or reads as ``self.<name>``),
+    ``"batch"`` (a key of ``_generate_and_score_completions``'s output) or a module's dotted name;
+    ``parameters``: the parameters of a method or function that the adapter passes or receives.
+    """
+
+    owner: str
+    name: str
+    parameters: tuple[str, ...] = ()
+
+
+TRL_PRIVATE_MEMBERS = (
+    TrlMember("GRPOTrainer", "_generate_and_score_completions", ("inputs",)),
+    TrlMember("GRPOTrainer", "_calculate_rewards", ("inputs", "prompts", "completions", "completion_ids_list")),
+    TrlMember("GRPOTrainer", "_compute_loss", ("model", "inputs")),
+    TrlMember("GRPOTrainer", "_get_per_token_logps_and_entropies",
+              ("model", "input_ids", "attention_mask", "logits_to_keep", "batch_size")),
+    TrlMember("Trainer", "_save", ("output_dir", "state_dict")),
+    TrlMember("Trainer", "_load_from_checkpoint", ("resume_from_checkpoint", "model")),
+    TrlMember("GRPOTrainer", "_metrics"),
+    TrlMember("GRPOTrainer", "_logs"),
+    TrlMember("GRPOTrainer", "_tokenizer"),
+    TrlMember("GRPOTrainer", "_dist"),
+    TrlMember("GRPOTrainer", "_entropy_bonus_enabled"),
+    TrlMember("GRPOTrainer", "_last_loaded_step"),
+    TrlMember("GRPOTrainer", "vllm_generation"),
+    TrlMember("batch", "tool_mask"),
+    TrlMember("batch", "old_per_token_logps"),
+    TrlMember("batch", "sampling_per_token_logps"),
+    TrlMember("batch", "ref_per_token_logps"),
+    TrlMember("trl.trainer.utils", "_use_triton", ("device",)),
+)
+
+
+@dataclass
+class ScoringBatch:
+    """What one ``_generate_and_score_completions`` call carries between TRL's calls into the trainer.
+
+    Opened (and closed) by ``AgentGRPOTrainer._scoring`` with TRL's rows; ``rollout_func`` adds the
+    episodes and ReMax's greedy returns, ``_calculate_rewards`` TRL's rewards.
+    """
+
+    rows: list[dict[str, Any]]
+    rollout: RolloutResult | None = None
+    rewards_per_func: torch.Tensor | None = None  # TRL's rewards of every process's rows: estimators need groups
+    greedy_returns: list[float] | None = None  # remax: each local row's greedy episode return
+
 
 def env_reward(completions: list, env_reward: list[float] | None = None, **kwargs: Any) -> list[float]:
     """The env's outcome reward of each episode (sum of its rewards = final score in [0, 1])."""
@@ -108,21 +181,10 @@ class AgentGRPOTrainer(GRPOTrainer):
                 "text Gymnasium env instead (tool envs give TRL-style schemas with env.unwrapped.tool_schemas())"
             )
         self.schedule = args.turn_schedule()
-        self.on_cpu = args.use_cpu or not torch.cuda.is_available()
-        if not self.on_cpu:
-            # cuDNN's SDPA backward (what bf16 sdpa ran on an H100, torch 2.11) returned NaN gradients for fully
-            # masked query rows, which left-padded prompts have; the NaN reached every weight although those rows
-            # are never scored (benchmarks/results/gpu_check_h100_nan.json). Eager attention and fp32 did not.
-            torch.backends.cuda.enable_cudnn_sdp(False)
-        if self.on_cpu:
-            use_cpu_threads(PartialState().num_processes, args.cpu_threads)
-        use_compact_lm_head(args.compact_lm_head)
+        self.on_cpu = prepare_torch(args)
         self._micro_batching_warned = False
-        if train_dataset is None:
-            train_dataset = build_env_dataset(args.env_ids, args.train_split, args.max_items_per_env, args.seed,
-                                              only_items=args.train_items())
-        else:
-            train_dataset = prepare_rows_dataset(train_dataset)
+        train_dataset = (prepare_rows_dataset(train_dataset) if train_dataset is not None else build_env_dataset(
+            args.env_ids, args.train_split, args.max_items_per_env, args.seed, only_items=args.train_items()))
         self.item_drawer = (ItemDrawer(list(zip(train_dataset["env_id"], train_dataset["item_id"])), args.seed)
                             if args.dynamic_sampling else None)  # refills draw from the train items
         self.step_guard = OptimizerStepGuard(self)
@@ -137,10 +199,9 @@ class AgentGRPOTrainer(GRPOTrainer):
         funcs = [env_reward]
         if reward_funcs is not None:
             funcs += list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
-        self._rollout_rows: list[dict[str, Any]] | None = None
-        self.last_rollout: RolloutResult | None = None
-        self._rewards_per_func: torch.Tensor | None = None  # TRL's (gathered) rewards of the last batch
-        self._greedy_returns: list[float] | None = None  # remax: each local row's greedy episode return
+        self.estimator = ESTIMATORS[args.advantage_estimator]
+        self._batch: ScoringBatch | None = None  # the batch being scored (only inside _generate_and_score_completions)
+        self._last_batch: ScoringBatch | None = None  # the last batch played (last_rollout)
         # use_vllm means this project's engine process (vllm_engine.py), not TRL's in-process vLLM, which cannot
         # share this environment's pins: TRL is built without it and told afterwards (its weight-sync hook and
         # importance-sampling correction then run as with its own vLLM).
@@ -169,7 +230,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.env_pool = env_pool or EnvPool()  # envs per (id, turn budget): the budget is each env's TimeLimit
         self.env_executor = ThreadPoolExecutor(max_workers=args.env_workers, thread_name_prefix="agentgym-env")
         self.generator = self._make_generator()
-        self.greedy_generator = self._make_generator(greedy=True) if args.advantage_estimator == "remax" else None
+        self.greedy_generator = self._make_generator(greedy=True) if self.estimator.needs_greedy_rollout else None
         self.value_head: ValueHead | None = None
         if args.value_head is not None:  # before the optimizer and DDP exist, so both see its parameters
             self.value_head = attach_value_head(self.model, args.value_head, args.critic_model)
@@ -217,26 +278,42 @@ class AgentGRPOTrainer(GRPOTrainer):
         ):
             yield unwrapped
 
+    @property
+    def last_rollout(self) -> RolloutResult | None:
+        """The episodes of the last batch played (training or evaluation); None before the first."""
+        return self._last_batch.rollout if self._last_batch is not None else None
+
+    @contextmanager
+    def _scoring(self, rows: list[dict[str, Any]]) -> Iterator[ScoringBatch]:
+        """The one place the per-batch state is set and cleared: open for the whole scoring of ``rows``."""
+        batch = ScoringBatch(rows)
+        self._batch = batch
+        try:
+            yield batch
+        finally:
+            self._batch = None
+            if batch.rollout is not None:
+                self._last_batch = batch
+
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         # TRL hands rollout_func only the prompts; the rollout needs each row's env id and item id.
-        self._rollout_rows = inputs
-        try:
+        with self._scoring(inputs) as batch:
             output = super()._generate_and_score_completions(inputs)
-        finally:
-            self._rollout_rows = None
-        if self.model.training and self.args.custom_advantages:
-            self._replace_advantages(output)
+            if self.model.training and self.args.custom_advantages:
+                self._replace_advantages(output, batch)
         return output
 
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> torch.Tensor:
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._rewards_per_func = rewards  # every process's rows: the custom estimators need whole groups
+        if self._batch is not None:
+            self._batch.rewards_per_func = rewards
         return rewards
 
     def _agent_rollout(self, prompts: list, trainer: Any = None) -> dict[str, list]:
-        rows = self._rollout_rows
-        if rows is None or len(rows) != len(prompts):
+        batch = self._batch
+        if batch is None or len(batch.rows) != len(prompts):
             raise RuntimeError("the agent rollout runs only inside AgentGRPOTrainer._generate_and_score_completions")
+        rows = batch.rows
         mode = "train" if self.model.training else "eval"
         if mode == "train":
             budget: int | list[int] = self.curriculum.budget
@@ -251,9 +328,9 @@ class AgentGRPOTrainer(GRPOTrainer):
         validate_rollout_output(output, len(rows))
         if self.args.release_memory and self.on_cpu:  # the generation caches are garbage now
             release_memory()
-        self.last_rollout = result
+        batch.rollout = result
         if mode == "train" and self.greedy_generator is not None:
-            self._greedy_returns = self._greedy_rollout(rows, budget)
+            batch.greedy_returns = self._greedy_rollout(rows, budget)
         if self.args.log_trajectories:
             self._log_trajectories(result, mode)
         self._record_rollout_metrics(result, mode)
@@ -304,13 +381,12 @@ class AgentGRPOTrainer(GRPOTrainer):
         by_key = dict(zip(unique, returns))
         return [by_key[key] for key in keys]
 
-    def _global_turn_table(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _global_turn_table(self, batch: ScoringBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Every process's episodes as padded turn rewards, turn mask and state ids (in TRL's global row order)."""
         args = self.args
-        local = [episode_turns(t, args.turn_reward, args.invalid_action_penalty)
-                 for t in self.last_rollout.trajectories]
+        local = [episode_turns(t, args.turn_reward, args.invalid_action_penalty) for t in batch.rollout.trajectories]
         episodes = gather_object(local)
-        per_func = self._rewards_per_func.detach().cpu()
+        per_func = batch.rewards_per_func.detach().cpu()
         weights = self.reward_weights.detach().cpu()
         total = (per_func * weights).nansum(dim=1)
         env_part = per_func[:, 0].nan_to_num() * weights[0]
@@ -318,69 +394,60 @@ class AgentGRPOTrainer(GRPOTrainer):
         bonus = total if args.turn_reward == "outcome" else total - env_part
         return turn_table(episodes, bonus, weights[0].expand(len(episodes)))
 
-    def _local_rows(self, values: torch.Tensor) -> torch.Tensor:
-        count = len(self.last_rollout.trajectories)
+    def _local_rows(self, values: torch.Tensor, batch: ScoringBatch) -> torch.Tensor:
+        count = len(batch.rollout.trajectories)
         start = self.accelerator.process_index * count
         return values[start : start + count]
 
-    def _replace_advantages(self, output: dict[str, Any]) -> None:
+    def _replace_advantages(self, output: dict[str, Any], batch: ScoringBatch) -> None:
         """Swap TRL's group advantages for the configured estimator's: ``(B,)`` per episode or ``(B, T)`` per token."""
-        args = self.args
-        mask = output["completion_mask"] * output["tool_mask"] if "tool_mask" in output else output["completion_mask"]
-        mask = mask.detach().float().cpu()
-        turn_ends = [t.turn_ends for t in self.last_rollout.trajectories]
-        rewards, turn_mask, states = self._global_turn_table()
-        if args.advantage_estimator in EPISODE_ESTIMATORS:
-            greedy = None
-            if args.advantage_estimator == "remax":
-                greedy = torch.tensor(gather_object(list(self._greedy_returns or [])), dtype=torch.float32)
-            groups = torch.arange(rewards.shape[0]) // self.num_generations
-            advantages = self._local_rows(episode_level_advantages(
-                rewards, turn_mask, states, groups, estimator=args.advantage_estimator, credit=args.turn_credit,
-                turn_gamma=args.turn_gamma, scale=self.scale_rewards, step_weight=args.step_advantage_weight,
-                greedy_returns=greedy))
+        mask = action_mask(output).detach().float().cpu()
+        turn_ends = [t.turn_ends for t in batch.rollout.trajectories]
+        rewards, turn_mask, states = self._global_turn_table(batch)
+        if self.estimator.level == EPISODE:
+            advantages = self._local_rows(self._episode_advantages(batch, rewards, turn_mask, states), batch)
             if advantages.dim() == 2:
                 advantages = adv.spread_over_turns(advantages, turn_ends, mask)
         else:
-            token_rewards = adv.place_on_last_action_token(self._local_rows(rewards), turn_ends, mask)
-            advantages = self._token_advantages(output, token_rewards, mask)
+            token_rewards = adv.place_on_last_action_token(self._local_rows(rewards, batch), turn_ends, mask)
+            advantages, fields = self.estimator.token_advantages(self._token_batch(output, token_rewards, mask))
+            for name, value in fields.items():
+                output[name] = value.to(output["completion_mask"].device)
         output["advantages"] = advantages.to(output["completion_mask"].device)
         self._log_advantages(advantages, mask)
 
+    def _episode_advantages(self, batch: ScoringBatch, rewards: torch.Tensor, turn_mask: torch.Tensor,
+                            states: torch.Tensor) -> torch.Tensor:
+        """The whole batch's episode-level advantages, ``(N,)`` or per turn ``(N, K)``."""
+        args = self.args
+        greedy = None
+        if self.estimator.needs_greedy_rollout:
+            greedy = torch.tensor(gather_object(list(batch.greedy_returns or [])), dtype=torch.float32)
+        groups = torch.arange(rewards.shape[0]) // self.num_generations
+        return episode_level_advantages(rewards, turn_mask, states, groups, estimator=self.estimator,
+                                        credit=args.turn_credit, turn_gamma=args.turn_gamma, scale=self.scale_rewards,
+                                        step_weight=args.step_advantage_weight, greedy_returns=greedy)
+
+    def _token_batch(self, output: dict[str, Any], token_rewards: torch.Tensor, mask: torch.Tensor) -> TokenBatch:
+        """This process's rows as a token-level estimator sees them, with the trainer's services it may call."""
+        return TokenBatch(
+            output=output, token_rewards=token_rewards, mask=mask, beta=self.beta, gamma=self.args.gamma,
+            gae_lambda=self.args.gae_lambda, moments=lambda values: self._global_moments(values, mask),
+            critic_values=lambda: self._value_estimates(output),
+            log=lambda name, value: self._metrics["train"][name].append(value),
+        )
+
+    def _global_moments(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``masked_moments`` of this process's values summed over every process (the whole batch's moments)."""
+        return self.accelerator.reduce(adv.masked_moments(values, mask).to(self.accelerator.device), reduction="sum")
+
     def _log_advantages(self, advantages: torch.Tensor, mask: torch.Tensor) -> None:
         """``advantage/abs_mean`` over action tokens, and the completions table's advantage column (per row)."""
-        device = self.accelerator.device
         per_token = advantages if advantages.dim() == 2 else advantages[:, None] * mask
-        moments = self.accelerator.reduce(adv.masked_moments(per_token.abs(), mask).to(device), reduction="sum")
-        self._metrics["train"]["advantage/abs_mean"].append(float(moments[0] / moments[2].clamp(min=1.0)))
+        abs_mean = adv.moments_mean(self._global_moments(per_token.abs(), mask))
+        self._metrics["train"]["advantage/abs_mean"].append(abs_mean)
         per_row = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
-        rows = self.accelerator.gather(per_row.to(device)).tolist()
-        logged = self._logs["advantages"]  # TRL appended its own group advantages of these rows last
-        for _ in range(min(len(rows), len(logged))):
-            logged.pop()
-        logged.extend(rows)
-
-    def _token_advantages(self, output: dict[str, Any], token_rewards: torch.Tensor,
-                          mask: torch.Tensor) -> torch.Tensor:
-        """REINFORCE++ or GAE per action token, whitened over every process's action tokens."""
-        args = self.args
-        device = output["completion_mask"].device
-        if args.advantage_estimator == "reinforce_pp":
-            kl = None
-            if self.beta != 0.0:  # k1 = log pi_old - log pi_ref on the sampled tokens
-                old = output.get("old_per_token_logps", output.get("sampling_per_token_logps"))
-                kl = (old - output["ref_per_token_logps"]).detach().float().cpu()
-                kl_moments = self.accelerator.reduce(adv.masked_moments(kl, mask).to(device), reduction="sum")
-                self._metrics["train"]["kl_in_reward"].append(float(kl_moments[0] / kl_moments[2].clamp(min=1.0)))
-            raw = adv.reinforce_pp_returns(token_rewards, kl, mask, self.beta, args.gamma)
-        else:
-            values = self._value_estimates(output).cpu()
-            raw, targets = adv.gae(token_rewards, values, mask, args.gamma, args.gae_lambda)
-            output["value_targets"] = targets.to(device)
-            value_moments = self.accelerator.reduce(adv.masked_moments(values, mask).to(device), reduction="sum")
-            self._metrics["train"]["value/mean"].append(float(value_moments[0] / value_moments[2].clamp(min=1.0)))
-        moments = self.accelerator.reduce(adv.masked_moments(raw, mask).to(device), reduction="sum")
-        return adv.whiten(raw, mask, moments.cpu())
+        replace_newest(self._logs["advantages"], self.accelerator.gather(per_row.to(self.accelerator.device)).tolist())
 
     def _value_estimates(self, output: dict[str, Any]) -> torch.Tensor:
         """The critic's ``(B, T)`` estimates of the rollout's states, from one no-grad forward."""
@@ -407,19 +474,25 @@ class AgentGRPOTrainer(GRPOTrainer):
         They are kept apart because they average differently: the policy loss as the ``loss_type`` says, the
         value loss over rows, so a micro-batch weighs each by its own share of the batch.
         """
-        beta = self.beta
-        if self.args.advantage_estimator == "reinforce_pp":
-            self.beta = 0.0
-        try:
+        with self._trl_loss_beta():
             if self.value_head is None:
                 return super()._compute_loss(model, inputs), None
             loss, values = self._policy_loss_and_values(model, inputs)
-        finally:
-            self.beta = beta
         if "value_targets" not in inputs:  # evaluation: TRL's advantages, no value targets
             return loss, None
-        mask = inputs["completion_mask"] * inputs["tool_mask"] if "tool_mask" in inputs else inputs["completion_mask"]
-        return loss, value_loss(values, inputs["value_targets"], mask)
+        return loss, value_loss(values, inputs["value_targets"], action_mask(inputs))
+
+    @contextmanager
+    def _trl_loss_beta(self) -> Iterator[None]:
+        """TRL's loss reads ``self.beta`` for its KL term: 0 while it runs when the estimator has put the KL
+        penalty into its token rewards already (``Estimator.kl_in_reward``)."""
+        beta = self.beta
+        if self.estimator.kl_in_reward:
+            self.beta = 0.0
+        try:
+            yield
+        finally:
+            self.beta = beta
 
     def _weighted_value_loss(self, critic_loss: torch.Tensor) -> torch.Tensor:
         return self.args.value_coef * critic_loss / self.current_gradient_accumulation_steps
@@ -506,7 +579,7 @@ class AgentGRPOTrainer(GRPOTrainer):
                 ("DeepSpeed", self.is_deepspeed_enabled),
                 # TRL gathers per-row metrics on every call: each process must pass the same number of rows
                 ("several processes", self.accelerator.num_processes > 1),
-                (f"loss_type {self.loss_type!r}", self.loss_type not in MICRO_BATCHED_LOSSES),
+                (f"loss_type {self.loss_type!r}", self.loss_type not in LOSS_NORMALISERS),
             )
             if present
         ]
@@ -538,7 +611,7 @@ class AgentGRPOTrainer(GRPOTrainer):
     def _log_trajectories(self, result: RolloutResult, mode: str) -> None:
         """Each process appends its own episodes (no gather of whole conversations across ranks)."""
         rank = self.accelerator.process_index
-        name = "trajectories.jsonl" if rank == 0 else f"trajectories.rank{rank}.jsonl"
+        name = TRAJECTORIES_FILE if rank == 0 else TRAJECTORIES_FILE.replace(".jsonl", f".rank{rank}.jsonl")
         # a training rollout at global step N trains optimizer step N + 1, the step its metrics are logged at;
         # an evaluation after N steps is logged at N
         step = self.state.global_step + 1 if mode == "train" else self.state.global_step
@@ -658,30 +731,26 @@ def whole_sequences(batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, 
     return ids, attention, batch["completion_ids"].size(1)
 
 
-def rows_that_teach(advantages: torch.Tensor) -> list[int]:
-    """Rows with a non-zero advantage at some position (a zero-advantage row adds nothing to the policy gradient)."""
-    per_row = advantages.reshape(advantages.shape[0], -1).abs().amax(dim=1)
-    return torch.nonzero(per_row > 0).flatten().tolist()
+def replace_newest(logged: Any, values: list[float]) -> None:
+    """Put ``values`` in place of the newest ``len(values)`` entries of a log deque: TRL logs its own group
+    advantages of a batch inline, with no hook to log the estimator's instead."""
+    for _ in range(min(len(values), len(logged))):
+        logged.pop()
+    logged.extend(values)
 
 
-def micro_batch_shares(loss_type: str, inputs: dict[str, Any], groups: list[list[int]]) -> list[float]:
-    """The factor of each micro-batch's loss so that the factors times the losses sum to the batch's loss.
-
-    The shares are of the whole batch, so rows left out of every group (zero advantage) count in the
-    denominator as they do in TRL's loss, where their terms are zero.
-    """
-    if loss_type in BATCH_NORMALISED_LOSSES:
-        return [1.0] * len(groups)
-    if loss_type in TOKEN_AVERAGED_LOSSES:
-        mask = inputs["completion_mask"] * inputs["tool_mask"] if "tool_mask" in inputs else inputs["completion_mask"]
-        weights = [float(mask[rows].sum()) for rows in groups]
-        total = float(mask.sum())
-    elif loss_type in ROW_AVERAGED_LOSSES:
-        weights = [float(len(rows)) for rows in groups]
-        total = float(inputs["completion_mask"].shape[0])
+def prepare_torch(args: AgentGRPOConfig) -> bool:
+    """This process's torch settings for training (threads, LM head, attention kernels); returns whether on CPU."""
+    on_cpu = args.use_cpu or not torch.cuda.is_available()
+    if on_cpu:
+        use_cpu_threads(PartialState().num_processes, args.cpu_threads)
     else:
-        raise ValueError(f"no micro-batch weighting for loss_type {loss_type!r}")
-    return [w / total for w in weights] if total else [1.0 / len(groups)] * len(groups)
+        # cuDNN's SDPA backward (what bf16 sdpa ran on an H100, torch 2.11) returned NaN gradients for fully
+        # masked query rows, which left-padded prompts have; the NaN reached every weight although those rows
+        # are never scored (benchmarks/results/gpu_check_h100_nan.json). Eager attention and fp32 did not.
+        torch.backends.cuda.enable_cudnn_sdp(False)
+    use_compact_lm_head(args.compact_lm_head)
+    return on_cpu
 
 
 def prepare_rows_dataset(dataset: Any) -> Any:

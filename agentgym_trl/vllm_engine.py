@@ -329,7 +329,8 @@ def shared_engine(model: str | os.PathLike, options: EngineOptions | None = None
     global _SHARED
     options = options or EngineOptions()
     engine = _SHARED
-    if engine is not None and engine.running and engine.options.covers(options) and same_architecture(engine.model, model):
+    if (engine is not None and engine.running and engine.options.covers(options)
+            and same_architecture(engine.model, model)):
         if Path(engine.model).resolve() != Path(model).resolve() or engine.weights_changed:
             engine.load_checkpoint(model)
             engine.model = str(model)

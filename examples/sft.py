@@ -32,7 +32,7 @@ import torch  # noqa: E402
 from accelerate import PartialState  # noqa: E402
 from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser, get_peft_config  # noqa: E402
 
-from agentgym_trl.cpu import use_compact_lm_head  # noqa: E402
+from agentgym_trl.fast_training import use_compact_lm_head  # noqa: E402
 from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.sft import (  # noqa: E402
     ExpertDataArguments,

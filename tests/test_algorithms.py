@@ -88,7 +88,7 @@ def test_rloo_advantages_are_the_leave_one_out_of_the_env_rewards(tmp_path) -> N
 def test_remax_baseline_is_the_greedy_episode_of_each_item(tmp_path) -> None:
     trainer = make_trainer(tmp_path, advantage_estimator="remax", truncated_turn="step", max_turn_tokens=10)
     inputs = scored(trainer)
-    greedy = trainer._greedy_returns
+    greedy = trainer._last_batch.greedy_returns
     assert len(greedy) == 8 and greedy[:4] == [greedy[0]] * 4 and greedy[4:] == [greedy[4]] * 4
     rewards = torch.tensor([t.reward for t in trainer.last_rollout.trajectories])
     assert torch.allclose(inputs["advantages"].cpu(), rewards - torch.tensor(greedy))
@@ -144,7 +144,7 @@ def test_outcome_reward_sits_on_the_last_action_token(tmp_path) -> None:
     trainer = make_trainer(tmp_path, advantage_estimator="reinforce_pp", beta=0.0, truncated_turn="step",
                            max_turn_tokens=10)
     scored(trainer)
-    rewards, turn_mask, _ = trainer._global_turn_table()
+    rewards, turn_mask, _ = trainer._global_turn_table(trainer._last_batch)
     for row, t in enumerate(trainer.last_rollout.trajectories):
         assert float(rewards[row].sum()) == pytest.approx(t.reward)
         assert float(rewards[row, : t.turns - 1].abs().sum()) == 0.0  # the outcome only on the last turn
@@ -165,7 +165,8 @@ def test_score_delta_and_penalty_turn_rewards() -> None:
 
 
 def test_turn_level_credit_by_hand() -> None:
-    from agentgym_trl.credit import EpisodeTurns, episode_level_advantages, turn_table
+    from agentgym_trl.credit import EpisodeTurns, turn_table
+    from agentgym_trl.estimators import episode_level_advantages
 
     # one group of two episodes of two turns; the first earns 1 on its last turn; gamma_turn 0.5
     rewards, mask, states = turn_table([EpisodeTurns((0.0, 0.0), (1, 2)), EpisodeTurns((0.0, 0.0), (1, 3))],

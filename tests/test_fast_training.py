@@ -23,7 +23,7 @@ from test_trainer import countdown_rows, make_trainer  # noqa: E402
 from tiny_model import tiny_model, tiny_tokenizer  # noqa: E402
 
 from agentgym_trl import ChatEncoder, EnvPool, HFGenerator, run_rollout  # noqa: E402
-from agentgym_trl.cpu import (  # noqa: E402
+from agentgym_trl.fast_training import (  # noqa: E402
     available_cores,
     plan_micro_batches,
     row_lengths,

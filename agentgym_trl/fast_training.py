@@ -1,7 +1,7 @@
-"""What makes a training step fast and lean on a CPU (and harmless on a GPU).
+"""What makes a training step fast and lean: thread count, LM head, micro-batches, memory.
 
 Measured on a 2-core AVX512-BF16 machine (``benchmarks/bench_train_step.py``), a default GRPO step
-lost its time to four things this module addresses:
+lost its time to four things this module addresses (the micro-batches bound activations on GPUs too):
 
 * ``accelerate launch`` exports ``OMP_NUM_THREADS=1`` when no config sets it, so torch used one
   core: ``cpu_threads`` gives each process its share of the cores instead;
@@ -11,6 +11,7 @@ lost its time to four things this module addresses:
 * the whole batch's activations were kept for one backward: ``plan_micro_batches`` and
   ``take_rows`` cut it into micro-batches under a padded-token budget, each trimmed of the padding
   its rows do not need, so activations are bounded by the budget, not by the batch;
+  ``micro_batch_shares`` weighs their losses as each of TRL's loss types normalises (``LOSS_NORMALISERS``);
 * glibc keeps freed memory: ``release_memory`` hands it back between the rollout and training.
 """
 
@@ -28,6 +29,12 @@ import torch
 logger = logging.getLogger(__name__)
 
 PROMPT_KEYS = ("prompt_ids", "prompt_mask")  # left-padded (B, prompt width); every other (B, T) tensor is completion
+
+# TRL's loss types (GRPOTrainer._compute_loss) and what each one's normaliser spans. "batch": the whole batch already
+# (TRL's num_items_in_batch), so a micro-batch's loss is its share as it is; "rows" / "tokens": the batch the loss
+# sees, so a micro-batch is weighted by its rows or its action tokens.
+LOSS_NORMALISERS = {"grpo": "rows", "bnpo": "tokens", "dr_grpo": "rows", "dapo": "batch", "cispo": "batch",
+                    "sapo": "rows", "luspo": "rows", "vespo": "batch"}
 
 
 def available_cores() -> int:
@@ -142,3 +149,35 @@ def take_rows(inputs: Mapping[str, Any], rows: Sequence[int]) -> dict[str, Any]:
             value = [value[i] for i in rows]
         out[key] = value
     return out
+
+
+def action_mask(batch: Mapping[str, Any]) -> torch.Tensor:
+    """The tokens the loss trains on: completion tokens less the tool / observation tokens (TRL's ``tool_mask``)."""
+    return batch["completion_mask"] * batch["tool_mask"] if "tool_mask" in batch else batch["completion_mask"]
+
+
+def rows_that_teach(advantages: torch.Tensor) -> list[int]:
+    """Rows with a non-zero advantage at some position (a zero-advantage row adds nothing to the policy gradient)."""
+    per_row = advantages.reshape(advantages.shape[0], -1).abs().amax(dim=1)
+    return torch.nonzero(per_row > 0).flatten().tolist()
+
+
+def micro_batch_shares(loss_type: str, inputs: Mapping[str, Any], groups: Sequence[Sequence[int]]) -> list[float]:
+    """The factor of each micro-batch's loss so that the factors times the losses sum to the batch's loss.
+
+    The shares are of the whole batch, so rows left out of every group (zero advantage) count in the
+    denominator as they do in TRL's loss, where their terms are zero.
+    """
+    normaliser = LOSS_NORMALISERS.get(loss_type)
+    if normaliser == "batch":
+        return [1.0] * len(groups)
+    if normaliser == "tokens":
+        mask = action_mask(inputs)
+        weights = [float(mask[list(rows)].sum()) for rows in groups]
+        total = float(mask.sum())
+    elif normaliser == "rows":
+        weights = [float(len(rows)) for rows in groups]
+        total = float(inputs["completion_mask"].shape[0])
+    else:
+        raise ValueError(f"no micro-batch weighting for loss_type {loss_type!r}")
+    return [w / total for w in weights] if total else [1.0 / len(groups)] * len(groups)
