@@ -284,7 +284,8 @@ def profile_summary(profile: StepProfile, log: dict[str, Any], body: float, head
     prefill_tokens = profile.phase("prefill").tokens
     rollout = profile.phase("rollout").seconds
     generation = profile.phase("prefill").seconds + profile.phase("decode").seconds
-    if not generated:  # the vLLM engine generates in its own process: its tokens from the rollout, its time the rollout's
+    # the vLLM engine generates in its own process: its tokens come from the rollout, its time is the rollout's
+    if not generated:
         generated = batch.get("rollout_sampled_tokens", 0)
         generation = rollout - log.get("agent/env_s", 0.0)
     training = sum(profile.phase(n).seconds for n in ("reference_forward", "policy_forward", "backward", "optimizer"))

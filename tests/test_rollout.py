@@ -365,7 +365,8 @@ def test_textcraft_rollout_reuses_envs_from_the_pool() -> None:
     result = run_rollout(
         rows(TEXTCRAFT, items), generator, encoder, pool, max_turns=1, max_turn_tokens=8, max_context_tokens=2048
     )
-    assert len(pool._free[(TEXTCRAFT, 1)]) == 4 and all(env.spec.max_episode_steps == 1 for env in pool._free[(TEXTCRAFT, 1)])
+    free = pool._free[(TEXTCRAFT, 1)]
+    assert len(free) == 4 and all(env.spec.max_episode_steps == 1 for env in free)
     assert all(t.turns == 1 and t.stop_reason in (MAX_TURNS, TERMINATED, "turn_tokens") for t in result.trajectories)
     pool.drop_other_budgets({1})
     assert (TEXTCRAFT, 3) not in pool._free

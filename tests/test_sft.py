@@ -87,7 +87,8 @@ def test_conversations_tokenise_to_the_rollouts_token_stream(template: str, orac
     for row in oracle_rows:
         trajectory = replay_in_rollout(row, encoder)
         assert trajectory.success and trajectory.messages == row["messages"]
-        assert trajectory.prompt_messages == row["prompt_messages"] == 3  # AgentGym's instruction / acknowledgement / task
+        # AgentGym's instruction / acknowledgement / task
+        assert trajectory.prompt_messages == row["prompt_messages"] == 3
         ids, mask = conversation_ids(encoder, row["messages"], row["prompt_messages"])
         assert ids == trajectory.prompt_ids + trajectory.completion_ids
         assert mask == [0] * len(trajectory.prompt_ids) + trajectory.env_mask
@@ -134,13 +135,11 @@ def test_malformed_conversations_are_refused() -> None:
     with pytest.raises(ValueError, match="at least one assistant turn"):
         conversation_ids(encoder, [{"role": "user", "content": "hi"}])
     with pytest.raises(ValueError, match="must alternate"):
-        conversation_ids(
-            encoder,
-            [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "assistant", "content": "c"}],
-        )
+        conversation_ids(encoder, [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                                   {"role": "assistant", "content": "c"}])
     ids, mask = conversation_ids(  # a trailing user turn carries no loss and is left out
-        encoder, [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
-    )
+        encoder, [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                  {"role": "user", "content": "c"}])
     assert ids[-1] == encoder.closer_id and mask[-1] == 1
 
 
@@ -176,8 +175,8 @@ def test_tiny_model_sft_loss_falls_on_oracle_data(tmp_path: Path) -> None:
     tokenizer = tiny_tokenizer("chatml")
     encoder = ChatEncoder(tokenizer, [tokenizer.eos_token_id])
     rows, _ = collect(TEXTCRAFT, 8, progress=False)
-    data = tokenize_conversations(Dataset.from_list([{"messages": r["messages"], "prompt_messages": r["prompt_messages"]}
-                                                    for r in rows]), encoder)
+    conversations = [{"messages": r["messages"], "prompt_messages": r["prompt_messages"]} for r in rows]
+    data = tokenize_conversations(Dataset.from_list(conversations), encoder)
     config = SFTConfig(
         output_dir=str(tmp_path),
         max_steps=12,
@@ -257,7 +256,8 @@ def test_exploration_keeps_policy_episodes_as_trainable_conversations() -> None:
     torch.manual_seed(0)
     rows, counts = explore(generator, encoder, [TEXTCRAFT], 3, max_turns=2, max_turn_tokens=8, batch_size=2)
     assert counts == {TEXTCRAFT: {"played": 3, "kept": len(rows)}}
-    assert all(row["info"]["success"] for row in rows)  # a random tiny model solves nothing: the default rule keeps none
+    # a random tiny model solves nothing: the default rule keeps none
+    assert all(row["info"]["success"] for row in rows)
     torch.manual_seed(0)
     every, counts = explore(generator, encoder, [TEXTCRAFT], 3, keep=KeepRule(keep_failures=True), max_turns=2,
                             max_turn_tokens=8, batch_size=2)

@@ -293,7 +293,8 @@ def test_model_card_names_the_base_model_the_envs_the_curriculum_and_the_results
     trainer.create_model_card()
     card = ModelCard.load(run / "README.md")
     assert card.data.base_model == "HuggingFaceTB/SmolLM2-135M-Instruct"
-    assert "[HuggingFaceTB/SmolLM2-135M-Instruct](https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct)" in card.text
+    smollm2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert f"[{smollm2}](https://huggingface.co/{smollm2})" in card.text
     assert "None" not in card.text and "agentgym" in card.data.tags
     assert f"`{COUNTDOWN}`" in card.text and "`0:2,5:3`" in card.text
     assert "| grpo | 50.0% | [30.0, 70.0] | 31 |" in card.text

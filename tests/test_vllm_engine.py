@@ -196,9 +196,9 @@ def test_eval_with_the_engine_replays_alike_and_shares_the_trainers_engine(tmp_p
     options = EngineOptions(max_model_len=1024, max_num_seqs=8)
     runs = []
     for name in ("first", "second"):
-        evaluate_model(str(folder), ["AgentGym/TextCraft-Depth1-v0"], tmp_path / name, n_samples=2, limit=3, temperature=1.0,
-                       max_turns=[2], max_turn_tokens=12, max_context_tokens=1024, progress=False, engine="vllm",
-                       engine_options=options)
+        evaluate_model(str(folder), ["AgentGym/TextCraft-Depth1-v0"], tmp_path / name, n_samples=2, limit=3,
+                       temperature=1.0, max_turns=[2], max_turn_tokens=12, max_context_tokens=1024, progress=False,
+                       engine="vllm", engine_options=options)
         runs.append(sorted((r["item_id"], r["sample"], tuple(r["actions"])) for r in load_run(tmp_path / name)))
     assert runs[0] == runs[1] and len(runs[0]) == 6
     engine = shared_engine(folder, options)
