@@ -363,7 +363,8 @@ def check_step_after_close(env_id: str) -> None:
         env.close()
 
 
-def check_reset_memory(env_id: str, resets: int | None = None, python_limit_mb: float = 4.0, rss_limit_mb: float = 64.0) -> None:
+def check_reset_memory(env_id: str, resets: int | None = None, python_limit_mb: float = 4.0,
+                       rss_limit_mb: float = 64.0) -> None:
     """Repeated resets (each with a step) do not grow Python memory, resident memory or child processes.
 
     ``resets=None`` picks 200 for envs whose reset takes under 50 ms and 20 otherwise, so slow
@@ -393,9 +394,11 @@ def check_reset_memory(env_id: str, resets: int | None = None, python_limit_mb: 
         tracemalloc.stop()
         rss_growth = (_rss(process) - rss_before) / 2**20
         children_after = len(process.children(recursive=True))
-        assert python_growth < python_limit_mb, f"{env_id}: Python memory grew {python_growth:.1f} MB over {resets} resets"
+        assert python_growth < python_limit_mb, (
+            f"{env_id}: Python memory grew {python_growth:.1f} MB over {resets} resets")
         assert rss_growth < rss_limit_mb, f"{env_id}: resident memory grew {rss_growth:.1f} MB over {resets} resets"
-        assert children_after <= children_before, f"{env_id}: child processes grew from {children_before} to {children_after}"
+        assert children_after <= children_before, (
+            f"{env_id}: child processes grew from {children_before} to {children_after}")
     finally:
         if tracemalloc.is_tracing():
             tracemalloc.stop()

@@ -45,7 +45,8 @@ def free_port() -> int:
 def start_server(port: int, max_envs: int) -> subprocess.Popen:
     command = [sys.executable, "-m", "agentgym_envs.cli", "serve", "--env", "textcraft", "--port", str(port),
                "--max-envs", str(max_envs), "--log-level", "warning"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "HF_HUB_OFFLINE": "1"})
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -154,7 +155,8 @@ async def _session_loop(port: int, index: int, stop: float, counts: dict, latenc
     while time.monotonic() < stop:
         await call("POST", f"/v1/sessions/{key}/reset", {"options": {"item_id": int(items[rng.integers(len(items))])}})
         for turn in range(1, 9):
-            result = await call("POST", f"/v1/sessions/{key}/step", {"action": ACTIONS[int(rng.integers(len(ACTIONS)))], "seq": turn})
+            result = await call("POST", f"/v1/sessions/{key}/step",
+                                {"action": ACTIONS[int(rng.integers(len(ACTIONS)))], "seq": turn})
             counts["steps"] += 1
             if result.get("terminated") or result.get("truncated"):
                 break
@@ -215,7 +217,8 @@ def _remote_env_threads(url: str, sessions: int, seconds: float) -> dict:
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - started
-    return {"sessions": sessions, "requests_per_s": round(sum(counts) / elapsed, 1), "errors": len(errors), "seconds": round(elapsed, 2)}
+    return {"sessions": sessions, "requests_per_s": round(sum(counts) / elapsed, 1), "errors": len(errors),
+            "seconds": round(elapsed, 2)}
 
 
 async def _episodes(port: int, episodes: int, workers: int, server: psutil.Process, every: int) -> dict:
@@ -235,10 +238,12 @@ async def _episodes(port: int, episodes: int, workers: int, server: psutil.Proce
                 if key is not None:
                     await connection.call("DELETE", f"/v1/sessions/{key}")
                 key = (await connection.call("POST", "/v1/sessions", {"env_id": ENV_ID}))[1]["session"]
-            await connection.call("POST", f"/v1/sessions/{key}/reset", {"options": {"item_id": items[number % len(items)]}})
+            await connection.call("POST", f"/v1/sessions/{key}/reset",
+                                  {"options": {"item_id": items[number % len(items)]}})
             for turn in range(1, 31):
                 action = (await connection.call("GET", f"/v1/sessions/{key}/oracle"))[1]["action"]
-                status, result = await connection.call("POST", f"/v1/sessions/{key}/step", {"action": action, "seq": turn})
+                status, result = await connection.call("POST", f"/v1/sessions/{key}/step",
+                                                       {"action": action, "seq": turn})
                 if status != 200:
                     done["errors"] += 1
                     break
@@ -279,8 +284,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer episodes and a shorter load phase")
     args = parser.parse_args()
-    results: dict = {"env_id": ENV_ID, "quick": args.quick, "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-                     "cpus": os.cpu_count()}
+    results: dict = {"env_id": ENV_ID, "quick": args.quick,
+                     "load_average_at_start": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()}
     latency_episodes, load_seconds, memory_episodes = (20, 3.0, 1000) if args.quick else (100, 15.0, 10_000)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -296,7 +301,8 @@ def main() -> int:
               f"{results['load_64_sessions']['errors']} errors")
         results["remote_env_64_threads"] = _remote_env_threads(url, 64, load_seconds)
         print(f"64 RemoteEnv threads in one process: {results['remote_env_64_threads']['requests_per_s']} requests/s")
-        results["memory"] = asyncio.run(_episodes(port, memory_episodes, workers=8, server=server, every=max(1, memory_episodes // 20)))
+        results["memory"] = asyncio.run(_episodes(port, memory_episodes, workers=8, server=server,
+                                                  every=max(1, memory_episodes // 20)))
         print(f"server RSS over {memory_episodes} episodes: {results['memory']['rss_mb_after_10pct']} -> "
               f"{results['memory']['rss_mb_end']} MB")
     finally:

@@ -174,7 +174,8 @@ def compare(old_path: str, new_path: str) -> int:
         for key in sorted(set(a) | set(b)):
             if a.get(key) != b.get(key):
                 differences += 1
-                print(f"{part}/{key}:\n  before {json.dumps(a.get(key))[:400]}\n  after  {json.dumps(b.get(key))[:400]}")
+                print(f"{part}/{key}:\n  before {json.dumps(a.get(key))[:400]}\n"
+                      f"  after  {json.dumps(b.get(key))[:400]}")
         print(f"{part}: {len(set(a) | set(b))} entries compared")
     print("identical" if differences == 0 else f"{differences} entries differ")
     return 1 if differences else 0

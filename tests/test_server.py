@@ -251,7 +251,8 @@ def remote_textcraft_id(textcraft_server: LocalServer, monkeypatch: pytest.Monke
         del gym.registry[remote_id]
 
 
-def test_remote_env_passes_the_public_conformance_checks(remote_textcraft_id: str, textcraft_server: LocalServer) -> None:
+def test_remote_env_passes_the_public_conformance_checks(remote_textcraft_id: str,
+                                                         textcraft_server: LocalServer) -> None:
     """check_env, determinism, bad and foreign actions, close twice, flat memory: all over HTTP."""
     before = textcraft_server.manager.metrics()["live_envs"]
     testing.check_text_env(remote_textcraft_id, memory_resets=60)
@@ -324,12 +325,15 @@ def test_openapi_schema_documents_both_apis(textcraft_server: LocalServer) -> No
         assert path in paths, path
     step = paths["/v1/sessions/{session}/step"]["post"]
     result = step["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
-    assert set(schema["components"]["schemas"][result]["properties"]) == {"observation", "reward", "terminated", "truncated", "info"}
+    assert set(schema["components"]["schemas"][result]["properties"]) == {"observation", "reward", "terminated",
+                                                                           "truncated", "info"}
     assert {"409", "410", "429", "500"} <= set(step["responses"])
     health = httpx.get(f"{textcraft_server.url}/v1/health").json()
-    assert health["status"] == "ok" and health["default_env_id"] == "AgentGym/TextCraft-v0" and TEXTCRAFT in health["env_ids"]
+    assert (health["status"] == "ok" and health["default_env_id"] == "AgentGym/TextCraft-v0"
+            and TEXTCRAFT in health["env_ids"])
     served = httpx.get(f"{textcraft_server.url}/v1/envs").json()
-    assert {"env_id": TEXTCRAFT, "family": "textcraft", "subtask": "Depth1", "max_turns": 30, "train_items": 94, "test_items": 31} in served
+    assert {"env_id": TEXTCRAFT, "family": "textcraft", "subtask": "Depth1", "max_turns": 30,
+            "train_items": 94, "test_items": 31} in served
 
 
 # ---- errors -------------------------------------------------------------------------------------
@@ -347,7 +351,8 @@ def test_bad_requests_get_clear_json_4xx(textcraft_server: LocalServer) -> None:
         ("POST", "/step", {"json": {"id": number}}, 422, "invalid_request"),
         ("POST", "/step", {"json": {"id": "zero", "action": "x"}}, 422, "invalid_request"),
         ("POST", "/step", {"json": {"id": -1, "action": "x"}}, 422, "invalid_request"),
-        ("POST", "/step", {"content": b"{not json", "headers": {"content-type": "application/json"}}, 422, "invalid_request"),
+        ("POST", "/step", {"content": b"{not json", "headers": {"content-type": "application/json"}},
+         422, "invalid_request"),
         ("POST", "/step", {"json": [1, 2, 3]}, 422, "invalid_request"),
         ("POST", "/step", {"json": {"id": number, "action": "inventory"}}, 409, "reset_needed"),
         ("POST", "/reset", {"json": {"id": number, "data_idx": 10**6}}, 400, "bad_reset"),
@@ -368,7 +373,8 @@ def test_bad_requests_get_clear_json_4xx(textcraft_server: LocalServer) -> None:
     ]
     for method, path, kwargs, status, code in cases:
         response = httpx.request(method, f"{url}{path}", timeout=10, **kwargs)
-        assert (response.status_code, response.json().get("error")) == (status, code), (method, path, response.text[:300])
+        assert (response.status_code, response.json().get("error")) == (status, code), (
+            method, path, response.text[:300])
         assert response.headers["content-type"].startswith("application/json")
         assert len(response.json()["detail"]) > 10, response.text
     assert httpx.get(f"{url}/v1/health").json()["status"] == "ok"
@@ -412,12 +418,15 @@ def test_hypothesis_actions_and_options_never_give_5xx(textcraft_server: LocalSe
     url = textcraft_server.url
     with httpx.Client(base_url=url, timeout=10) as client:
         key = client.post("/v1/sessions", json={"env_id": TEXTCRAFT}).json()["session"]
-        json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-                                   lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+        json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+        json_values = st.recursive(json_scalars | st.text(),
+                                   lambda inner: (st.lists(inner, max_size=3)
+                                                  | st.dictionaries(st.text(), inner, max_size=3)),
                                    max_leaves=8)
 
         @hypothesis.settings(max_examples=60, deadline=None, derandomize=True)
-        @hypothesis.given(options=st.dictionaries(st.sampled_from(["item_id", "split", "index", "x"]), json_values, max_size=3),
+        @hypothesis.given(options=st.dictionaries(st.sampled_from(["item_id", "split", "index", "x"]), json_values,
+                                                  max_size=3),
                           action=st.text(max_size=300))
         def probe(options: dict, action: str) -> None:
             reset = client.post(f"/v1/sessions/{key}/reset", json={"options": options})
@@ -483,7 +492,8 @@ def test_envs_of_a_client_that_disappears_are_reaped() -> None:
             client.step("get 1 acacia logs")
         # a client that dies mid-request: headers promise 1000 bytes, 10 arrive, the socket closes
         with socket.create_connection(("127.0.0.1", server.port)) as raw:
-            raw.sendall(b"POST /step HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"id\": 0, ")
+            raw.sendall(b"POST /step HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 1000\r\n\r\n{\"id\": 0, ")
         remote = RemoteEnv(server.url, env_id=TEXTCRAFT)
         remote.reset(seed=0, options={"item_id": 0})
         deadline = time.monotonic() + 20
@@ -516,7 +526,8 @@ class EchoEngineEnv(gym.Env[str, str]):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         super().reset(seed=seed)
         if self.process is None:
-            self.process = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+            self.process = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                            bufsize=1)
         return self._ask("hello"), {"engine_pid": self.process.pid}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
@@ -593,7 +604,8 @@ def test_killed_engine_mid_episode_gives_a_clear_error_and_reset_recovers(echo_e
         crashed = httpx.post(f"{server.url}/step", json={"id": number, "action": "x"})
         assert crashed.status_code == 500 and crashed.json()["error"] == "env_crashed"
         assert httpx.post(f"{server.url}/step", json={"id": number, "action": "x"}).json()["error"] == "reset_needed"
-        assert httpx.post(f"{server.url}/reset", json={"id": number, "data_idx": 0}).json()["observation"] == "echo: hello"
+        assert httpx.post(f"{server.url}/reset",
+                          json={"id": number, "data_idx": 0}).json()["observation"] == "echo: hello"
         metrics = server.manager.metrics()
         assert metrics["crashed_total"] == 3 and metrics["replaced_total"] == 3 and metrics["live_envs"] == 2
         engines = [session.env.unwrapped for session in server.manager.live()]

@@ -62,7 +62,8 @@ def test_silent_and_slow_clients_are_dropped() -> None:
         assert time.monotonic() - started < 10
         # a client that never finishes its body gets 408
         body = socket.create_connection((host, port))
-        body.sendall(b"POST /create HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        body.sendall(b"POST /create HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100\r\n\r\n{")
         body.settimeout(5)
         assert b" 408 " in body.recv(4096).split(b"\r\n")[0]
         body.close()

@@ -18,7 +18,6 @@ pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
 from agentgym_envs.server.app import LocalServer, create_app  # noqa: E402
-from agentgym_envs.server.client import RemoteEnv  # noqa: E402
 
 TEXTCRAFT = "AgentGym/TextCraft-Depth1-v0"
 
@@ -67,8 +66,8 @@ def test_agentgym_ids_reach_envs_made_by_create_only(server: LocalServer) -> Non
         try:
             client.post(f"/v1/sessions/{key}/reset", json={"options": {"split": "test", "index": 0}})
             number = server.manager.lookup(key).number
-            for path, body in (("/step", {"id": number, "action": "inventory"}), ("/reset", {"id": number, "data_idx": 0}),
-                               ("/close", {"id": number})):
+            for path, body in (("/step", {"id": number, "action": "inventory"}),
+                               ("/reset", {"id": number, "data_idx": 0}), ("/close", {"id": number})):
                 answer = client.post(path, json=body)
                 assert answer.status_code == 404 and answer.json()["error"] == "unknown_session", (path, answer.text)
             assert client.get("/observation", params={"id": number}).status_code == 404

@@ -360,7 +360,8 @@ def _describe_env(env_id: str) -> dict:
     try:
         spec = get_task(env_id)
     except KeyError:
-        return {"env_id": env_id, "family": None, "subtask": None, "max_turns": None, "train_items": None, "test_items": None}
+        return {"env_id": env_id, "family": None, "subtask": None, "max_turns": None,
+                "train_items": None, "test_items": None}
     return {"env_id": env_id, "family": spec.family, "subtask": spec.subtask, "max_turns": spec.max_turns,
             "train_items": len(spec.split("train")), "test_items": len(spec.split("test"))}
 
@@ -398,7 +399,8 @@ def serve(
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     manager: SessionManager = app.state.manager
     print(f"agentgym serve: {', '.join(manager.env_ids)} on http://{host}:{port} "
-          f"(AgentGym protocol at /, API at /v1, schema at /openapi.json){' with token auth' if token else ''}", flush=True)
+          f"(AgentGym protocol at /, API at /v1, schema at /openapi.json){' with token auth' if token else ''}",
+          flush=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, timeout_graceful_shutdown=10,
                 http=deadline_protocol(request_timeout))
 

@@ -97,7 +97,8 @@ def _acquire_client(url: str, timeout: float, connect_timeout: float, pool_size:
         entry = _POOL.get(key)
         if entry is None:
             transport = httpx.HTTPTransport(
-                limits=httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size, keepalive_expiry=4.0),
+                limits=httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size,
+                                    keepalive_expiry=4.0),
                 socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
             )
             client = httpx.Client(
@@ -221,7 +222,8 @@ class RemoteEnv(gym.Env[str, str]):
         if self._closed:
             raise RemoteResetNeeded("this remote env was closed: call reset() to start a new episode", code="closed")
         if not self._episode_active:
-            raise RemoteResetNeeded("call reset() before step(): no episode is running on this remote env", code="reset_needed")
+            raise RemoteResetNeeded("call reset() before step(): no episode is running on this remote env",
+                                    code="reset_needed")
         if not isinstance(action, str):
             raise TypeError(f"actions are model responses (str), got {type(action).__name__}")
         # the env rejects over-long responses anyway; do not ship megabytes to be told so
@@ -235,7 +237,8 @@ class RemoteEnv(gym.Env[str, str]):
             self._episode_active = False
             raise
         self._last_action, self._last_observation, self._info = action, data["observation"], data["info"]
-        return data["observation"], float(data["reward"]), bool(data["terminated"]), bool(data["truncated"]), data["info"]
+        return (data["observation"], float(data["reward"]), bool(data["terminated"]), bool(data["truncated"]),
+                data["info"])
 
     def render(self) -> str | None:
         return ansi_frame(self._last_action, self._last_observation) if self.render_mode == "ansi" else None
@@ -299,7 +302,8 @@ class RemoteEnv(gym.Env[str, str]):
         self.served_max_turns = created["max_turns"]
         return created
 
-    def _request(self, method: str, path: str, body: dict[str, Any] | None = None, params: dict[str, Any] | None = None) -> Any:
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None,
+                 params: dict[str, Any] | None = None) -> Any:
         """One API call; transport failures and 429 (server full) are retried with exponential backoff."""
 
         def attempt() -> Any:
@@ -340,7 +344,8 @@ class RemoteEnv(gym.Env[str, str]):
         if code in ("bad_reset", "env_not_served"):
             return ValueError(detail)
         if code in ("unknown_session", "session_closed", "stale_session"):
-            return SessionLostError(f"{message}. The episode is lost; reset() starts a new one on a fresh env.", code, status)
+            return SessionLostError(f"{message}. The episode is lost; reset() starts a new one on a fresh env.",
+                                    code, status)
         if code == "env_crashed":
             return EnvCrashedError(message, code, status)
         if code == "reset_needed":

@@ -57,7 +57,8 @@ class AgentGymId(Lenient):
     """Names an env: ``id``, or ``env_idx`` as AgentGym's SearchQA and WebArena clients write it."""
 
     id: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the env (the episode for SearchQA, see env_idx)")
-    env_idx: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the env, as SearchQA and WebArena clients name it")
+    env_idx: Optional[int] = Field(None, ge=0, le=MAX_ID,
+                                   description="the env, as SearchQA and WebArena clients name it")
 
 
 class AgentGymReset(AgentGymId):
@@ -210,7 +211,8 @@ class Metrics(BaseModel):
     server_id: str
     uptime_s: float
     live_envs: int
-    env_load: int = Field(description="summed weight of the live envs (a SciWorld or browser env weighs 8, most 1); at most max_envs")
+    env_load: int = Field(description="summed weight of the live envs (a SciWorld or browser env weighs 8, most 1); "
+                                      "at most max_envs")
     busy_envs: int
     max_envs: int
     idle_timeout_s: float

@@ -120,7 +120,8 @@ def resolve_env_ids(id_or_family: str) -> list[str]:
     if key in gym.registry:
         return [key]
     families = sorted({spec.family for spec in list_tasks()})
-    raise ValueError(f"{id_or_family!r} is neither a registered env id nor a family; families: {families}, ids: `agentgym list`")
+    raise ValueError(f"{id_or_family!r} is neither a registered env id nor a family; "
+                     f"families: {families}, ids: `agentgym list`")
 
 
 def check_servable(env_id: str) -> None:
@@ -259,7 +260,8 @@ class SessionManager:
             env = self._make(env_id, max_turns)
         except Exception as error:
             logger.exception("could not make %s", env_id)
-            raise ServerError(503, "env_unavailable", f"could not start {env_id}: {type(error).__name__}: {error}") from error
+            raise ServerError(503, "env_unavailable",
+                              f"could not start {env_id}: {type(error).__name__}: {error}") from error
         finally:
             with self._lock:
                 self._pending -= weight
@@ -338,7 +340,8 @@ class SessionManager:
             return list(self._sessions.values())
 
     # ---- episode --------------------------------------------------------------------------------
-    def reset(self, session: Session, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(self, session: Session, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         with self._hold(session):
             try:
                 observation, info = self._reset_once(session, seed, options)
@@ -360,7 +363,8 @@ class SessionManager:
                 self.counters["resets"] += 1
             return observation, info
 
-    def _reset_once(self, session: Session, seed: int | None, options: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    def _reset_once(self, session: Session, seed: int | None,
+                    options: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
         try:
             observation, info = session.env.reset(seed=seed, options=options)
         except CLIENT_ERRORS as error:
@@ -444,7 +448,8 @@ class SessionManager:
             load = self._load()
             busy = sum(s.lock.locked() for s in self._sessions.values())
             counters = dict(self.counters)
-        latency = {"median": round(float(np.median(steps)), 4), "p95": round(float(np.percentile(steps, 95)), 4)} if steps.size else None
+        latency = ({"median": round(float(np.median(steps)), 4), "p95": round(float(np.percentile(steps, 95)), 4)}
+                   if steps.size else None)
         return {
             "server_id": self.server_id,
             "uptime_s": round(time.monotonic() - self.started, 3),
@@ -496,7 +501,8 @@ class SessionManager:
                 self.counters["closed"] += 1
             raise ServerError(
                 503, "env_unavailable",
-                f"{session.env_id} crashed during {during} ({type(error).__name__}: {error}) and could not be restarted: {make_error}",
+                f"{session.env_id} crashed during {during} ({type(error).__name__}: {error}) "
+                f"and could not be restarted: {make_error}",
             ) from make_error
         with self._lock:
             self.counters["replaced"] += 1
@@ -510,7 +516,8 @@ class SessionManager:
 
     def _reset_needed(self, session: Session) -> ServerError:
         if session.crashed:
-            return ServerError(409, "reset_needed", f"the env crashed ({session.crashed}) and was replaced; reset it first")
+            return ServerError(409, "reset_needed",
+                               f"the env crashed ({session.crashed}) and was replaced; reset it first")
         return ServerError(409, "reset_needed", "no episode is running on this env: reset it first")
 
     @staticmethod
