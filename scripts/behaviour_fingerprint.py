@@ -177,7 +177,7 @@ def compare(old_path: str, new_path: str) -> int:
                 print(f"{part}/{key}:\n  before {json.dumps(a.get(key))[:400]}\n"
                       f"  after  {json.dumps(b.get(key))[:400]}")
         print(f"{part}: {len(set(a) | set(b))} entries compared")
-    print("identical" if differences == 0 else f"{differences} entries differ")
+    print("identical" if differences == 0 else f"entries that differ: {differences}")
     return 1 if differences else 0
 
 

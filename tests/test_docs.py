@@ -108,6 +108,8 @@ RULES = [
     Rule(r"^agentgym serve ", serve=True, needs=("fastapi", "uvicorn")),
     Rule(r"check_text_env\(\"AgentGym/MyEnv-v0\"\)", replace=(("AgentGym/MyEnv-v0", "AgentGym/TextCraft-Depth1-v0"),)),
     Rule(r"AgentGym/WebArena-v0", needs=("selenium",)),
+    Rule(r"scripts/behaviour_fingerprint\.py",
+         skip="a 10-minute digest of the whole project; tests/test_fingerprint.py runs it on two parts"),
 ]
 
 
