@@ -10,6 +10,8 @@
 * A family imports no other family, and none of the rooms above it: the server, evaluation, the
   scripted agents, the CLI, collection, the conformance checks and the trainer. It may import the
   core (``agentgym_envs.core``), the shared browser (``agentgym_envs.web``) and itself.
+* The ground floor: the core imports nothing of the project but the core; the shared browser
+  (``agentgym_envs.web``) the core and itself. ``agentgym_envs`` never imports the trainer.
 """
 
 from __future__ import annotations
@@ -64,6 +66,21 @@ def within(module: str, prefix: str) -> bool:
     return module == prefix or module.startswith(prefix + ".")
 
 
+def _project(module: str) -> bool:
+    return within(module, "agentgym_envs") or within(module, "agentgym_trl")
+
+
+def allowed_floors(importer: str) -> tuple[str, ...]:
+    """What a module may import of the project: everything, except on the ground floor and in the env package."""
+    if within(importer, "agentgym_envs.core"):
+        return ("agentgym_envs.core",)
+    if within(importer, "agentgym_envs.web"):
+        return ("agentgym_envs.core", "agentgym_envs.web")
+    if within(importer, "agentgym_envs"):
+        return ("agentgym_envs",)
+    return ("agentgym_envs", "agentgym_trl")
+
+
 MODULES = sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
 
 
@@ -82,6 +99,8 @@ def test_imports_follow_the_floors(path: Path) -> None:
             wrong.append(f"{imported} (inside family {family!r})")
         if own_family is not None and any(within(imported, room) for room in ABOVE_FAMILIES):
             wrong.append(f"{imported} (a room above the families)")
+        if _project(imported) and not any(within(imported, floor) for floor in allowed_floors(importer)):
+            wrong.append(f"{imported} (a floor above {importer.rsplit('.', 1)[0]})")
     assert not wrong, f"{importer} imports {wrong}"
 
 
@@ -93,3 +112,11 @@ def test_the_reader_sees_every_form_of_import() -> None:
     assert imported_modules("from . import env\n", "agentgym_envs.maze", is_package=True) >= {"agentgym_envs.maze.env"}
     assert {family_of(module) for module in found} >= {"maze", "sciworld", "wordle"}
     assert family_of("agentgym_envs.core.tasks") is None
+
+
+def test_the_floors_are_what_the_rules_say() -> None:
+    assert allowed_floors("agentgym_envs.core.loop") == ("agentgym_envs.core",)
+    assert allowed_floors("agentgym_envs.web.browser") == ("agentgym_envs.core", "agentgym_envs.web")
+    assert not any(within("agentgym_envs.server.app", floor) for floor in allowed_floors("agentgym_envs.core.http"))
+    assert not any(within("agentgym_trl.trainer", floor) for floor in allowed_floors("agentgym_envs.collect"))
+    assert "agentgym_envs" in allowed_floors("agentgym_trl.rollout")
