@@ -238,6 +238,7 @@ class HostileReport:
 
     @property
     def clean(self) -> bool:
+        """True when no hostile action raised or produced an invalid observation."""
         return not self.exceptions and not self.invalid_observations
 
 

@@ -119,19 +119,43 @@ class ModelAgent(BaseAgent):
                    bf16=bf16 and engine == "hf")
 
     def describe(self) -> dict[str, Any]:
+        """The settings it was made with (model, engine, temperature, token limits), recorded with the results so a
+        run says what played it.
+        """
         return dict(self.description)
 
     @contextmanager
     def session(self) -> Iterator[Any]:
+        """Held around a batch: the generator's session (weights gathered, prefix caches fresh), under bf16 autocast
+        when ``bf16``, so evaluation samples in the precision a bf16 trainer samples in.
+        """
         device = getattr(self.generator, "model", None)
         device_type = next(device.parameters()).device.type if device is not None else "cpu"
         with self.generator.session(), torch.autocast(device_type, dtype=torch.bfloat16, enabled=self.bf16):
             yield self
 
     def more_turns(self, active: int) -> bool:
+        """Whether to play another turn; the generator decides, so a backend that needs every process in each call
+        keeps them generating in step.
+
+        Args:
+            active: episodes still playing on this process.
+
+        Returns:
+            True while another turn must be generated.
+        """
         return self.generator.any_active(active)
 
     def begin(self, episodes: Sequence[Episode]) -> None:
+        """Start a batch: reseed sampling from the episodes' keys (with ``seed``, so a resumed evaluation replays
+        alike) and encode each opening as its trajectory's ``prompt_ids``.
+
+        Args:
+            episodes: the episodes just reset (their trajectories hold the opening messages).
+
+        Raises:
+            ValueError: an opening leaves no room for a model token under ``max_context_tokens``.
+        """
         if self.seed is not None:
             keys = repr([e.start.key for e in episodes]).encode()
             self.generator.reseed(self.seed * 1_000_003 + zlib.crc32(keys))
@@ -146,6 +170,18 @@ class ModelAgent(BaseAgent):
                 )
 
     def act(self, episodes: Sequence[Episode]) -> list[Reply]:
+        """One model turn for every episode, in a single batched ``generate`` call.
+
+        The observation the loop just added is appended to each token stream first; an episode whose
+        observation no longer fits the context is not sampled and ends with stop ``context``.
+
+        Args:
+            episodes: the batch, each with its newest observation in ``trajectory.messages``.
+
+        Returns:
+            One ``Reply`` per episode, in order: the decoded turn, with a stop reason when a token limit ends the
+            episode (``truncated_turn``).
+        """
         replies: dict[int, Reply] = {}
         playing: list[int] = []
         for index, episode in enumerate(episodes):
@@ -192,6 +228,7 @@ class ModelAgent(BaseAgent):
         return Reply(self.encoder.decode(output.ids), stop=stop)
 
     def close(self) -> None:
+        """Forget the batch's renderings; the generator and its model stay loaded for the next batch."""
         self._rendered.clear()
 
 

@@ -60,6 +60,16 @@ class ChatEncoder:
 
     # ---- rendering -----------------------------------------------------------------------------
     def render(self, messages: Sequence[Message], add_generation_prompt: bool) -> str:
+        """The text of ``messages`` under the chat template, with the run's ``chat_template_kwargs``, so every
+        rendering (prompts, observation bridges, checks) uses the arguments training uses.
+
+        Args:
+            messages: the conversation so far.
+            add_generation_prompt: end with the assistant header (a prompt for the next turn) or not.
+
+        Returns:
+            The rendered text (one string, also from tokenizers that return a list).
+        """
         text = self.tokenizer.apply_chat_template(
             list(messages), tokenize=False, add_generation_prompt=add_generation_prompt, **self.chat_template_kwargs
         )

@@ -57,6 +57,18 @@ def turn_rewards_of(t: Trajectory, turn_reward: str, invalid_action_penalty: flo
 
 
 def episode_turns(t: Trajectory, turn_reward: str, invalid_action_penalty: float = 0.0) -> EpisodeTurns:
+    """One episode's ``EpisodeTurns``: what the turn-level estimators need of it, small enough to gather from
+    every process (no text, no tokens).
+
+    Args:
+        t: the played trajectory.
+        turn_reward: ``outcome``, ``env`` or ``score_delta`` (see ``turn_rewards_of``).
+        invalid_action_penalty: subtracted from the reward of each invalid turn.
+
+    Returns:
+        The per-turn rewards and, per turn, the hash of the observation it answered (-1 where the record keeps no
+        messages).
+    """
     states = [state_hash(text) for text in answered_observations(t)]
     rewards = turn_rewards_of(t, turn_reward, invalid_action_penalty)
     states = (states + [-1] * len(rewards))[: len(rewards)]  # one per turn (a record without messages: none)

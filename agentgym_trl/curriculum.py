@@ -60,6 +60,14 @@ class TurnSchedule:
     # ---- constructors --------------------------------------------------------------------------
     @classmethod
     def fixed(cls, max_turns: int) -> TurnSchedule:
+        """One budget at every step: no curriculum, the schedule a plain ``--max_turns`` gives.
+
+        Args:
+            max_turns: the turn budget of every rollout.
+
+        Returns:
+            A single-stage schedule.
+        """
         return cls(((0, int(max_turns)),))
 
     @classmethod
@@ -94,6 +102,14 @@ class TurnSchedule:
 
     # ---- queries -------------------------------------------------------------------------------
     def stage_index(self, step: int) -> int:
+        """Which stage is in force at a step, so the callback can tell when a new stage begins.
+
+        Args:
+            step: the global step.
+
+        Returns:
+            The index into ``stages`` of the last stage starting at or before ``step``.
+        """
         return bisect.bisect_right([s for s, _ in self.stages], int(step)) - 1
 
     def at(self, step: int) -> int:
@@ -102,6 +118,7 @@ class TurnSchedule:
 
     @property
     def max_turns(self) -> int:
+        """The last (largest) budget: the horizon the trained policy ends with, which held-out evaluations play."""
         return self.stages[-1][1]
 
     def __str__(self) -> str:
@@ -133,9 +150,11 @@ class TurnBudgetCallback(TrainerCallback):
         self.stage, self.budget = stage, budget
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """Set and announce the budget of the starting step (a resumed run lands in its stage)."""
         self._apply(state.global_step, announce=True)
 
     def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """Set the budget of the step about to roll out, logging a stage change."""
         self._apply(state.global_step)
 
     def on_log(
@@ -146,6 +165,7 @@ class TurnBudgetCallback(TrainerCallback):
         logs: dict[str, Any] | None = None,
         **kwargs: Any,
     ):
+        """Warn loudly (main process) when the logged share of token-limit-cut episodes passes the threshold."""
         logs = logs or {}
         truncated = logs.get(TRUNCATED_METRIC)
         if truncated is not None and truncated > self.truncation_warning_threshold and state.is_world_process_zero:

@@ -35,9 +35,15 @@ class RefillStats:
 
     @property
     def cap_hit(self) -> bool:
+        """True when ``max_groups`` ran out before every equal-reward group was replaced (the batch still holds
+        groups that teach nothing).
+        """
         return self.groups_kept < self.groups_wanted
 
     def metrics(self) -> dict[str, float]:
+        """The refill's ``dynamic/*`` log entries: groups drawn and kept, whether the cap was hit, and the success
+        rate over every episode played for the step.
+        """
         return {
             "dynamic/groups_drawn": float(self.groups_drawn),
             "dynamic/groups_kept": float(self.groups_kept),
@@ -123,6 +129,16 @@ class ItemDrawer:
         self.seed = seed
 
     def for_step(self, step: int, process: int = 0) -> Callable[[int], list[tuple[str, int]]]:
+        """A ``draw_items`` for ``fill_informative_groups`` whose draws depend only on the seed, the step and the
+        process, so a resumed run refills with the same items and processes do not draw alike.
+
+        Args:
+            step: the global step being rolled out.
+            process: this process's index.
+
+        Returns:
+            ``draw(count)``: ``count`` (env id, item id) pairs drawn with replacement.
+        """
         rng = np.random.default_rng([self.seed, step, process])
 
         def draw(count: int) -> list[tuple[str, int]]:

@@ -91,14 +91,17 @@ class TurnProgress:
 
     @property
     def shown(self) -> bool:
+        """Whether the bar is displayed (the caller skips the streamer's per-step copy when nobody watches)."""
         return not self.bar.disable
 
     def put(self, value: torch.Tensor) -> None:
+        """The streamer hook: count one decode step (the first call carries the prompt, not a new token)."""
         if self._prompt_seen:
             self.bar.update(1)
         self._prompt_seen = True
 
     def end(self) -> None:
+        """The streamer hook at the end of ``generate``: close the turn's bar."""
         self.bar.close()
 
 
@@ -161,6 +164,9 @@ class HFGenerator:
 
     @contextmanager
     def session(self) -> Iterator[Any]:
+        """Hold the model (unwrapped for generation, in ``sampling_dtype``) for a whole rollout, without
+        gradients; the prefix cache lives only inside it, so states are never reused after the weights change.
+        """
         manager = self._unwrap() if self._unwrap is not None else nullcontext(self.model)
         with manager as model, torch.no_grad():
             self._active_model = self._in_sampling_dtype(model)
@@ -173,9 +179,22 @@ class HFGenerator:
                 self._prefixes = []  # states of these weights: never reused after an optimizer step
 
     def any_active(self, local_active: int) -> bool:
+        """Whether to generate another turn: while this process still has episodes playing.
+
+        Args:
+            local_active: this process's episodes still playing.
+
+        Returns:
+            Whether to generate again.
+        """
         return local_active > 0
 
     def reseed(self, seed: int) -> None:
+        """Seed torch's global generator, which ``model.generate`` samples from, so a batch replays alike.
+
+        Args:
+            seed: the batch's seed.
+        """
         torch.manual_seed(seed)
 
     def _in_sampling_dtype(self, model: Any) -> Any:
@@ -193,6 +212,17 @@ class HFGenerator:
         return self._sampling_copy
 
     def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> list[TurnOutput]:
+        """One turn for every context in a batched ``model.generate``; with ``prefix_cache``, each context encodes
+        only the tokens added since its cached prefix.
+
+        Args:
+            contexts: each trajectory's whole token stream so far (prompt and completion).
+            max_new_tokens: per context, the most tokens this turn may sample.
+
+        Returns:
+            Per context, the sampled ids up to the first stop id or its limit, their log-probs under the sampling
+            temperature (from the raw logits) and whether a stop id ended the turn.
+        """
         if not contexts:
             return []
         model = self._active_model if self._active_model is not None else self.model
@@ -329,9 +359,18 @@ class VLLMGenerator:
         self._calls = 0
 
     def session(self) -> AbstractContextManager[Any]:
+        """The engine itself: its weights are synced by their owner, so nothing is gathered per rollout."""
         return nullcontext(self.engine)
 
     def any_active(self, local_active: int) -> bool:
+        """Another turn while this process has episodes (the engine is this process's own).
+
+        Args:
+            local_active: this process's episodes still playing.
+
+        Returns:
+            Whether to generate again.
+        """
         return local_active > 0
 
     def reseed(self, seed: int) -> None:
@@ -339,6 +378,17 @@ class VLLMGenerator:
         self._seed, self._calls = seed, 0
 
     def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> list[TurnOutput]:
+        """One turn for every context from the engine, with per-request seeds derived from ``reseed``'s seed,
+        the call and the row, so a batch replays alike.
+
+        Args:
+            contexts: each trajectory's whole token stream so far.
+            max_new_tokens: per context, the most tokens this turn may sample.
+
+        Returns:
+            Per context, the ids up to the first stop id or its limit, the engine's log-probs (NaN where it gave
+            none) and whether a stop id ended the turn.
+        """
         if not contexts:
             return []
         seeds = None

@@ -91,6 +91,7 @@ class MetricsFileCallback(TrainerCallback):
 
     def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """Append the log with its global step as one JSON line (main process only; tensors become floats)."""
         if not logs or not state.is_world_process_zero:
             return
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)

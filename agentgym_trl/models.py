@@ -37,6 +37,9 @@ WEIGHT_FILES = (
 
 
 def model_cache_dir() -> Path:
+    """The folder for local model copies, under the project's one cache root, so models and env data are
+    found, moved and cleared together.
+    """
     from agentgym_envs.core.cache import cache_root  # the one cache variable of every family
 
     return cache_root() / "models"

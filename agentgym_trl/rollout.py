@@ -33,6 +33,7 @@ class RolloutResult(PlayStats):
 
     @property
     def generation_s(self) -> float:
+        """The agent's time, which for a model agent is generation: the name the rollout metrics use."""
         return self.agent_s
 
     @property
@@ -67,6 +68,9 @@ class RolloutProgress(TurnProgress):
         self.episodes = episodes
 
     def show(self, now: float) -> None:
+        """Print one progress line (turn, episodes playing, tokens per second, elapsed), readable in a log file
+        where a tqdm bar is not.
+        """
         tokens = sum(self.tokens.values())
         print(f"[{self.label}] turn {self.turn}, {self.active}/{self.episodes} episodes playing, "
               f"{tokens / max(now - self.started, 1e-9):.1f} tok/s, {now - self.started:.0f} s", file=sys.stderr,

@@ -149,6 +149,14 @@ def report_stages(stages: dict[str, dict[str, Any]], output_dir: str | os.PathLi
 
 
 def plot_stages(stages: dict[str, dict[str, Any]], path: Path, metrics_path: Path | None = None) -> None:
+    """Plot the stages' held-out success with 95% intervals, beside the training rollouts' success, valid-action
+    rate and reward curves when the metrics file has them.
+
+    Args:
+        stages: per stage name, its evaluation summary (``success``, ``ci95``, ``episodes``).
+        path: the image to write.
+        metrics_path: the run's metrics JSON-lines file, or None for the bars alone.
+    """
     import matplotlib
 
     matplotlib.use("Agg")

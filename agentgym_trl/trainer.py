@@ -603,6 +603,9 @@ class AgentGRPOTrainer(GRPOTrainer):
         return groups if len(groups) > 1 or len(rows) < len(lengths) else None
 
     def training_step(self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
+        """TRL's training step; on CPU with ``release_memory``, the step's freed activations and gradient
+        temporaries are handed back to the OS so the rollout that follows has the memory.
+        """
         loss = super().training_step(model, inputs, num_items_in_batch)
         if self.args.release_memory and self.on_cpu:  # activations and gradients' temporaries go back to the OS
             release_memory()
@@ -680,14 +683,23 @@ class OptimizerStepGuard(TrainerCallback):
         self.counted = False
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Start counting this step's rows that teach afresh."""
         self.rows_that_teach = 0
         self.counted = False
 
     def count(self, rows: int) -> None:
+        """Add rows with a non-zero advantage from one micro-batch of this step.
+
+        Args:
+            rows: how many rows of the micro-batch teach (0 when none does).
+        """
         self.rows_that_teach += rows
         self.counted = True
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Drop the gradients (the step then leaves the weights and the optimizer state alone) when no process had
+        a row that teaches or a gradient is non-finite; log both.
+        """
         trainer = self.trainer
         metrics = trainer._metrics["train"]
         parameters = [p for group in trainer.optimizer.param_groups for p in group["params"]]
@@ -717,6 +729,7 @@ class EngineWeightSync:
         self.engine = engine
 
     def sync_weights(self) -> None:
+        """Send the policy's current weights to the engine process and log the seconds it took."""
         trainer = self.trainer
         with trainer._unwrapped_model() as policy:
             seconds = sync_policy(self.engine, policy)

@@ -44,6 +44,15 @@ class ValueHead(nn.Module):
         self._keep = 0
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Values of hidden states, in the head's dtype; detached first with ``detach``, so the value loss then
+        trains the head alone, not the backbone under it.
+
+        Args:
+            hidden: ``(..., hidden_size)`` states.
+
+        Returns:
+            ``(...)`` values.
+        """
         hidden = hidden.detach() if self.detach else hidden
         return self.linear(hidden.to(self.linear.weight.dtype)).squeeze(-1)
 

@@ -167,6 +167,14 @@ class VLLMEngine:
             time.sleep(0.2)
 
     def log_tail(self, lines: int = 30) -> str:
+        """The engine log's last lines, quoted in errors so a failed start or crash says why.
+
+        Args:
+            lines: how many lines.
+
+        Returns:
+            The lines, or a note when there is no log.
+        """
         try:
             text = self._log_path.read_text(errors="replace")
         except OSError:
@@ -212,10 +220,12 @@ class VLLMEngine:
 
     @property
     def pid(self) -> int | None:
+        """The engine process's id, or None before it starts."""
         return self._process.pid if self._process is not None else None
 
     @property
     def running(self) -> bool:
+        """Whether the engine process is alive and its connection open (False after a crash or ``close``)."""
         return self._connection is not None and self._process is not None and self._process.poll() is None
 
     # ---- requests ----------------------------------------------------------------------------------

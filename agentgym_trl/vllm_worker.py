@@ -26,6 +26,9 @@ READY_LINE = "agentgym-vllm-worker ready"
 
 
 def main() -> None:
+    """The engine process's entry point: start vLLM on the model, then serve one client on the Unix socket
+    until it closes.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="model folder (safetensors and config.json)")
     parser.add_argument("--address", required=True, help="Unix socket path to listen on")
@@ -57,6 +60,13 @@ def main() -> None:
 
 
 def serve(llm, connection) -> None:
+    """Answer the client's requests until it sends ``close`` or goes away; a failed request answers with its
+    traceback instead of killing the engine.
+
+    Args:
+        llm: the vLLM engine.
+        connection: the client's connection.
+    """
     while True:
         try:
             request = connection.recv()
@@ -73,6 +83,16 @@ def serve(llm, connection) -> None:
 
 
 def generate(llm, request: dict) -> dict:
+    """Sample one continuation per prompt of a ``generate`` request.
+
+    Args:
+        llm: the vLLM engine.
+        request: prompts, per-prompt ``max_tokens`` and ``seeds``, and the sampling settings.
+
+    Returns:
+        ``{"outputs": [...]}``: per prompt the ids, their processed log-probs (NaN where vLLM gave none) and
+        vLLM's finish reason.
+    """
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
@@ -99,6 +119,16 @@ def generate(llm, request: dict) -> dict:
 
 
 def load_weights(llm, request: dict) -> dict:
+    """Reload the model's weights in place from a safetensors file and reset the prefix cache (its states
+    belong to the old weights).
+
+    Args:
+        llm: the vLLM engine.
+        request: ``{"path": ...}``, the file the trainer wrote.
+
+    Returns:
+        The seconds the reload took and the number of tensors.
+    """
     from safetensors.torch import load_file
 
     started = time.perf_counter()

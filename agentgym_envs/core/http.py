@@ -212,14 +212,17 @@ class RequestDeadlineProtocol(H11Protocol):
     _deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Arm the header deadline as the connection opens."""
         super().connection_made(transport)
         self._arm()
 
     def on_response_complete(self) -> None:
+        """Re-arm the deadline for the next request on this keep-alive connection."""
         super().on_response_complete()
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """Cancel the pending deadline so a closed connection leaves no timer behind."""
         if self._deadline is not None:
             self._deadline.cancel()
         super().connection_lost(exc)
@@ -313,10 +316,22 @@ class ThreadedServer:
 
     @property
     def url(self) -> str:
+        """The server's base URL (an IPv6 host in brackets)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> Any:
+        """Start serving in a background thread and wait until it accepts connections.
+
+        Args:
+            timeout: seconds to wait for the start.
+
+        Returns:
+            The server itself, for ``server = ThreadedServer(app).start()``.
+
+        Raises:
+            RuntimeError: the server thread died or did not start in time.
+        """
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True,
                                         name=f"{self._name}-{self.port}")
         self._thread.start()
@@ -328,6 +343,7 @@ class ThreadedServer:
         return self
 
     def stop(self) -> None:
+        """Ask uvicorn to exit, wait for the thread, and close the listening socket."""
         if self._thread is not None:
             self._server.should_exit = True
             self._thread.join(timeout=30)

@@ -77,6 +77,7 @@ class TaskSpec:
 
     @property
     def entry_point(self) -> Any:
+        """Gymnasium's entry point of this id (``module:Class``): the env class ``gym.make`` builds."""
         return self.env_spec.entry_point
 
     @property
@@ -140,10 +141,14 @@ class TaskSpec:
         return chosen
 
     def extra_installed(self) -> bool:
+        """Whether the modules the id's optional extra provides (``requires``) are installed, found with ``find_spec``
+        without importing them, so listing the envs stays fast.
+        """
         return all(importlib.util.find_spec(module) is not None for module in self.requires)
 
     @property
     def install_hint(self) -> str:
+        """The pip command that installs the extra this id needs, for error messages and ``agentgym list``."""
         return f"pip install 'agentgym-rl[{self.extra}]'"
 
 
@@ -218,6 +223,14 @@ def list_tasks(family: str | None = None) -> list[TaskSpec]:
 
 
 def family_specs(family: str) -> list[TaskSpec]:
+    """The specs of one family, in registration order.
+
+    Args:
+        family: the family name.
+
+    Returns:
+        Its specs, the family-wide id first.
+    """
     return list_tasks(family)
 
 

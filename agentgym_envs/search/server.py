@@ -78,9 +78,11 @@ class RetrievalServer(ThreadedServer):
 
     @property
     def url(self) -> str:
+        """The ``/retrieve`` endpoint's URL, what a search env's ``retrieval_url`` takes."""
         return f"{super().url}/retrieve"
 
     def close(self) -> None:
+        """Stop the server, releasing any delayed answer at once instead of waiting it out."""
         self._stopping.set()  # a delayed answer returns now, so the server stops at once
         self.stop()
 
@@ -89,6 +91,12 @@ class RetrievalServer(ThreadedServer):
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The command line: serve a corpus (by default the embedded fictional encyclopedia) with BM25 or a dense
+    retriever over the Search-R1 protocol, so search envs can use a retrieval service like the original's.
+
+    Args:
+        argv: the arguments, or None for ``sys.argv``.
+    """
     import uvicorn
 
     from agentgym_envs.search.data import Corpus

@@ -192,6 +192,16 @@ class RemoteEnv(gym.Env[str, str]):
 
     # ---- Gymnasium API --------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode on the served env, making a new one when the server lost the session (restarted,
+        reaped) or after ``close``.
+
+        Args:
+            seed: the episode's seed, as for a local env.
+            options: the env's reset options (``{"item_id": id}``, ``{"split": name, "index": i}``).
+
+        Returns:
+            The first observation and the info dict.
+        """
         super().reset(seed=seed)
         if self._closed:  # reset after close starts afresh, as a local env does (a new served env)
             self._pool_key, self._client = _acquire_client(self.url, *self._client_settings)
@@ -219,6 +229,18 @@ class RemoteEnv(gym.Env[str, str]):
         return data["observation"], data["info"]
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Play one response on the served env; each step carries a sequence number so a retried request is
+        never applied twice.
+
+        Args:
+            action: the model's response; an over-long one is cut before it is sent (the env would reject it).
+
+        Returns:
+            Observation, reward, terminated, truncated and info, as a local env returns them.
+
+        Raises:
+            RemoteResetNeeded: no episode is running (not reset yet, closed, or lost to a failed request).
+        """
         if self._closed:
             raise RemoteResetNeeded("this remote env was closed: call reset() to start a new episode", code="closed")
         if not self._episode_active:
@@ -241,6 +263,7 @@ class RemoteEnv(gym.Env[str, str]):
                 data["info"])
 
     def render(self) -> str | None:
+        """With ``render_mode="ansi"``, the last action and observation as a text frame; otherwise None."""
         return ansi_frame(self._last_action, self._last_observation) if self.render_mode == "ansi" else None
 
     def close(self) -> None:
@@ -276,6 +299,7 @@ class RemoteEnv(gym.Env[str, str]):
         return self._request("GET", f"/v1/sessions/{self.session}/random-action", params={"seed": seed})["action"]
 
     def available_actions(self) -> list[str] | None:
+        """The valid actions the env listed in its last info, or None where the env lists none."""
         return self._info.get("available_actions")
 
     # ---- plumbing -------------------------------------------------------------------------------

@@ -336,12 +336,27 @@ class SessionManager:
         return len(sessions)
 
     def live(self) -> list[Session]:
+        """A snapshot of the live sessions, safe to iterate while others are made or closed."""
         with self._lock:
             return list(self._sessions.values())
 
     # ---- episode --------------------------------------------------------------------------------
     def reset(self, session: Session, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Reset a session's env; an env that fails to reset is replaced by a fresh one and tried once more.
+
+        Args:
+            session: the session.
+            seed: the episode's seed.
+            options: the env's reset options.
+
+        Returns:
+            The first observation and the info, made JSON-safe.
+
+        Raises:
+            ServerError: 400 for a reset the env rejects (the episode in progress goes on), 500 when a fresh env
+                fails too.
+        """
         with self._hold(session):
             try:
                 observation, info = self._reset_once(session, seed, options)
@@ -372,6 +387,20 @@ class SessionManager:
         return str(observation), jsonable(info)
 
     def step(self, session: Session, action: str, seq: int | None = None) -> StepResult:
+        """Step a session's env; a request repeating the last ``seq`` gets the stored result without stepping
+        again, so a client's retry after a lost answer is harmless.
+
+        Args:
+            session: the session.
+            action: the agent's response.
+            seq: the client's step number, or None (no retry protection).
+
+        Returns:
+            The step's result, made JSON-safe.
+
+        Raises:
+            ServerError: 409 when no episode is running, 500 when the env crashed (it is replaced; the episode is lost).
+        """
         with self._hold(session):
             if not session.episode_active:
                 raise self._reset_needed(session)
@@ -397,6 +426,17 @@ class SessionManager:
             return result
 
     def oracle_action(self, session: Session) -> str:
+        """The env's expert response for the current state.
+
+        Args:
+            session: the session.
+
+        Returns:
+            The action.
+
+        Raises:
+            ServerError: 409 when no episode is running, 404 when the env has no oracle.
+        """
         with self._hold(session):
             if not session.episode_active:
                 raise self._reset_needed(session)
@@ -409,6 +449,18 @@ class SessionManager:
                 raise ServerError(404, "no_oracle", f"{session.env_id} has no oracle") from None
 
     def random_action(self, session: Session, seed: int) -> str:
+        """A random action of the env, reproducible from ``seed`` (the env's own sampler, else its action space).
+
+        Args:
+            session: the session.
+            seed: the draw's seed.
+
+        Returns:
+            The action.
+
+        Raises:
+            ServerError: 409 when no episode is running.
+        """
         with self._hold(session):
             if not session.episode_active:
                 raise self._reset_needed(session)
@@ -421,6 +473,14 @@ class SessionManager:
 
     # ---- reporting ------------------------------------------------------------------------------
     def describe(self, session: Session) -> dict[str, Any]:
+        """A session's state for the client holding its key (``GET /v1/sessions/{key}``), observation included.
+
+        Args:
+            session: the session.
+
+        Returns:
+            Its key, env id, episode state, last observation, crash note, and idle time and age in seconds.
+        """
         now = time.monotonic()
         return {
             "session": self.key(session),
@@ -442,6 +502,9 @@ class SessionManager:
                 "idle_s": round(now - session.last_used, 3), "age_s": round(now - session.created, 3)}
 
     def metrics(self) -> dict[str, Any]:
+        """The load and health numbers ``/v1/health``, ``/v1/metrics`` and the Prometheus route report: live and busy
+        envs, counters, and the step latency's median and 95th percentile in milliseconds.
+        """
         with self._lock:
             steps = np.asarray(self._step_seconds, dtype=float) * 1000
             live = len(self._sessions)
