@@ -294,7 +294,8 @@ def test_gae_with_lora_trains_the_adapter_and_the_head(tmp_path) -> None:
     ids=["rloo-step_level-group-across-ranks", "gae", "gae-separate-critic"],
 )
 def test_two_process_run_with_an_estimator(tmp_path, estimator: list[str]) -> None:
-    from test_trainer_example import CPU_2PROC, EXAMPLE, TEXTCRAFT, metric_lines, run
+    from offline_run import run_offline
+    from test_trainer_example import CPU_2PROC, EXAMPLE, TEXTCRAFT, metric_lines
     from tiny_model import save_tiny
 
     output_dir = tmp_path / "run"
@@ -308,7 +309,7 @@ def test_two_process_run_with_an_estimator(tmp_path, estimator: list[str]) -> No
         "--output_dir", str(output_dir), "--save_strategy", "no", "--clone_episodes", "0", "--eval_items", "0",
         *estimator,
     ]
-    result = run(command, tmp_path)
+    result = run_offline(command, tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "[rank 1/2]" in result.stderr
     (line,) = metric_lines(output_dir)
@@ -319,8 +320,8 @@ def test_two_process_run_with_an_estimator(tmp_path, estimator: list[str]) -> No
 def test_algorithms_benchmark_runs_on_a_tiny_model(tmp_path) -> None:
     """benchmarks/bench_algorithms.py shortened: the start, two arms with one seed, the report."""
     import json
-    import subprocess
 
+    from offline_run import run_offline
     from test_trainer_example import ROOT, TEXTCRAFT
     from tiny_model import save_tiny
 
@@ -331,9 +332,8 @@ def test_algorithms_benchmark_runs_on_a_tiny_model(tmp_path) -> None:
         "--max_turn_tokens", "12", "--max_context_tokens", "2048", "--bf16", "false",
         "--results_file", str(tmp_path / "algorithms.json"), "--plot_file", str(tmp_path / "algorithms.png"),
     ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_algorithms.py"), *argv], cwd=tmp_path,
-                          capture_output=True, text=True, env=env, timeout=1200)
+    script = ROOT / "benchmarks" / "bench_algorithms.py"
+    done = run_offline([sys.executable, str(script), *argv], tmp_path, timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((tmp_path / "algorithms.json").read_text())
     assert set(summary["arms"]) == {"grpo", "gae"}

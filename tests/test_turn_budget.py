@@ -7,11 +7,11 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from offline_run import run_offline
 from tiny_model import save_tiny
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -107,9 +107,8 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path: Path) -> None:
         "--max_turn_tokens", "12", "--max_context_tokens", "2048", "--bf16", "false",
         "--results_file", str(tmp_path / "turn_budget.json"), "--plot_file", str(tmp_path / "turn_budget.png"),
     ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     command = [sys.executable, str(ROOT / "examples" / "turn_budget.py"), *argv]
-    first = subprocess.run(command, check=False, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1200)
+    first = run_offline(command, tmp_path, timeout=1200)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     summary = json.loads((tmp_path / "turn_budget.json").read_text())
     assert set(summary["arms"]) == {"small", "large", "staged"}
@@ -136,7 +135,7 @@ def test_experiment_runs_every_arm_resumes_and_reports(tmp_path: Path) -> None:
     # a replication of the start's and one arm's test (here: copies of the first, so the pooled change is the same)
     for name in ("start", "large"):
         shutil.copytree(tmp_path / "exp" / "eval" / name, tmp_path / "exp" / "replication" / name)
-    again = subprocess.run(command, check=False, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    again = run_offline(command, tmp_path, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "$ " not in again.stdout  # no training process started: every arm was finished
     report = json.loads((tmp_path / "turn_budget.json").read_text())
