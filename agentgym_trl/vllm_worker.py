@@ -37,6 +37,7 @@ def main() -> None:
     parser.add_argument("--max_num_seqs", type=int, default=64)
     parser.add_argument("--gpu_memory_utilization", type=float, default=0.3)
     parser.add_argument("--enforce_eager", action="store_true")
+    parser.add_argument("--model_impl", default="vllm", help="vLLM's model code, transformers' or either (auto)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
@@ -47,6 +48,7 @@ def main() -> None:
 
     llm = LLM(args.model, dtype=args.dtype, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
               gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager,
+              model_impl=args.model_impl,
               enable_prefix_caching=True, logprobs_mode="processed_logprobs", skip_tokenizer_init=True,
               seed=args.seed,
               # every prompt prefilled whole: vLLM's CPU runner crashes ("CPU Generator does not use offset") when

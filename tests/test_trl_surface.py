@@ -13,11 +13,12 @@ import re
 import pytest
 import transformers
 import trl
+from trl.generation.vllm_generation import VLLMGeneration
 
 from agentgym_trl import trainer as adapter
 from agentgym_trl.trainer import TRL_PRIVATE_MEMBERS, TrlMember
 
-OWNERS = {"GRPOTrainer": trl.GRPOTrainer, "Trainer": transformers.Trainer}
+OWNERS = {"GRPOTrainer": trl.GRPOTrainer, "Trainer": transformers.Trainer, "VLLMGeneration": VLLMGeneration}
 
 
 def member_source(member: TrlMember) -> str:
@@ -55,7 +56,7 @@ def test_the_trainer_docstring_lists_exactly_these_members() -> None:
     for member in TRL_PRIVATE_MEMBERS:
         written = f"``{member.name}``" if member.owner == "batch" else f"``{member.owner}.{member.name}``"
         assert written in section, f"the docstring of agentgym_trl/trainer.py does not list {written}"
-    named = set(re.findall(r"``(?:GRPOTrainer|Trainer|trl\.trainer\.utils)\.(\w+)``", section))
+    named = set(re.findall(r"``(?:GRPOTrainer|Trainer|VLLMGeneration|trl\.trainer\.utils)\.(\w+)``", section))
     assert named == {m.name for m in TRL_PRIVATE_MEMBERS if m.owner != "batch"}
 
 

@@ -1,0 +1,265 @@
+"""TRL's own vLLM integration as the rollout engine (vllm_engine='trl'), tested on the CPU where it can be:
+
+* every ``vllm_*`` option applies to the engine that runs or is refused when the config is built;
+* ``TRLVLLMGenerator`` drives a stand-in of TRL's ``VLLMGeneration`` (per-turn limits, stop ids, log-probs, sleep
+  mode once per rollout), and, on two gloo ranks, keeps collective calls in step with equal counts;
+* ``AgentGRPOTrainer`` trains with TRL building its (stand-in) ``VLLMGeneration`` from the config and syncing its
+  weights before each rollout. vLLM itself on GPUs is exercised by TRL's and vLLM's users, not here (docs/gpu.md).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch.set_num_threads(1)
+
+import agent_envs  # noqa: E402, F401  (registers the test envs)
+from agent_envs import COUNTDOWN  # noqa: E402
+from offline_run import run_offline  # noqa: E402
+from tiny_model import tiny_model, tiny_tokenizer  # noqa: E402
+
+from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer  # noqa: E402
+from agentgym_trl import config as config_module  # noqa: E402
+from agentgym_trl.trl_vllm import TRLVLLMGenerator, resolve_vllm_engine  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_config(tmp_path, **overrides) -> AgentGRPOConfig:
+    settings = dict(output_dir=str(tmp_path / "run"), env_ids=[COUNTDOWN], max_turns=3, max_turn_tokens=12,
+                    max_context_tokens=400, per_device_train_batch_size=8, num_generations=4, max_steps=1,
+                    save_strategy="no", report_to="none", seed=0, use_cpu=True, dataloader_num_workers=0,
+                    cpu_threads=1)
+    settings.update(overrides)
+    return AgentGRPOConfig(**settings)
+
+
+@pytest.fixture
+def vllm_importable(monkeypatch):
+    """TRL's check for vllm in this environment answers yes (the trainer's CPU environment has no vllm)."""
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("trl.import_utils"), "is_vllm_available", lambda *a, **k: True)
+
+
+# ---- options ------------------------------------------------------------------------------------------------
+def test_every_vllm_option_has_a_declared_place() -> None:
+    declared = (config_module.ANY_ENGINE | config_module.SERVER_ONLY | config_module.COLOCATE_ONLY
+                | config_module.PROCESS_ONLY)
+    assert set(config_module.VLLM_OPTION_DEFAULTS) == declared, "a vllm_* field that no rule covers"
+
+
+def test_auto_picks_trl_with_cuda_and_the_process_without() -> None:
+    assert resolve_vllm_engine("auto", cuda=True) == "trl"
+    assert resolve_vllm_engine("auto", cuda=False) == "process"
+    assert resolve_vllm_engine("trl", cuda=False) == "trl"
+    with pytest.raises(ValueError, match="vllm_engine must be one of"):
+        resolve_vllm_engine("sglang", cuda=True)
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"vllm_mode": "server"}, "vllm_mode applies only with use_vllm=True"),
+    ({"vllm_tensor_parallel_size": 2}, "vllm_tensor_parallel_size applies only with use_vllm=True"),
+    ({"use_vllm": True, "vllm_mode": "server"}, "vllm_mode is TRL's vLLM integration"),
+    ({"use_vllm": True, "vllm_tensor_parallel_size": 2}, "vllm_tensor_parallel_size is TRL's"),
+    ({"use_vllm": True, "vllm_enable_sleep_mode": True}, "vllm_enable_sleep_mode is TRL's"),
+    ({"use_vllm": True, "vllm_structured_outputs_regex": "a+"}, "vllm_structured_outputs_regex is TRL's"),
+    ({"use_vllm": True, "vllm_server_port": 9000}, "vllm_server_port is TRL's"),
+    ({"use_vllm": True, "vllm_max_model_length": 100}, "must hold a whole episode"),
+    ({"use_vllm": True, "vllm_mode": "grpc"}, "vllm_mode must be 'colocate' or 'server'"),
+    ({"use_vllm": True, "vllm_engine": "trl"}, "has no vllm: install the GPU set"),
+])
+def test_options_that_would_be_ignored_are_refused(tmp_path, overrides, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_config(tmp_path, **overrides)
+
+
+def test_the_process_engine_takes_the_options_it_can_apply(tmp_path) -> None:
+    config = make_config(tmp_path, use_vllm=True, vllm_max_model_length=512, vllm_model_impl="transformers",
+                         vllm_gpu_memory_utilization=0.5)
+    assert config.resolved_vllm_engine == "process"
+    options = config.engine_options(slots=8)
+    assert (options.max_model_len, options.model_impl, options.gpu_memory_utilization) == (512, "transformers", 0.5)
+
+
+@pytest.mark.usefixtures("vllm_importable")
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"vllm_server_port": 9000}, "vllm_server_port applies to vllm_mode='server'"),
+    ({"vllm_mode": "server", "vllm_tensor_parallel_size": 2}, "is set on the server"),
+    ({"vllm_mode": "server", "vllm_enable_sleep_mode": True}, "is set on the server"),
+    ({"vllm_kv_cache_gb": 2.0}, "applies to the engine process"),
+    ({"vllm_python": "/usr/bin/python3"}, "applies to the engine process"),
+    ({"advantage_estimator": "gae", "value_head": "shared"}, "value_head lives on the policy"),
+])
+def test_trl_engine_refuses_what_it_cannot_apply(tmp_path, overrides, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_config(tmp_path, use_vllm=True, vllm_engine="trl", **overrides)
+
+
+@pytest.mark.usefixtures("vllm_importable")
+def test_colocate_engine_context_holds_a_whole_context_and_a_turn(tmp_path) -> None:
+    config = make_config(tmp_path, use_vllm=True, vllm_engine="trl", vllm_tensor_parallel_size=2,
+                         vllm_enable_sleep_mode=True)
+    assert config.resolved_vllm_engine == "trl"
+    assert config.vllm_max_model_length == 400 + 12  # not the model's whole position range
+    server = make_config(tmp_path, use_vllm=True, vllm_engine="trl", vllm_mode="server",
+                         vllm_server_base_url="http://127.0.0.1:8000")
+    assert server.vllm_max_model_length is None  # the server's own setting
+
+
+# ---- the generator over a stand-in of TRL's VLLMGeneration ---------------------------------------------------
+class StandIn:
+    """What TRLVLLMGenerator touches of TRL's ``VLLMGeneration``, recording each call."""
+
+    def __init__(self, mode: str = "colocate", sleep: bool = False, logprobs: bool = True):
+        self.mode = mode
+        self.max_completion_length = 4096
+        self.temperature, self.top_p, self.top_k = 1.0, 1.0, 0
+        self.generation_kwargs = {"user": 1}
+        self.enable_sleep_mode = sleep
+        self._llm_weights_sleeping = sleep
+        self.with_logprobs = logprobs
+        self.calls: list[dict] = []
+        self.events: list[str] = []
+        self.llm = self
+
+    def wake_up(self, tags):
+        self.events.append(f"wake {tags[0]}")
+
+    def sleep(self, level):
+        self.events.append(f"sleep {level}")
+
+    def sync_weights(self):
+        self.events.append("sync")
+        self._llm_weights_sleeping = False
+
+    def generate(self, prompts, images, num_generations):
+        self.calls.append({"prompts": prompts, "max": self.max_completion_length, "temperature": self.temperature,
+                           "kwargs": dict(self.generation_kwargs), "sleep": self.enable_sleep_mode,
+                           "num_generations": num_generations})
+        if self.enable_sleep_mode:
+            self.events.append("per-call sleep")
+        completions = [[5, 6, 7, 2, 8, 9][: self.max_completion_length] for _ in prompts]
+        logprobs = [[[-1.0], [None], [-0.5], [-0.25], [-2.0], [-3.0]][: len(c)] for c in completions]
+        return prompts, completions, (logprobs if self.with_logprobs else None), None
+
+
+class Sampling:
+    do_sample, temperature, top_p, top_k = True, 0.7, 0.9, 0
+
+
+def test_a_turn_samples_to_the_largest_limit_and_cuts_each_row_at_its_own() -> None:
+    vllm = StandIn()
+    generator = TRLVLLMGenerator(vllm, Sampling(), stop_ids=[2], collective=False, filler_id=0)
+    outputs = generator.generate([[1, 1], [1, 1, 1]], [2, 5])
+    call = vllm.calls[0]
+    assert call["max"] == 5 and call["num_generations"] == 1 and call["temperature"] == 0.7
+    assert call["kwargs"] == {"user": 1, "stop_token_ids": [2]}, "the chat's end-of-turn ids stop a turn"
+    assert (outputs[0].ids, outputs[0].stopped) == ([5, 6], False)
+    assert (outputs[1].ids, outputs[1].stopped) == ([5, 6, 7, 2], True)
+    assert outputs[1].logprobs[0] == -1.0 and math.isnan(outputs[1].logprobs[1]), "None becomes NaN"
+    assert (vllm.max_completion_length, vllm.temperature, vllm.generation_kwargs) == (4096, 1.0, {"user": 1})
+    assert generator.generate([], []) == [] and len(vllm.calls) == 1, "no call for nothing when not collective"
+
+
+def test_greedy_and_missing_logprobs() -> None:
+    class Greedy:
+        do_sample, temperature, top_p, top_k = False, 0.7, 0.9, 5
+
+    vllm = StandIn(logprobs=False)
+    output = TRLVLLMGenerator(vllm, Greedy(), [2], collective=False, filler_id=0).generate([[1]], [3])[0]
+    assert vllm.calls[0]["temperature"] == 0.0
+    assert output.ids == [5, 6, 7] and all(math.isnan(value) for value in output.logprobs)
+
+
+def test_sleep_mode_wakes_once_per_rollout_not_once_per_turn() -> None:
+    vllm = StandIn(sleep=True)
+    generator = TRLVLLMGenerator(vllm, Sampling(), [2], collective=False, filler_id=0)
+    for _ in range(2):  # two rollouts of three turns
+        with generator.session():
+            for _ in range(3):
+                generator.generate([[1]], [4])
+    assert all(not call["sleep"] for call in vllm.calls), "TRL's per-call sleep is off inside a rollout"
+    assert vllm.events == ["sync", "wake kv_cache", "sleep 2"] * 2
+    assert vllm.enable_sleep_mode and vllm._llm_weights_sleeping
+
+
+def test_two_ranks_call_together_with_equal_counts_until_both_are_done(tmp_path) -> None:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(ROOT / "tests" / "trl_vllm_ranks.py")]
+    result = run_offline(command, ROOT, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "RANK 0 OK 3 padded 0" in result.stdout and "RANK 1 OK 3 padded 8" in result.stdout, result.stdout
+
+
+# ---- the trainer with TRL building its VLLMGeneration ----------------------------------------------------------
+class FakeVLLMGeneration(StandIn):
+    """Built by TRL's GRPOTrainer in place of ``VLLMGeneration`` (same keyword arguments); samples with the policy
+    itself through HF ``generate``, so the training that follows is real."""
+
+    built: list[FakeVLLMGeneration] = []
+
+    def __init__(self, model, accelerator, processing_class, **options):
+        super().__init__(mode=options["mode"], sleep=options["enable_sleep_mode"])
+        self.model, self.options = model, options
+        self.max_completion_length = options["max_completion_length"]
+        self.temperature = options["temperature"]
+        self.generation_kwargs = options["generation_kwargs"] or {}
+        self.syncs = 0
+        FakeVLLMGeneration.built.append(self)
+
+    def sync_weights(self):
+        super().sync_weights()
+        self.syncs += 1
+
+    def generate(self, prompts, images, num_generations):
+        super().generate(prompts, images, num_generations)
+        completions, logprobs = [], []
+        stops = self.generation_kwargs["stop_token_ids"]
+        with torch.no_grad():
+            for prompt in prompts:
+                out = self.model.generate(torch.tensor([prompt]), max_new_tokens=self.max_completion_length,
+                                          do_sample=True, temperature=self.temperature, top_k=0, eos_token_id=stops,
+                                          pad_token_id=stops[0], output_logits=True, return_dict_in_generate=True)
+                ids = out.sequences[0, len(prompt):].tolist()
+                scores = [torch.log_softmax(step[0] / self.temperature, -1)[t].item()
+                          for step, t in zip(out.logits, ids)]
+                completions.append(ids)
+                logprobs.append([[value] for value in scores])
+        return prompts, completions, logprobs, None
+
+
+@pytest.mark.usefixtures("vllm_importable")
+def test_the_trainer_trains_through_trls_vllm_generation(tmp_path, monkeypatch) -> None:
+    import trl.trainer.grpo_trainer as grpo_module
+    from datasets import Dataset
+
+    monkeypatch.setattr(grpo_module, "VLLMGeneration", FakeVLLMGeneration)
+    FakeVLLMGeneration.built.clear()
+    tokenizer = tiny_tokenizer("chatml")
+    config = make_config(tmp_path, use_vllm=True, vllm_engine="trl", max_steps=2, truncated_turn="step",
+                         vllm_enable_sleep_mode=True, beta=0.0)
+    rows = Dataset.from_list([{"env_id": COUNTDOWN, "item_id": i} for i in range(12)])
+    trainer = AgentGRPOTrainer(tiny_model(tokenizer), args=config, train_dataset=rows, processing_class=tokenizer)
+    assert isinstance(trainer.generator, TRLVLLMGenerator) and trainer.vllm_engine is None
+    (vllm,) = FakeVLLMGeneration.built
+    assert vllm.options["max_model_length"] == 400 + 12 and vllm.options["mode"] == "colocate"
+    start = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    trainer.train()
+    assert vllm.syncs >= 2, "TRL syncs the weights before each step's rollout"
+    turns = max(len(trajectory.turn_ends) for trajectory in trainer.last_rollout.trajectories)
+    assert turns >= 2 and len(vllm.calls) >= 2 * turns - 1, "one call per turn"
+    assert all(len(call["prompts"]) <= 8 for call in vllm.calls)
+    assert "per-call sleep" not in vllm.events and vllm.events.count("wake kv_cache") == 2
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert logs and all(math.isfinite(h["loss"]) for h in logs)
+    assert any(not torch.equal(start[n], p) for n, p in trainer.model.named_parameters()), "the weights moved"
+    shutil.rmtree(tmp_path / "run", ignore_errors=True)
