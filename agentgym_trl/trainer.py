@@ -43,7 +43,8 @@ holds this list and ``tests/test_trl_surface.py`` fails when a TRL upgrade remov
 * ``VLLMGeneration.generate``, ``VLLMGeneration.sync_weights`` and its settings ``VLLMGeneration.mode``,
   ``VLLMGeneration.max_completion_length``, ``VLLMGeneration.temperature``, ``VLLMGeneration.top_p``,
   ``VLLMGeneration.top_k``, ``VLLMGeneration.generation_kwargs``, ``VLLMGeneration.enable_sleep_mode``,
-  ``VLLMGeneration.llm`` and ``VLLMGeneration._llm_weights_sleeping``: set per turn by ``TRLVLLMGenerator``;
+  ``VLLMGeneration.llm``, ``VLLMGeneration._llm_weights_sleeping`` and ``VLLMGeneration.vllm_client`` (server mode:
+  its context is checked at start): set or read by ``trl_vllm.py``;
 * the batch keys ``tool_mask``, ``old_per_token_logps``, ``sampling_per_token_logps`` and
   ``ref_per_token_logps`` of ``_generate_and_score_completions``'s output: masks and REINFORCE++'s KL;
 * ``trl.trainer.utils._use_triton``: ``fast_training.use_compact_lm_head`` swaps it on CPU.
@@ -96,7 +97,7 @@ from agentgym_trl.metrics import MetricsFileCallback, episode_stats, rollout_met
 from agentgym_trl.model_card import agent_section, base_model_of, complete_model_card
 from agentgym_trl.models import is_reloadable, save_plain_copy
 from agentgym_trl.rollout import RolloutProgress, RolloutResult, run_rollout, validate_rollout_output
-from agentgym_trl.trl_vllm import TRLVLLMGenerator
+from agentgym_trl.trl_vllm import TRLVLLMGenerator, check_server_context, required_model_len
 from agentgym_trl.vllm_engine import VLLMEngine, shared_engine, sync_policy
 from agentgym_trl.value_head import VALUE_HEAD_ATTRIBUTE, VALUE_HEAD_FILE, ValueHead, attach_value_head, value_loss
 
@@ -135,7 +136,7 @@ TRL_PRIVATE_MEMBERS = (
     TrlMember("VLLMGeneration", "generate", ("prompts", "images", "num_generations")),
     *(TrlMember("VLLMGeneration", name) for name in (
         "sync_weights", "mode", "max_completion_length", "temperature", "top_p", "top_k", "generation_kwargs",
-        "enable_sleep_mode", "llm", "_llm_weights_sleeping")),
+        "enable_sleep_mode", "llm", "_llm_weights_sleeping", "vllm_client")),
     TrlMember("batch", "tool_mask"),
     TrlMember("batch", "old_per_token_logps"),
     TrlMember("batch", "sampling_per_token_logps"),
@@ -238,6 +239,9 @@ class AgentGRPOTrainer(GRPOTrainer):
             args.use_vllm = wants_vllm  # the config says what the user asked, even when TRL refused it
         self.use_vllm = wants_vllm
         self.vllm_engine = self._start_vllm_engine(model) if engine_kind == "process" else None
+        if engine_kind == "trl" and args.vllm_mode == "server" and self.accelerator.is_main_process:
+            check_server_context(self.vllm_generation, required_model_len(args.max_context_tokens,
+                                                                          args.max_turn_tokens))
         self.chat = ChatEncoder(self._tokenizer, self.eos_token_ids, args.chat_template_kwargs)
         self._owns_env_pool = env_pool is None
         self.env_pool = env_pool or EnvPool()  # envs per (id, turn budget): the budget is each env's TimeLimit

@@ -59,6 +59,20 @@ def required_model_len(max_context_tokens: int, max_turn_tokens: int) -> int:
     return max_context_tokens + max_turn_tokens
 
 
+def check_server_context(vllm_generation: Any, needed: int) -> None:
+    """Fail at start, with the fix, when a ``vllm serve`` engine's context cannot hold a whole context plus a turn
+    (its completions API would refuse those requests in the middle of training). Main process only: it holds the
+    client."""
+    client = getattr(vllm_generation, "vllm_client", None)
+    if client is None:
+        return
+    served = client.get_server_info().get("model_config", {}).get("max_model_len")
+    if served is not None and int(served) < needed:
+        raise ValueError(f"the vLLM server's max_model_len is {served}; a turn may need {needed} tokens "
+                         f"(max_context_tokens + max_turn_tokens): restart it with --max-model-len {needed} or lower "
+                         "max_context_tokens")
+
+
 class TRLVLLMGenerator:
     """The ``Generator`` over TRL's ``VLLMGeneration`` (``trainer.vllm_generation``), one batched call per turn.
 

@@ -26,8 +26,10 @@ can be set on the command line or in a YAML file (``--config run.yaml``)::
         --num_generations 8 --per_device_train_batch_size 8 --max_steps 300 --beta 0.001
 
 Several processes: ``accelerate launch --config_file examples/accelerate_configs/<setup>.yaml
-examples/grpo.py ...`` (see examples/accelerate_configs/README.md). On GPUs add ``--use_vllm true
---vllm_mode colocate`` (or ``server`` with ``trl vllm-serve``) to generate each turn with vLLM.
+examples/grpo.py ...`` (see examples/accelerate_configs/README.md). On GPUs add ``--use_vllm true`` to
+generate each turn with TRL's own vLLM (``--vllm_mode colocate``, the default, with
+``--vllm_tensor_parallel_size`` and ``--vllm_enable_sleep_mode``; or ``--vllm_mode server`` beside
+``trl vllm-serve``): docs/gpu.md has the commands.
 """
 
 from __future__ import annotations

@@ -263,3 +263,17 @@ def test_the_trainer_trains_through_trls_vllm_generation(tmp_path, monkeypatch) 
     assert logs and all(math.isfinite(h["loss"]) for h in logs)
     assert any(not torch.equal(start[n], p) for n, p in trainer.model.named_parameters()), "the weights moved"
     shutil.rmtree(tmp_path / "run", ignore_errors=True)
+
+
+def test_a_server_too_short_for_a_turn_is_refused_at_start() -> None:
+    from agentgym_trl.trl_vllm import check_server_context
+
+    class Client:
+        def get_server_info(self):
+            return {"model_config": {"max_model_len": 2048}}
+
+    vllm = StandIn(mode="server")
+    vllm.vllm_client = Client()
+    check_server_context(vllm, 2048)
+    with pytest.raises(ValueError, match="restart it with --max-model-len 4352"):
+        check_server_context(vllm, 4096 + 256)
