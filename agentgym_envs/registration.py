@@ -12,6 +12,7 @@ import importlib
 
 import gymnasium as gym
 
+from agentgym_envs.core.env import TURN_BUDGET_WRAPPER
 from agentgym_envs.core.tasks import TaskSpec, add_task
 
 FAMILIES: tuple[str, ...] = ("textcraft", "babyai", "tools", "search", "webshop", "maze", "wordle", "sciworld",
@@ -30,7 +31,7 @@ def register_task(spec: TaskSpec) -> None:
             raise ValueError(f"{spec.env_id} declares no entry point: make its spec with TaskSpec.declare")
         declared = spec.registration
         gym.register(id=spec.env_id, entry_point=declared.entry_point, max_episode_steps=declared.max_episode_steps,
-                     kwargs=dict(declared.kwargs))
+                     kwargs=dict(declared.kwargs), additional_wrappers=(TURN_BUDGET_WRAPPER,))
     add_task(spec)
 
 

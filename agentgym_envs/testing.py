@@ -22,6 +22,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.utils.env_checker import check_env
 
+from agentgym_envs.core.episode import MAX_TURNS, Trajectory
+from agentgym_envs.core.loop import BaseAgent, Episode, run_episode
 from agentgym_envs.core.tasks import get_task, list_tasks
 
 #: Responses no env may crash on: each must give ``valid_action=False`` feedback.
@@ -148,6 +150,47 @@ def check_determinism(env_id: str, steps: int = 8) -> None:
     finally:
         first.close()
         second.close()
+
+
+class _Repeating(BaseAgent):
+    """Answers every turn with the same response (the budget check's: one the env refuses before its engine)."""
+
+    name = "repeating"
+
+    def __init__(self, response: str):
+        self.response = response
+
+    def act_one(self, episode: Episode) -> str:
+        """The same response, whatever the observation."""
+        return self.response
+
+
+def check_turn_budget(env_id: str, budget: int, make: Callable[..., gym.Env] | None = None) -> Trajectory:
+    """An episode made with ``max_episode_steps=budget`` (by ``gym.make`` or ``make``, e.g. a served env's) runs
+    exactly ``budget`` turns and ends by the budget (the record says ``max_turns``); a ``TextEnv`` was told its
+    budget (``turn_budget``), whatever the registered cap.
+
+    Args:
+        env_id: the id.
+        budget: the turn budget to make it with.
+        make: how to make it (``gym.make`` by default), called as ``make(env_id, max_episode_steps=budget)``.
+
+    Returns:
+        The episode's record.
+    """
+    env = (make or gym.make)(env_id, max_episode_steps=budget)
+    try:
+        told = getattr(env.unwrapped, "turn_budget", budget)
+        assert told == budget, f"{env_id} made with max_episode_steps={budget} thinks its budget is {told}"
+        overlong = "go " * 40_000  # refused before any engine sees it: the check costs the resets only
+        item = get_task(env_id).split("test")[0]
+        trajectory = run_episode(env, _Repeating(overlong), item_id=item)
+        assert trajectory.turns == budget, f"{env_id}: {trajectory.turns} turns under a budget of {budget}"
+        assert trajectory.stop_reason == MAX_TURNS, f"{env_id}: ended by {trajectory.stop_reason!r}, not the budget"
+        assert trajectory.max_turns == budget
+        return trajectory
+    finally:
+        env.close()
 
 
 def check_bad_actions(env_id: str) -> None:

@@ -36,6 +36,13 @@ def test_registered_in_gymnasium(env_id: str) -> None:
     assert not set(spec.split("test")) & set(spec.split("train")), f"{env_id}: train and test overlap"
 
 
+@pytest.mark.parametrize("budget", ["1", "3", "cap", "cap+5"])
+def test_an_episode_runs_under_the_budget_it_was_made_with(env_id: str, budget: str) -> None:
+    cap = agentgym_envs.get_task(env_id).max_turns
+    turns = {"1": 1, "3": 3, "cap": cap, "cap+5": cap + 5}[budget]
+    testing.check_turn_budget(env_id, turns)
+
+
 def test_check_env(env_id: str) -> None:
     testing.check_gymnasium_api(env_id)
 

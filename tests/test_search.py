@@ -548,3 +548,15 @@ def test_answer_normalisation_is_squad_style():
     assert exact_match("", ["a"])
     assert exact_match(r"\boxed{1,843}", ["1843"], lenient=True) and exact_match("Zoë", ["Zoe"], lenient=True)
     assert not exact_match("", ["a"], lenient=True)
+
+
+@pytest.mark.parametrize("budget", [3, None])
+def test_the_instruction_states_the_budget_the_episode_runs_under(budget) -> None:
+    kwargs = {} if budget is None else {"max_episode_steps": budget}
+    env = gym.make("AgentGym/Search-HotpotQA-v0", extra_feedback=True, **kwargs)
+    try:
+        _, info = env.reset(options={"split": "test", "index": 0})
+        turns = budget if budget is not None else agentgym_envs.get_task("AgentGym/Search-HotpotQA-v0").max_turns
+        assert info["instruction"].endswith(f"You have {turns} turns.")
+    finally:
+        env.close()

@@ -122,6 +122,45 @@ def test_state_task_is_scored_at_the_turn_cap_without_stop(browser) -> None:
         env.close()
 
 
+STATE_SITES = ("Reddit", "CMS", "GitLab")
+
+
+def state_changing_items() -> list[tuple[str, int]]:
+    """Test items of the sites whose tasks change the site's state, evaluated on that state alone (no answer)."""
+    found = []
+    for site in STATE_SITES:
+        env_id = f"AgentGym/WebArena-{site}-v0"
+        for item in agentgym_envs.get_task(env_id).split("test"):
+            config = embedded_tasks()[item]
+            if "string_match" not in config["eval"]["eval_types"] and config["solution"][-1].startswith("stop"):
+                found.append((env_id, item))
+    return found
+
+
+@pytest.mark.parametrize("budget_change", [0, -1], ids=["budget-is-the-solution", "budget-below-it"])
+def test_state_tasks_are_scored_at_the_budget_they_run_under(browser, budget_change: int) -> None:
+    """The oracle's actions without the final stop, under a budget of exactly their count (far below the cap of 15):
+    the final state is scored on the last turn of that budget; one turn short, the task is not done."""
+    items = state_changing_items()
+    assert len(items) >= 9, items
+    results = []
+    for env_id, item in items:
+        steps = len(embedded_tasks()[item]["solution"]) - 1
+        env = gym.make(env_id, browser=browser, max_episode_steps=steps + budget_change)
+        try:
+            env.reset(options={"item_id": item})
+            total, truncated, turns = 0.0, False, 0
+            while not truncated:
+                _, reward, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+                total, turns = total + reward, turns + 1
+                assert not terminated
+            results.append((item, turns, total, info["success"]))
+        finally:
+            env.close()
+    expected = 1.0 if budget_change == 0 else 0.0
+    assert all(total == expected and success == (expected == 1.0) for _, _, total, success in results), results
+
+
 # ---- isolation --------------------------------------------------------------------------------------
 def test_episode_state_does_not_leak(env) -> None:
     base = env.unwrapped

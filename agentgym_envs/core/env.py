@@ -128,6 +128,9 @@ class TextEnv(gym.Env[str, str]):
         self._last_action: str | None = None
         self._last_observation = ""
         self._closed = False
+        #: The turns this env's episodes run under: its ``TimeLimit``, told by ``TurnBudget`` when ``gym.make`` builds
+        #: it (``max_episode_steps``, else the registered cap); None without a ``TimeLimit``.
+        self.turn_budget: int | None = None
 
     # ---- family hooks -------------------------------------------------------------------------
     def _start(self, item_id: int, rng: np.random.Generator) -> Start:
@@ -159,6 +162,16 @@ class TextEnv(gym.Env[str, str]):
 
     def _release(self) -> None:
         """Free engine resources (processes, browsers, indexes); must be safe to call twice."""
+
+    def _budget_spent(self, outcome: Outcome) -> Outcome:
+        """The outcome of a turn that used the last of ``turn_budget`` without ending the episode: a family that
+        scores the final state at the budget (WebArena) returns it scored; by default it stays as it is."""
+        return outcome
+
+    def _shown(self, observation: str) -> str:
+        """The observation of a turn as the agent sees it (a family that wraps every answer, as the tool envs do
+        AgentGym's way, does it here rather than in its own ``step``)."""
+        return observation
 
     def accepts_item(self, item_id: int) -> bool:
         """Whether ``item_id`` names an episode of this env (by default: it is in one of its splits)."""
@@ -217,40 +230,42 @@ class TextEnv(gym.Env[str, str]):
             raise TypeError(f"actions are model responses (str), got {type(action).__name__}")
         self._last_action = action
         if self._done:
-            return self._reply("The episode is over. Call reset() to start a new one.", valid=False, terminated=True)
+            return self._reply(self._shown("The episode is over. Call reset() to start a new one."), valid=False,
+                               terminated=True)
         self._turn += 1
-        if len(action) > self.max_action_length:
-            return self._reply(
-                f"Your response has {len(action)} characters; the limit is {self.max_action_length}. "
-                "Answer with a short reasoning and one action.",
-                valid=False,
-            )
-        try:
-            parsed = self._parse(action)
-            if not parsed.ok:
-                return self._reply(parsed.error or "Invalid action.", valid=False)
-            outcome = self._act(parsed.action or "")
-        except ACTION_ERRORS as error:
-            logger.warning("%s: action %r raised", self.task.env_id, action[:200], exc_info=True)
-            return self._reply(
-                f"Your action could not be carried out ({type(error).__name__}). Check its format and arguments.",
-                valid=False,
-                action_error=type(error).__name__,
-            )
+        outcome = self._turn_outcome(action)
+        if not outcome.done and self._turn == self.turn_budget:
+            outcome = self._budget_spent(outcome)
         progress = float(np.clip(outcome.progress, self.min_progress, 1.0))
         reward = progress - self._progress
         self._progress = progress
         self._score = float(outcome.score)
         self._success = self._success or outcome.success
         self._done = outcome.done
-        return self._reply(
-            outcome.observation,
-            valid=outcome.valid,
-            reward=reward,
-            terminated=outcome.done,
-            truncated=outcome.truncated,
-            **outcome.info,
-        )
+        return self._reply(self._shown(outcome.observation), valid=outcome.valid, reward=reward,
+                           terminated=outcome.done, truncated=outcome.truncated, **outcome.info)
+
+    def _turn_outcome(self, action: str) -> Outcome:
+        """One turn's outcome: the family's for a parsed action; for an overlong, unparseable or failing one, the
+        feedback with the episode's progress and score unchanged (reward 0)."""
+        if len(action) > self.max_action_length:
+            return self._unchanged(f"Your response has {len(action)} characters; the limit is "
+                                   f"{self.max_action_length}. Answer with a short reasoning and one action.")
+        try:
+            parsed = self._parse(action)
+            if not parsed.ok:
+                return self._unchanged(parsed.error or "Invalid action.")
+            return self._act(parsed.action or "")
+        except ACTION_ERRORS as error:
+            logger.warning("%s: action %r raised", self.task.env_id, action[:200], exc_info=True)
+            return self._unchanged(
+                f"Your action could not be carried out ({type(error).__name__}). Check its format and arguments.",
+                action_error=type(error).__name__,
+            )
+
+    def _unchanged(self, observation: str, **info: Any) -> Outcome:
+        """An invalid turn's outcome: the feedback, and the episode's progress and score as they were."""
+        return Outcome(observation, progress=self._progress, score=self._score, valid=False, info=info)
 
     def render(self) -> str | None:
         """With ``render_mode="ansi"``: the last action and observation as a text frame; otherwise None."""
@@ -337,6 +352,37 @@ class TextEnv(gym.Env[str, str]):
     ) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._last_observation = self._clip(observation)
         return self._last_observation, float(reward), bool(terminated), bool(truncated), self._info(valid, **extra)
+
+
+class TurnBudget(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Tells a ``TextEnv`` the budget its ``TimeLimit`` enforces, so the env never takes the registry's cap for it.
+
+    Every id registers it as an additional wrapper, which ``gym.make`` applies right after its ``TimeLimit``:
+    ``gym.make(id, max_episode_steps=N)`` (the pool, the server and the curriculum make envs so) gives the env
+    ``turn_budget = N``, a plain ``gym.make(id)`` the registered cap, ``max_episode_steps=-1`` none. The env then
+    scores the final state and states its budget at that number. Steps and resets pass through unchanged.
+    """
+
+    def __init__(self, env: gym.Env):
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+        if isinstance(env.unwrapped, TextEnv):
+            env.unwrapped.turn_budget = time_limit_of(env)
+
+
+def time_limit_of(env: gym.Env) -> int | None:
+    """The ``max_episode_steps`` of the outermost ``TimeLimit`` around ``env``, or None without one (read from the
+    wrapper itself: ``env.spec`` is None when a make kwarg cannot be deep-copied, e.g. a shared browser)."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            return int(env.get_wrapper_attr("_max_episode_steps"))
+        env = env.env
+    return None
+
+
+#: How the registry names ``TurnBudget`` in every id's ``additional_wrappers``.
+TURN_BUDGET_WRAPPER = gym.envs.registration.WrapperSpec(
+    name="TurnBudget", entry_point="agentgym_envs.core.env:TurnBudget", kwargs={})
 
 
 def _integer_option(options: dict[str, Any], name: str) -> int:

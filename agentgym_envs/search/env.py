@@ -200,7 +200,9 @@ class SearchEnv(TextEnv):
         if not self.extra_feedback:
             return Start(AGENTGYM_INSTRUCTION, AGENTGYM_QUESTION.format(question=self.question.question.strip()), info)
         note = FICTIONAL_NOTE if self._custom_questions is None and self.corpus_path is None else ""
-        instruction = INSTRUCTION.format(k=self.top_k, note=note, turns=self.task.max_turns)
+        # the budget this episode runs under (its TimeLimit); without one, the id's registered cap
+        turns = self.turn_budget if self.turn_budget is not None else self.task.max_turns
+        instruction = INSTRUCTION.format(k=self.top_k, note=note, turns=turns)
         return Start(instruction, f"Question: {self.question.question}", info)
 
     def _parse(self, response: str) -> ParsedAction:

@@ -350,12 +350,11 @@ class ToolEnv(TextEnv):
             return parsed
         return ParsedAction(None, AGENTGYM_FORMAT_ERROR)  # AgentGym's servers need "... with Action Input: ..."
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """The base step; by default every answer but the format error wrapped as AgentGym's servers do."""
-        observation, reward, terminated, truncated, info = super().step(action)
+    def _shown(self, observation: str) -> str:
+        """By default every answer but the format error wrapped as AgentGym's servers do."""
         if not self.detailed_instruction and observation != AGENTGYM_FORMAT_ERROR:
-            observation = self._last_observation = agentgym_observation(observation)
-        return observation, reward, terminated, truncated, info
+            return agentgym_observation(observation)
+        return observation
 
     def _act(self, action: str) -> Outcome:
         assert self.service is not None and self.current is not None, "call reset() first"

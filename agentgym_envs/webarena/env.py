@@ -24,6 +24,7 @@ import glob
 import json
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -393,26 +394,22 @@ class WebArenaEnv(TextEnv):
         return Outcome(observation, info={"browser_restarted": True} if restarted else {})
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """As ``TextEnv.step``; on the last turn of the budget without ``stop``, whatever the response
-        was, the final state is scored (empty answer), so state-changing tasks count at the cap."""
+        """As ``TextEnv.step``, bounded by the step timeout (a page can hang the browser)."""
         self.require_episode()  # before self.browser, which would start a Chromium for a closed env
         with self.browser.time_limit(self.step_timeout):
-            return self._bounded_step(action)
+            return super().step(action)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """As ``TextEnv.reset``, bounded by the step timeout (loading the start pages can hang)."""
         with self.browser.time_limit(self.step_timeout):
             return super().reset(seed=seed, options=options)
 
-    def _bounded_step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        observation, reward, terminated, truncated, info = super().step(action)
-        if not terminated and self._turn == self.task.max_turns and self.item_id is not None:
-            score, failures = self._evaluate("")
-            reward += score - self._progress
-            self._progress = self._score = score
-            self._success = self._success or score >= 1.0
-            info.update(score=score, success=self._success, evaluation_failures=failures)
-        return observation, reward, terminated, truncated, info
+    def _budget_spent(self, outcome: Outcome) -> Outcome:
+        """The last turn of the budget without ``stop``: whatever the response was, the final state is scored (empty
+        answer), so a state-changing task counts at the budget the episode runs under."""
+        score, failures = self._evaluate("")
+        return replace(outcome, progress=score, score=score, success=score >= 1.0,
+                       info={**outcome.info, "evaluation_failures": failures})
 
     def _invalid(self, message: str) -> Outcome:
         return Outcome(f"{message}\n\n{self._observation}", valid=False)
