@@ -30,17 +30,9 @@ from agentgym_envs.agents import AgentSetupError
 from agentgym_envs.core.loop import BaseAgent, Episode, Reply
 from agentgym_trl.chat import ChatEncoder
 from agentgym_trl.generation import Generator, HFGenerator, TurnOutput, VLLMGenerator
-from agentgym_trl.models import bf16_is_fast, default_model_path, load_tokenizer, local_model_folder
-
-TRUNCATED_TURN_POLICIES = ("end", "step")  # after a turn cut by its token limit: end the episode, or step the env
-
-
-def check_truncated_turn(policy: str) -> None:
-    """Raise ``ValueError`` unless ``policy`` is one of ``TRUNCATED_TURN_POLICIES``."""
-    if policy not in TRUNCATED_TURN_POLICIES:
-        allowed = " or ".join(repr(name) for name in TRUNCATED_TURN_POLICIES)
-        raise ValueError(f"truncated_turn must be {allowed}, got {policy!r}")
-
+from agentgym_trl.config import check_truncated_turn
+from agentgym_trl.fast_training import bf16_is_fast
+from agentgym_trl.models import default_model_path, load_tokenizer, local_model_folder
 
 class ModelAgent(BaseAgent):
     """Batched turns of a model through a ``Generator`` (HF ``generate`` or vLLM) and its chat template."""
@@ -79,7 +71,7 @@ class ModelAgent(BaseAgent):
 
         ``engine``: ``"hf"`` (``generate`` in this process) or ``"vllm"`` (the shared vLLM engine process,
         ``vllm_engine.shared_engine``; the HF model is then never loaded here). ``bf16=None`` samples as the
-        trainer does by default: bf16 where the hardware runs it natively (``models.bf16_is_fast``).
+        trainer does by default: bf16 where the hardware runs it natively (``fast_training.bf16_is_fast``).
         ``truncated_turn="step"``: a cut turn still reaches the env (which explains the format) and the
         episode plays its whole budget, so a long-winded model is measured, not stopped at its first long turn.
         """

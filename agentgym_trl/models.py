@@ -204,14 +204,3 @@ def resolve_model(model_args: Any, training_args: Any, state: Any) -> str:
         **({"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}),
     }
     return str(model_path)
-
-
-def bf16_is_fast() -> bool:
-    """Whether bf16 autocast pays off here: a GPU with bf16, or a CPU with AVX512-BF16 or AMX (there a 135M
-    model's forward + backward runs ~3x faster than in fp32); on other CPUs bf16 is emulated and slower."""
-    import torch
-
-    if torch.cuda.is_available():
-        return bool(torch.cuda.is_bf16_supported())
-    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)

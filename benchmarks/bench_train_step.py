@@ -360,7 +360,8 @@ def run_config(name: str, steps: int, extra: list[str] | None = None) -> dict[st
 def eval_throughput(env_id: str, items: int, turns: int) -> dict[str, Any]:
     """Test episodes per hour of ``agentgym eval``'s model runner (one batch of ``items`` episodes, bf16, greedy)."""
     from agentgym_trl.eval import evaluate_model
-    from agentgym_trl.models import bf16_is_fast, default_model_path
+    from agentgym_trl.fast_training import bf16_is_fast
+    from agentgym_trl.models import default_model_path
 
     with tempfile.TemporaryDirectory(prefix="bench-eval-") as out:
         begin = time.perf_counter()

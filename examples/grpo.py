@@ -50,6 +50,7 @@ from agentgym_envs.core.tables import render_table  # noqa: E402
 from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer, ScheduleError  # noqa: E402
 from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.stages import StageArguments, behaviour_clone, held_out_success, report_stages  # noqa: E402
+from agentgym_trl.vllm_engine import EngineOptions  # noqa: E402
 
 # The embedded default run: the whole job in about 10 minutes on 2 CPU cores (docs/training.md says what it shows).
 DEFAULTS = dict(
@@ -229,7 +230,7 @@ def evaluate_stage(name: str, model: str, args: AgentGRPOConfig, stage_args: Sta
         eval_dir = os.path.join(args.output_dir, f"eval-{name}")
         shutil.rmtree(eval_dir, ignore_errors=True)  # never the saved episodes of an earlier run's model
         # with --use_vllm true the evaluations sample with the engine training uses (one process for the whole job)
-        engine = dict(engine="vllm", engine_options=args.engine_options(engine_slots(args, stage_args))) \
+        engine = dict(engine="vllm", engine_options=EngineOptions.from_config(args, engine_slots(args, stage_args))) \
             if args.use_vllm else {}
         stages[name] = held_out_success(model, args.env_ids, eval_dir,
                                         stage_args, args.turn_schedule().max_turns, args.max_turn_tokens,

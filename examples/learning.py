@@ -147,7 +147,8 @@ def start_model(config: ExperimentConfig) -> Path:
 
 
 def make_start(config: ExperimentConfig, items: dict) -> None:
-    from agentgym_trl.models import bf16_is_fast, default_model_path, is_reloadable
+    from agentgym_trl.fast_training import bf16_is_fast
+    from agentgym_trl.models import default_model_path, is_reloadable
     from agentgym_trl.stages import StageArguments, behaviour_clone
 
     if is_reloadable(start_model(config)):
@@ -209,7 +210,7 @@ def train_seed(config: ExperimentConfig, items: dict, seed: int) -> None:
 def evaluate(config: ExperimentConfig, items: dict, name: str, model: Path) -> None:
     """K samples of every held-out item: the test split, then the held-out train items (two resumable runs)."""
     from agentgym_trl.eval import evaluate_model
-    from agentgym_trl.models import bf16_is_fast
+    from agentgym_trl.fast_training import bf16_is_fast
 
     parts = (("test", "test", items["test"]), ("held_out_train", "train", items["held_out_train"]))
     for part, split, ids in parts:

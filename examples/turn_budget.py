@@ -55,7 +55,8 @@ from agentgym_envs.evaluation.plots import (  # noqa: E402
 )
 from agentgym_envs.evaluation.records import load_run  # noqa: E402
 from agentgym_trl.eval import evaluate_model  # noqa: E402
-from agentgym_trl.models import bf16_is_fast, default_model_path, is_reloadable  # noqa: E402
+from agentgym_trl.fast_training import bf16_is_fast
+from agentgym_trl.models import default_model_path, is_reloadable  # noqa: E402
 from agentgym_trl.stages import StageArguments, behaviour_clone, run_logged  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent

@@ -30,7 +30,7 @@ from agentgym_trl.fast_training import (  # noqa: E402
     take_rows,
     use_compact_lm_head,
 )
-from agentgym_trl.models import bf16_is_fast  # noqa: E402
+from agentgym_trl.fast_training import bf16_is_fast  # noqa: E402
 from agentgym_trl.trainer import AgentGRPOConfig  # noqa: E402
 
 

@@ -120,3 +120,18 @@ def test_the_floors_are_what_the_rules_say() -> None:
     assert not any(within("agentgym_envs.server.app", floor) for floor in allowed_floors("agentgym_envs.core.http"))
     assert not any(within("agentgym_trl.trainer", floor) for floor in allowed_floors("agentgym_envs.collect"))
     assert "agentgym_envs" in allowed_floors("agentgym_trl.rollout")
+
+
+#: The trainer's lowest floor: its options and what they are checked against. ``config.py`` stands here (as TRL's
+#: ``grpo_config.py`` imports only its base): no engine, agent, model or trainer module below the options.
+TRAINER_GROUND = ("agentgym_trl.config", "agentgym_trl.curriculum", "agentgym_trl.data", "agentgym_trl.estimators",
+                  "agentgym_trl.advantages", "agentgym_trl.fast_training", "agentgym_trl.metrics")
+
+
+@pytest.mark.parametrize("module", TRAINER_GROUND)
+def test_the_trainer_config_stands_on_the_lowest_floor(module: str) -> None:
+    path = ROOT / (module.replace(".", "/") + ".py")
+    above = sorted(imported for imported in imports_of(path)
+                   if within(imported, "agentgym_trl") and imported != "agentgym_trl"
+                   and not any(within(imported, ground) for ground in TRAINER_GROUND))
+    assert not above, f"{module} imports {above}, above the trainer's lowest floor"

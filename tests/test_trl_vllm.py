@@ -28,7 +28,9 @@ from tiny_model import tiny_model, tiny_tokenizer  # noqa: E402
 
 from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer  # noqa: E402
 from agentgym_trl import config as config_module  # noqa: E402
-from agentgym_trl.trl_vllm import TRLVLLMGenerator, resolve_vllm_engine  # noqa: E402
+from agentgym_trl.config import resolve_vllm_engine  # noqa: E402
+from agentgym_trl.trl_vllm import TRLVLLMGenerator  # noqa: E402
+from agentgym_trl.vllm_engine import EngineOptions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,7 +88,7 @@ def test_the_process_engine_takes_the_options_it_can_apply(tmp_path) -> None:
     config = make_config(tmp_path, use_vllm=True, vllm_max_model_length=512, vllm_model_impl="transformers",
                          vllm_gpu_memory_utilization=0.5)
     assert config.resolved_vllm_engine == "process"
-    options = config.engine_options(slots=8)
+    options = EngineOptions.from_config(config, slots=8)
     assert (options.max_model_len, options.model_impl, options.gpu_memory_utilization) == (512, "transformers", 0.5)
 
 
