@@ -24,7 +24,7 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from agentgym_trl.metrics import TRUNCATED_METRIC
+from agentgym_trl.metrics import CUT_TURN_FRAC, TRUNCATED_CONTEXT_FRAC, TRUNCATED_METRIC, TRUNCATED_TURN_TOKENS_FRAC
 
 logger = logging.getLogger(__name__)
 
@@ -180,9 +180,9 @@ class TurnBudgetCallback(TrainerCallback):
                 "!" * 100,
                 100 * truncated,
                 state.global_step,
-                _pct(logs.get("agent/cut_turn_frac")),
-                _pct(logs.get("agent/truncated_turn_tokens_frac")),
-                _pct(logs.get("agent/truncated_context_frac")),
+                _pct(logs.get(CUT_TURN_FRAC)),
+                _pct(logs.get(TRUNCATED_TURN_TOKENS_FRAC)),
+                _pct(logs.get(TRUNCATED_CONTEXT_FRAC)),
                 "!" * 100,
             )
 

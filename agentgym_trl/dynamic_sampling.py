@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_trl.data import placeholder_prompt
+from agentgym_trl.metrics import DYNAMIC_CAP_HIT, DYNAMIC_DRAWN_SUCCESS, DYNAMIC_GROUPS_DRAWN, DYNAMIC_GROUPS_KEPT
 from agentgym_trl.rollout import RolloutResult
 
 
@@ -45,11 +46,11 @@ class RefillStats:
         rate over every episode played for the step.
         """
         return {
-            "dynamic/groups_drawn": float(self.groups_drawn),
-            "dynamic/groups_kept": float(self.groups_kept),
-            "dynamic/cap_hit": float(self.cap_hit),
+            DYNAMIC_GROUPS_DRAWN: float(self.groups_drawn),
+            DYNAMIC_GROUPS_KEPT: float(self.groups_kept),
+            DYNAMIC_CAP_HIT: float(self.cap_hit),
             # the success of every episode played for this step: the batch itself holds only groups that teach
-            "dynamic/drawn_success": self.drawn_successes / max(self.drawn_episodes, 1),
+            DYNAMIC_DRAWN_SUCCESS: self.drawn_successes / max(self.drawn_episodes, 1),
         }
 
 

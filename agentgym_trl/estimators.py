@@ -16,6 +16,7 @@ Two levels:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 import torch
 
 from agentgym_trl import advantages as adv
+from agentgym_trl.metrics import KL_IN_REWARD, VALUE_EXPLAINED_VARIANCE, VALUE_MEAN
 
 EPISODE = "episode"
 TOKEN = "token"
@@ -132,7 +134,7 @@ def reinforce_pp_advantages(batch: TokenBatch) -> tuple[torch.Tensor, dict[str, 
         output = batch.output
         old = output.get("old_per_token_logps", output.get("sampling_per_token_logps"))
         kl = (old - output["ref_per_token_logps"]).detach().float().cpu()
-        batch.log("kl_in_reward", batch.global_mean(kl))
+        batch.log(KL_IN_REWARD, batch.global_mean(kl))
     raw = adv.reinforce_pp_returns(batch.token_rewards, kl, batch.mask, batch.beta, batch.gamma)
     return batch.whitened(raw), {}
 
@@ -141,8 +143,29 @@ def gae_advantages(batch: TokenBatch) -> tuple[torch.Tensor, dict[str, torch.Ten
     """GAE over action tokens with the critic's values, whitened over the batch; the value targets go to the loss."""
     values = batch.critic_values().cpu()
     raw, targets = adv.gae(batch.token_rewards, values, batch.mask, batch.gamma, batch.gae_lambda)
-    batch.log("value/mean", batch.global_mean(values))
+    batch.log(VALUE_MEAN, batch.global_mean(values))
+    batch.log(VALUE_EXPLAINED_VARIANCE, explained_variance(values, targets, batch.global_mean))
     return batch.whitened(raw), {"value_targets": targets}
+
+
+def explained_variance(values: torch.Tensor, targets: torch.Tensor, mean: Callable[[torch.Tensor], float]) -> float:
+    """How much of the value targets' variance the critic explains, ``1 - Var(target - V) / Var(target)`` over the
+    batch's action tokens (CleanRL's PPO logs it: near 1 a good critic, at or below 0 one no better than a constant);
+    NaN when the targets do not vary.
+
+    Args:
+        values: the critic's estimates ``(B, T)``.
+        targets: their targets ``(B, T)``.
+        mean: the mean over every process's action tokens.
+
+    Returns:
+        The explained variance.
+    """
+    residual = targets - values
+    target_variance = mean(targets * targets) - mean(targets) ** 2
+    if target_variance <= 1e-12:
+        return math.nan
+    return 1.0 - (mean(residual * residual) - mean(residual) ** 2) / target_variance
 
 
 ESTIMATORS: dict[str, Estimator] = {

@@ -19,7 +19,30 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 
 from agentgym_envs.core.episode import CONTEXT, ENV_ERROR, MAX_TURNS, TURN_TOKENS, Trajectory
 
+# Every metric name the trainer logs beside TRL's own, namespaced by what it is about (as CleanRL's ``charts/`` and
+# ``losses/``): the rollout's ``agent/*`` (``rollout_metrics`` and ``timing_metrics`` below), and these.
 TRUNCATED_METRIC = "agent/truncated_frac"
+SUCCESS = "agent/success"
+REWARD = "agent/reward"
+VALID_ACTION_RATE = "agent/valid_action_rate"
+CUT_TURN_FRAC = "agent/cut_turn_frac"
+TRUNCATED_TURN_TOKENS_FRAC = "agent/truncated_turn_tokens_frac"
+TRUNCATED_CONTEXT_FRAC = "agent/truncated_context_frac"
+EVAL_PREFIX = "eval_"  # TRL's evaluation logs: the same names, prefixed
+ADVANTAGE_ABS_MEAN = "advantage/abs_mean"  # the estimator's advantages over action tokens (custom estimators)
+GREEDY_REWARD = "remax/greedy_reward"  # ReMax's greedy baseline episodes' mean reward
+KL_IN_REWARD = "reinforce_pp/kl_in_reward"  # REINFORCE++'s per-token KL put into the rewards (beta > 0)
+VALUE_LOSS = "value/loss"  # gae: the value head's squared error
+VALUE_MEAN = "value/mean"  # gae: the critic's mean estimate over action tokens
+VALUE_EXPLAINED_VARIANCE = "value/explained_variance"  # gae: 1 - Var(target - V) / Var(target), as CleanRL's PPO
+SKIPPED_ROWS_FRAC = "train/skipped_rows_frac"  # skip_zero_advantage: rows left out of the loss
+IDLE_STEP = "train/idle_step"  # 1 when no row taught anything and the optimizer step was skipped
+NONFINITE_GRAD_STEP = "train/nonfinite_grad_step"  # 1 when a non-finite gradient made the step skip
+WEIGHT_SYNC_S = "vllm/weight_sync_s"  # the engine process: seconds to send the policy's weights
+DYNAMIC_GROUPS_DRAWN = "dynamic/groups_drawn"  # dynamic sampling (dynamic_sampling.py)
+DYNAMIC_GROUPS_KEPT = "dynamic/groups_kept"
+DYNAMIC_CAP_HIT = "dynamic/cap_hit"
+DYNAMIC_DRAWN_SUCCESS = "dynamic/drawn_success"
 
 
 def episode_stats(trajectory: Trajectory) -> dict[str, Any]:
@@ -53,13 +76,13 @@ def rollout_metrics(stats: Sequence[dict[str, Any]]) -> dict[str, float]:
     metrics = {
         "agent/max_turns": float(max(s["budget"] for s in stats)),
         "agent/turns_mean": turns / count,
-        "agent/success": _mean([s["success"] for s in stats]),
-        "agent/reward": _mean([s["reward"] for s in stats]),
-        "agent/valid_action_rate": sum(s["valid_actions"] for s in stats) / turns if turns else 0.0,
+        SUCCESS: _mean([s["success"] for s in stats]),
+        REWARD: _mean([s["reward"] for s in stats]),
+        VALID_ACTION_RATE: sum(s["valid_actions"] for s in stats) / turns if turns else 0.0,
         TRUNCATED_METRIC: _mean([float(s["token_truncated"]) for s in stats]),
-        "agent/cut_turn_frac": sum(s["cut_turns"] for s in stats) / turns if turns else 0.0,
-        "agent/truncated_turn_tokens_frac": reasons.count(TURN_TOKENS) / count,
-        "agent/truncated_context_frac": reasons.count(CONTEXT) / count,
+        CUT_TURN_FRAC: sum(s["cut_turns"] for s in stats) / turns if turns else 0.0,
+        TRUNCATED_TURN_TOKENS_FRAC: reasons.count(TURN_TOKENS) / count,
+        TRUNCATED_CONTEXT_FRAC: reasons.count(CONTEXT) / count,
         "agent/budget_exhausted_frac": reasons.count(MAX_TURNS) / count,
         "agent/env_error_frac": reasons.count(ENV_ERROR) / count,
         "agent/model_tokens_mean": _mean([s["model_tokens"] for s in stats]),

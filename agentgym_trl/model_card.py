@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from agentgym_trl.metrics import EVAL_PREFIX, SUCCESS
 from agentgym_trl.models import BASE_MODEL_ATTRIBUTE, DEFAULT_MODEL_HUB_ID, DEFAULT_MODEL_NAME, model_cache_dir
 
 #: written by examples/grpo.py (agentgym_trl.stages.report_stages): held-out success per stage
@@ -47,10 +48,10 @@ def agent_section(env_ids: list[str], schedule: str, output_dir: str | os.PathLi
             low, high = stage.get("ci95", [None, None])
             interval = f"[{100 * low:.1f}, {100 * high:.1f}]" if low is not None else ""
             lines.append(f"| {name} | {100 * stage['success']:.1f}% | {interval} | {stage.get('episodes', '')} |")
-    evals = [entry for entry in log_history if "eval_agent/success" in entry]
+    evals = [entry for entry in log_history if EVAL_PREFIX + SUCCESS in entry]
     if evals:  # the trainer's own evaluation (eval_dataset), the last one
         last = evals[-1]
-        lines += ["", f"Evaluation at step {last.get('step', '?')}: success {100 * last['eval_agent/success']:.1f}%"]
+        lines += ["", f"Evaluation at step {last.get('step', '?')}: success {100 * last[EVAL_PREFIX + SUCCESS]:.1f}%"]
     return "\n".join(lines).rstrip() + "\n"
 
 

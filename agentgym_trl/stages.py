@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_envs.core.tables import render_table
+from agentgym_trl.metrics import REWARD, SUCCESS, VALID_ACTION_RATE
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ def plot_stages(stages: dict[str, dict[str, Any]], path: Path, metrics_path: Pat
     from agentgym_envs.evaluation.plots import last_per_step, read_metrics
 
     logs = last_per_step(read_metrics(metrics_path)) if metrics_path and metrics_path.exists() else []
-    logs = [log for log in logs if "agent/success" in log]
+    logs = [log for log in logs if SUCCESS in log]
     fig, axes = plt.subplots(1, 2 if logs else 1, figsize=(11 if logs else 5, 4), squeeze=False)
     names = list(stages)
     values = [stages[n]["success"] for n in names]
@@ -181,8 +182,7 @@ def plot_stages(stages: dict[str, dict[str, Any]], path: Path, metrics_path: Pat
     if logs:
         curves = axes[0][1]
         steps = [log["step"] for log in logs]
-        for key, label in (("agent/success", "rollout success"), ("agent/valid_action_rate", "valid actions"),
-                           ("agent/reward", "reward")):
+        for key, label in ((SUCCESS, "rollout success"), (VALID_ACTION_RATE, "valid actions"), (REWARD, "reward")):
             curves.plot(steps, [log.get(key, 0.0) for log in logs], marker="o", label=label)
         curves.set_xlabel("GRPO step")
         curves.set_ylim(0, 1)

@@ -93,7 +93,19 @@ from agentgym_trl.curriculum import TurnBudgetCallback
 from agentgym_trl.data import build_env_dataset, check_env_ids, placeholder_prompt
 from agentgym_trl.dynamic_sampling import ItemDrawer, fill_informative_groups
 from agentgym_trl.generation import Generator, HFGenerator, VLLMGenerator
-from agentgym_trl.metrics import MetricsFileCallback, episode_stats, rollout_metrics, timing_metrics
+from agentgym_trl.metrics import (
+    ADVANTAGE_ABS_MEAN,
+    GREEDY_REWARD,
+    IDLE_STEP,
+    NONFINITE_GRAD_STEP,
+    SKIPPED_ROWS_FRAC,
+    VALUE_LOSS,
+    WEIGHT_SYNC_S,
+    MetricsFileCallback,
+    episode_stats,
+    rollout_metrics,
+    timing_metrics,
+)
 from agentgym_trl.model_card import agent_section, base_model_of, complete_model_card
 from agentgym_trl.models import is_reloadable, save_plain_copy
 from agentgym_trl.rollout import RolloutProgress, RolloutResult, run_rollout, validate_rollout_output
@@ -406,7 +418,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         bonus = outcome if self.args.turn_reward == "outcome" else torch.zeros_like(outcome)
         rewards, mask, _ = turn_table(episodes, bonus, weight.expand(len(episodes)))
         returns = adv.discounted_returns(rewards, mask, self.args.turn_gamma)[:, 0].tolist()
-        self._metrics["train"]["remax/greedy_reward"].append(float(outcome.mean()) if len(outcome) else 0.0)
+        self._metrics["train"][GREEDY_REWARD].append(float(outcome.mean()) if len(outcome) else 0.0)
         by_key = dict(zip(unique, returns))
         return [by_key[key] for key in keys]
 
@@ -474,7 +486,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         """``advantage/abs_mean`` over action tokens, and the completions table's advantage column (per row)."""
         per_token = advantages if advantages.dim() == 2 else advantages[:, None] * mask
         abs_mean = adv.moments_mean(self._global_moments(per_token.abs(), mask))
-        self._metrics["train"]["advantage/abs_mean"].append(abs_mean)
+        self._metrics["train"][ADVANTAGE_ABS_MEAN].append(abs_mean)
         per_row = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
         replace_newest(self._logs["advantages"], self.accelerator.gather(per_row.to(self.accelerator.device)).tolist())
 
@@ -527,7 +539,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         return self.args.value_coef * critic_loss / self.current_gradient_accumulation_steps
 
     def _log_value_loss(self, critic_loss: torch.Tensor) -> None:
-        self._metrics["train"]["value/loss"].append(float(self.accelerator.gather(critic_loss.detach()).mean()))
+        self._metrics["train"][VALUE_LOSS].append(float(self.accelerator.gather(critic_loss.detach()).mean()))
 
     def _policy_loss_and_values(self, model: Any, inputs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """TRL's policy loss and the critic's values (read from that very forward, or from the separate critic)."""
@@ -623,7 +635,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         if skip:
             rows = rows_that_teach(inputs["advantages"])
             self.step_guard.count(len(rows))
-            self._metrics["train"]["train/skipped_rows_frac"].append(1.0 - len(rows) / max(len(lengths), 1))
+            self._metrics["train"][SKIPPED_ROWS_FRAC].append(1.0 - len(rows) / max(len(lengths), 1))
             if not rows:  # one short row (its loss is 0) keeps every process's backward and DDP's sync in step
                 return [[min(range(len(lengths)), key=lengths.__getitem__)]]
         if not budget:
@@ -737,10 +749,10 @@ class OptimizerStepGuard(TrainerCallback):
             device = trainer.accelerator.device
             taught = trainer.accelerator.reduce(torch.tensor(float(self.rows_that_teach), device=device), "sum")
             idle = taught.item() == 0
-            metrics["train/idle_step"].append(float(idle))
+            metrics[IDLE_STEP].append(float(idle))
         grads = [p.grad for p in parameters if p.grad is not None]  # all-reduced already: every process agrees
         nonfinite = bool(grads) and not bool(torch.stack([torch.isfinite(g).all() for g in grads]).all())
-        metrics["train/nonfinite_grad_step"].append(float(nonfinite))
+        metrics[NONFINITE_GRAD_STEP].append(float(nonfinite))
         if nonfinite:
             logger.warning("step %d: non-finite gradients; the step is skipped (the weights and the optimizer state "
                            "stay as they were)", state.global_step + 1)
@@ -763,7 +775,7 @@ class EngineWeightSync:
         with trainer._unwrapped_model() as policy:
             seconds = sync_policy(self.engine, policy)
         mode = "train" if trainer.model.training else "eval"
-        trainer._metrics[mode]["vllm/weight_sync_s"].append(seconds)
+        trainer._metrics[mode][WEIGHT_SYNC_S].append(seconds)
 
 
 def whole_sequences(batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, int]:

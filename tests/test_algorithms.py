@@ -118,7 +118,7 @@ def test_reinforce_pp_whitens_token_returns_over_the_batch(tmp_path) -> None:
     values = inputs["advantages"][mask]
     assert torch.all(inputs["advantages"][~mask] == 0)
     assert abs(float(values.mean())) < 1e-4 and abs(float(values.std()) - 1.0) < 1e-2
-    assert trainer._metrics["train"]["kl_in_reward"], "the KL penalty went into the rewards"
+    assert trainer._metrics["train"]["reinforce_pp/kl_in_reward"], "the KL penalty went into the rewards"
     assert_successes_get_the_larger_advantages(trainer, inputs)
 
 
@@ -137,6 +137,8 @@ def test_gae_gives_successes_the_larger_advantages(tmp_path) -> None:
     targets = inputs["value_targets"]
     mask = (inputs["completion_mask"] * inputs["tool_mask"]).bool()
     assert torch.all(targets[~mask] == 0)
+    logged = trainer._metrics["train"]
+    assert logged["value/mean"] and len(logged["value/explained_variance"]) == 1, "the critic's fit is logged"
     assert_successes_get_the_larger_advantages(trainer, inputs)
 
 

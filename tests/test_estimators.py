@@ -78,3 +78,38 @@ def test_a_group_size_the_estimator_cannot_use_fails_when_the_config_is_built(tm
     monkeypatch.setitem(ESTIMATORS, "big_groups", dataclasses.replace(REINFORCE, name="big_groups", min_group_size=16))
     with pytest.raises(ValueError, match="needs num_generations >= 16"):
         make_config(tmp_path, advantage_estimator="big_groups")
+
+
+def test_explained_variance_is_cleanrls() -> None:
+    import math
+
+    from agentgym_trl.estimators import explained_variance
+
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+
+    def mean(values: torch.Tensor) -> float:
+        return float((values * mask).sum() / mask.sum())
+
+    targets = torch.tensor([[1.0, 2.0, 3.0, 99.0]])
+    assert explained_variance(targets.clone(), targets, mean) == pytest.approx(1.0)  # a perfect critic
+    assert explained_variance(torch.full_like(targets, 2.0), targets, mean) == pytest.approx(0.0, abs=1e-5)  # the mean
+    assert math.isnan(explained_variance(torch.zeros_like(targets), torch.ones_like(targets), mean))  # no variance
+
+
+def test_metric_names_live_in_metrics_py() -> None:
+    """No module but metrics.py spells a namespaced metric name: the others import its constants."""
+    import ast
+    import re
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "agentgym_trl"
+    shape = re.compile(r"^[a-z_]{2,}/[a-z_]{2,}$")
+    spelled = {}
+    for path in sorted(package.glob("*.py")):
+        if path.name == "metrics.py":
+            continue
+        names = {node.value for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and shape.match(node.value)}
+        if names:
+            spelled[path.name] = sorted(names)
+    assert not spelled, f"metric names spelled outside metrics.py: {spelled}"
