@@ -69,11 +69,9 @@ from transformers import PreTrainedModel, TrainerCallback
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
-from agentgym_trl import advantages as adv
 from agentgym_trl.agent import sampling_config
 from agentgym_trl.chat import ChatEncoder
-from agentgym_trl.credit import episode_turns, turn_table
-from agentgym_trl.estimators import EPISODE, ESTIMATORS, TokenBatch, episode_level_advantages
+from agentgym_trl.estimators import ESTIMATORS
 from agentgym_trl.fast_training import (
     LOSS_NORMALISERS,
     action_mask,
@@ -94,8 +92,6 @@ from agentgym_trl.data import build_env_dataset, check_env_ids, placeholder_prom
 from agentgym_trl.dynamic_sampling import ItemDrawer, fill_informative_groups
 from agentgym_trl.generation import Generator, HFGenerator, VLLMGenerator
 from agentgym_trl.metrics import (
-    ADVANTAGE_ABS_MEAN,
-    GREEDY_REWARD,
     IDLE_STEP,
     NONFINITE_GRAD_STEP,
     SKIPPED_ROWS_FRAC,
@@ -109,6 +105,7 @@ from agentgym_trl.metrics import (
 from agentgym_trl.model_card import agent_section, base_model_of, complete_model_card
 from agentgym_trl.models import is_reloadable, save_plain_copy
 from agentgym_trl.rollout import RolloutProgress, RolloutResult, run_rollout, validate_rollout_output
+from agentgym_trl.scoring import AdvantageAdapter, ScoringBatch, distinct_items
 from agentgym_trl.trl_vllm import TRLVLLMGenerator, check_server_context
 from agentgym_trl.vllm_engine import EngineOptions, VLLMEngine, shared_engine, sync_policy
 from agentgym_trl.value_head import VALUE_HEAD_ATTRIBUTE, VALUE_HEAD_FILE, ValueHead, attach_value_head, value_loss
@@ -155,20 +152,6 @@ TRL_PRIVATE_MEMBERS = (
     TrlMember("batch", "ref_per_token_logps"),
     TrlMember("trl.trainer.utils", "_use_triton", ("device",)),
 )
-
-
-@dataclass
-class ScoringBatch:
-    """What one ``_generate_and_score_completions`` call carries between TRL's calls into the trainer.
-
-    Opened (and closed) by ``AgentGRPOTrainer._scoring`` with TRL's rows; ``rollout_func`` adds the
-    episodes and ReMax's greedy returns, ``_calculate_rewards`` TRL's rewards.
-    """
-
-    rows: list[dict[str, Any]]
-    rollout: RolloutResult | None = None
-    rewards_per_func: torch.Tensor | None = None  # TRL's rewards of every process's rows: estimators need groups
-    greedy_returns: list[float] | None = None  # remax: each local row's greedy episode return
 
 
 def env_reward(completions: list, env_reward: list[float] | None = None, **kwargs: Any) -> list[float]:
@@ -260,6 +243,10 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.env_executor = ThreadPoolExecutor(max_workers=args.env_workers, thread_name_prefix="agentgym-env")
         self.generator = self._make_generator()
         self.greedy_generator = self._make_generator(greedy=True) if self.estimator.needs_greedy_rollout else None
+        self.advantage_adapter = AdvantageAdapter(
+            self.estimator, args, self.accelerator, num_generations=self.num_generations,
+            scale_rewards=self.scale_rewards, beta=self.beta, reward_weights=self.reward_weights,
+            log=lambda name, value: self._metrics["train"][name].append(value), critic_values=self._value_estimates)
         self.value_head: ValueHead | None = None
         if args.value_head is not None:  # before the optimizer and DDP exist, so both see its parameters
             self.value_head = attach_value_head(self.model, args.value_head, args.critic_model)
@@ -341,7 +328,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         with self._scoring(inputs) as batch:
             output = super()._generate_and_score_completions(inputs)
             if self.model.training and self.args.custom_advantages:
-                self._replace_advantages(output, batch)
+                per_row = self.advantage_adapter.replace(output, batch)
+                replace_newest(self._logs["advantages"], per_row.tolist())
         return output
 
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> torch.Tensor:
@@ -406,89 +394,10 @@ class AgentGRPOTrainer(GRPOTrainer):
     # ---- advantage estimators other than TRL's GRPO ------------------------------------------------
     def _greedy_rollout(self, rows: Sequence[dict[str, Any]], budget: int) -> list[float]:
         """ReMax's baseline: one greedy episode per distinct item among this process's rows (never trained on)."""
-        keys = [(str(r["env_id"]), int(r["item_id"]), r.get("seed")) for r in rows]
-        unique = list(dict.fromkeys(keys))
-        starts = [{"env_id": env_id, "item_id": item_id, **({"seed": seed} if seed is not None else {})}
-                  for env_id, item_id, seed in unique]
+        keys, starts = distinct_items(rows)
         result = self._play(starts, self.greedy_generator, budget)
-        weight = self.reward_weights[0].cpu()
-        episodes = [episode_turns(t, self.args.turn_reward, self.args.invalid_action_penalty)
-                    for t in result.trajectories]
-        outcome = torch.tensor([t.reward for t in result.trajectories]) * weight
-        bonus = outcome if self.args.turn_reward == "outcome" else torch.zeros_like(outcome)
-        rewards, mask, _ = turn_table(episodes, bonus, weight.expand(len(episodes)))
-        returns = adv.discounted_returns(rewards, mask, self.args.turn_gamma)[:, 0].tolist()
-        self._metrics["train"][GREEDY_REWARD].append(float(outcome.mean()) if len(outcome) else 0.0)
-        by_key = dict(zip(unique, returns))
+        by_key = dict(zip(dict.fromkeys(keys), self.advantage_adapter.greedy_returns(result)))
         return [by_key[key] for key in keys]
-
-    def _global_turn_table(self, batch: ScoringBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Every process's episodes as padded turn rewards, turn mask and state ids (in TRL's global row order)."""
-        args = self.args
-        local = [episode_turns(t, args.turn_reward, args.invalid_action_penalty) for t in batch.rollout.trajectories]
-        episodes = gather_object(local)
-        per_func = batch.rewards_per_func.detach().cpu()
-        weights = self.reward_weights.detach().cpu()
-        total = (per_func * weights).nansum(dim=1)
-        env_part = per_func[:, 0].nan_to_num() * weights[0]
-        # the outcome on the last turn; with per-step env rewards, only what extra reward functions add
-        bonus = total if args.turn_reward == "outcome" else total - env_part
-        return turn_table(episodes, bonus, weights[0].expand(len(episodes)))
-
-    def _local_rows(self, values: torch.Tensor, batch: ScoringBatch) -> torch.Tensor:
-        count = len(batch.rollout.trajectories)
-        start = self.accelerator.process_index * count
-        return values[start : start + count]
-
-    def _replace_advantages(self, output: dict[str, Any], batch: ScoringBatch) -> None:
-        """Swap TRL's group advantages for the configured estimator's: ``(B,)`` per episode or ``(B, T)`` per token."""
-        mask = action_mask(output).detach().float().cpu()
-        turn_ends = [t.turn_ends for t in batch.rollout.trajectories]
-        rewards, turn_mask, states = self._global_turn_table(batch)
-        if self.estimator.level == EPISODE:
-            advantages = self._local_rows(self._episode_advantages(batch, rewards, turn_mask, states), batch)
-            if advantages.dim() == 2:
-                advantages = adv.spread_over_turns(advantages, turn_ends, mask)
-        else:
-            token_rewards = adv.place_on_last_action_token(self._local_rows(rewards, batch), turn_ends, mask)
-            advantages, fields = self.estimator.token_advantages(self._token_batch(output, token_rewards, mask))
-            for name, value in fields.items():
-                output[name] = value.to(output["completion_mask"].device)
-        output["advantages"] = advantages.to(output["completion_mask"].device)
-        self._log_advantages(advantages, mask)
-
-    def _episode_advantages(self, batch: ScoringBatch, rewards: torch.Tensor, turn_mask: torch.Tensor,
-                            states: torch.Tensor) -> torch.Tensor:
-        """The whole batch's episode-level advantages, ``(N,)`` or per turn ``(N, K)``."""
-        args = self.args
-        greedy = None
-        if self.estimator.needs_greedy_rollout:
-            greedy = torch.tensor(gather_object(list(batch.greedy_returns or [])), dtype=torch.float32)
-        groups = torch.arange(rewards.shape[0]) // self.num_generations
-        return episode_level_advantages(rewards, turn_mask, states, groups, estimator=self.estimator,
-                                        credit=args.turn_credit, turn_gamma=args.turn_gamma, scale=self.scale_rewards,
-                                        step_weight=args.step_advantage_weight, greedy_returns=greedy)
-
-    def _token_batch(self, output: dict[str, Any], token_rewards: torch.Tensor, mask: torch.Tensor) -> TokenBatch:
-        """This process's rows as a token-level estimator sees them, with the trainer's services it may call."""
-        return TokenBatch(
-            output=output, token_rewards=token_rewards, mask=mask, beta=self.beta, gamma=self.args.gamma,
-            gae_lambda=self.args.gae_lambda, moments=lambda values: self._global_moments(values, mask),
-            critic_values=lambda: self._value_estimates(output),
-            log=lambda name, value: self._metrics["train"][name].append(value),
-        )
-
-    def _global_moments(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``masked_moments`` of this process's values summed over every process (the whole batch's moments)."""
-        return self.accelerator.reduce(adv.masked_moments(values, mask).to(self.accelerator.device), reduction="sum")
-
-    def _log_advantages(self, advantages: torch.Tensor, mask: torch.Tensor) -> None:
-        """``advantage/abs_mean`` over action tokens, and the completions table's advantage column (per row)."""
-        per_token = advantages if advantages.dim() == 2 else advantages[:, None] * mask
-        abs_mean = adv.moments_mean(self._global_moments(per_token.abs(), mask))
-        self._metrics["train"][ADVANTAGE_ABS_MEAN].append(abs_mean)
-        per_row = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
-        replace_newest(self._logs["advantages"], self.accelerator.gather(per_row.to(self.accelerator.device)).tolist())
 
     def _value_estimates(self, output: dict[str, Any]) -> torch.Tensor:
         """The critic's ``(B, T)`` estimates of the rollout's states, from one no-grad forward."""

@@ -146,7 +146,7 @@ def test_outcome_reward_sits_on_the_last_action_token(tmp_path) -> None:
     trainer = make_trainer(tmp_path, advantage_estimator="reinforce_pp", beta=0.0, truncated_turn="step",
                            max_turn_tokens=10)
     scored(trainer)
-    rewards, turn_mask, _ = trainer._global_turn_table(trainer._last_batch)
+    rewards, turn_mask, _ = trainer.advantage_adapter.global_turn_table(trainer._last_batch)
     for row, t in enumerate(trainer.last_rollout.trajectories):
         assert float(rewards[row].sum()) == pytest.approx(t.reward)
         assert float(rewards[row, : t.turns - 1].abs().sum()) == 0.0  # the outcome only on the last turn
