@@ -3,7 +3,9 @@
 ``weights``: the engine's weight copy of a ``fully_shard`` model (and of a LoRA model under it) gives whole tensors
 that safetensors writes and that equal the unsharded weights. ``generate``: ``HFGenerator`` on a ``fully_shard``
 model, rank 0 with more episodes, turns and tokens than rank 1, runs to the end and gives each rank what an
-unsharded model gives it. Each rank asserts and prints ``rank N ok``; a hang ends in gloo's 90 s timeout.
+unsharded model gives it. ``rollout``: the same through the real episode loop (``run_rollout``: ``ModelAgent``,
+``play_batch``) on the Countdown test env, rank 0's episodes lasting 3 turns and rank 1's one.
+Each rank asserts and prints ``rank N ok``; a hang ends in gloo's 90 s timeout.
 """
 
 from __future__ import annotations
@@ -119,6 +121,35 @@ def check_generate(rank: int, mesh) -> None:
     assert all(len(ids) <= limit for turn in fsdp_played for ids in turn)
 
 
+def check_rollout(rank: int, mesh) -> None:
+    import agent_envs
+
+    from agentgym_trl import ChatEncoder, EnvPool, run_rollout
+
+    agent_envs.register()
+    tokenizer = tiny_tokenizer()
+    encoder = ChatEncoder(tokenizer, [tokenizer.eos_token_id])
+    config = GenerationConfig(do_sample=False)
+    sharded = shard(tiny_model(tokenizer), mesh)
+    fsdp = HFGenerator(sharded, config, tokenizer.pad_token_id, encoder.stop_ids, progress=False)
+    local = HFGenerator(tiny_model(tokenizer), config, tokenizer.pad_token_id, encoder.stop_ids, progress=False,
+                        share_prompt_prefill=False)
+    empty = []
+    step_in_sync = fsdp._step_in_sync
+    fsdp._step_in_sync = lambda model: empty.append(1) or step_in_sync(model)
+    rows = [{"env_id": agent_envs.COUNTDOWN, "item_id": item} for item in ([2, 5, 8] if rank == 0 else [0])]
+    pool = EnvPool()
+    try:
+        results = [run_rollout(rows, generator, encoder, pool, max_turns=5, max_turn_tokens=[10, 4][rank],
+                               max_context_tokens=600, truncated_turn="step") for generator in (fsdp, local)]
+    finally:
+        pool.close()
+    played, expected = (result.trajectories for result in results)
+    assert [t.completion_ids for t in played] == [t.completion_ids for t in expected]
+    assert [len(t.actions) for t in played] == ([3, 3, 3] if rank == 0 else [1])
+    assert len(empty) == (0 if rank == 0 else 2), len(empty)  # rank 1 stepped through rank 0's turns 2 and 3
+
+
 def main() -> None:
     case = sys.argv[1]
     torch.set_num_threads(1)
@@ -126,7 +157,7 @@ def main() -> None:
     rank = dist.get_rank()
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     try:
-        {"weights": check_weights, "generate": check_generate}[case](rank, mesh)
+        {"weights": check_weights, "generate": check_generate, "rollout": check_rollout}[case](rank, mesh)
         dist.barrier()
         print(f"rank {rank} ok", flush=True)
     finally:
