@@ -45,7 +45,7 @@ def run_two_ranks(case: str, timeout: int = 240) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("case", ["weights", "generate", "rollout"])
 def test_two_rank_fsdp2(case: str) -> None:
     # weights: the copy of a fully_shard model (plain and LoRA) is whole, safetensors writes it, it equals the
-    # unsharded weights. generate: rank 0 plays 3 episodes for 4 turns, rank 1 one for 1 turn with fewer tokens;
+    # unsharded weights. generate: rank 0 plays 3 episodes for 4 turns, rank 1 one for 2 turns with fewer tokens;
     # both finish, each with what an unsharded model gives it. rollout: the same through run_rollout's episode
     # loop. (The whole trainer cannot run FSDP on CPUs: Accelerate turns FSDP on only for GPU-type launches, and
     # a CPU launch with an FSDP config trains as DDP.)
