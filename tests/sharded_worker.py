@@ -5,6 +5,7 @@ that safetensors writes and that equal the unsharded weights. ``generate``: ``HF
 model, rank 0 with more episodes, turns and tokens than rank 1, runs to the end and gives each rank what an
 unsharded model gives it. ``rollout``: the same through the real episode loop (``run_rollout``: ``ModelAgent``,
 ``play_batch``) on the Countdown test env, rank 0's episodes lasting 3 turns and rank 1's 1 and 2.
+``refill``: dynamic sampling with that rollout, rank 0 refilling twice and rank 1 never (it plays empty batches).
 Each rank asserts and prints ``rank N ok``; a hang ends in gloo's 90 s timeout.
 """
 
@@ -151,6 +152,45 @@ def check_rollout(rank: int, mesh) -> None:
     assert len(empty) == (0 if rank == 0 else 1), len(empty)  # rank 1 stepped through rank 0's third turn
 
 
+def check_refill(rank: int, mesh) -> None:
+    from types import SimpleNamespace
+
+    import agent_envs
+
+    from agentgym_trl import ChatEncoder, EnvPool, run_rollout
+    from agentgym_trl.dynamic_sampling import fill_informative_groups
+    from agentgym_trl.rollout import RolloutResult
+
+    agent_envs.register()
+    tokenizer = tiny_tokenizer()
+    encoder = ChatEncoder(tokenizer, [tokenizer.eos_token_id])
+    sharded = shard(tiny_model(tokenizer), mesh)
+    generator = HFGenerator(sharded, GenerationConfig(do_sample=False), tokenizer.pad_token_id, encoder.stop_ids,
+                            progress=False)
+    pool = EnvPool()
+    # the first batch: rank 0's one group scored alike (it refills), rank 1's varies (it does not)
+    rows = [{"env_id": agent_envs.COUNTDOWN, "item_id": 2, "prompt": []} for _ in range(2)]
+    first = RolloutResult(trajectories=[SimpleNamespace(reward=float(rank and i), success=False) for i in range(2)])
+    played = []
+
+    def play(new_rows):  # real synced episodes; rank 0's first refill scores alike again, its second varies
+        played.append(len(new_rows))
+        result = run_rollout(new_rows, generator, encoder, pool, max_turns=3, max_turn_tokens=6,
+                             max_context_tokens=600, truncated_turn="step")
+        assert len(result.trajectories) == len(new_rows)
+        return RolloutResult(trajectories=[SimpleNamespace(reward=float(len(played) == 2 and index == 0), success=False)
+                                           for index in range(len(new_rows))])
+
+    draws = iter([[(agent_envs.COUNTDOWN, 5)], [(agent_envs.COUNTDOWN, 7)]])
+    try:
+        stats = fill_informative_groups(rows, first, 2, play, lambda count: next(draws)[:count], max_groups=4,
+                                        more=generator.any_active)
+    finally:
+        pool.close()
+    assert played == ([2, 2] if rank == 0 else [0, 0]), played
+    assert stats.groups_kept == 1 and [row["item_id"] for row in rows] == ([7, 7] if rank == 0 else [2, 2])
+
+
 def main() -> None:
     case = sys.argv[1]
     torch.set_num_threads(1)
@@ -158,7 +198,9 @@ def main() -> None:
     rank = dist.get_rank()
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     try:
-        {"weights": check_weights, "generate": check_generate, "rollout": check_rollout}[case](rank, mesh)
+        checks = {"weights": check_weights, "generate": check_generate, "rollout": check_rollout,
+                  "refill": check_refill}
+        checks[case](rank, mesh)
         dist.barrier()
         print(f"rank {rank} ok", flush=True)
     finally:

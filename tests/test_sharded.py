@@ -42,13 +42,14 @@ def run_two_ranks(case: str, timeout: int = 240) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(command, process.returncode, output, "")
 
 
-@pytest.mark.parametrize("case", ["weights", "generate", "rollout"])
+@pytest.mark.parametrize("case", ["weights", "generate", "rollout", "refill"])
 def test_two_rank_fsdp2(case: str) -> None:
     # weights: the copy of a fully_shard model (plain and LoRA) is whole, safetensors writes it, it equals the
     # unsharded weights. generate: rank 0 plays 3 episodes for 4 turns, rank 1 one for 2 turns with fewer tokens;
     # both finish, each with what an unsharded model gives it. rollout: the same through run_rollout's episode
-    # loop. (The whole trainer cannot run FSDP on CPUs: Accelerate turns FSDP on only for GPU-type launches, and
-    # a CPU launch with an FSDP config trains as DDP.)
+    # loop. refill: dynamic sampling, one rank refilling twice, the other joining with empty batches. (The whole
+    # trainer cannot run FSDP on CPUs: Accelerate turns FSDP on only for GPU-type launches, and a CPU launch with
+    # an FSDP config trains as DDP.)
     result = run_two_ranks(case)
     assert result.returncode == 0, result.stdout[-6000:]
     assert "rank 0 ok" in result.stdout and "rank 1 ok" in result.stdout, result.stdout[-6000:]
