@@ -66,6 +66,7 @@ def fill_informative_groups(
     play: Callable[[list[dict[str, Any]]], RolloutResult],
     draw_items: Callable[[int], list[tuple[str, int]]],
     max_groups: int,
+    more: Callable[[int], bool] | None = None,
 ) -> RefillStats:
     """Replace, in place, the equal-reward groups of ``rows``/``result`` with groups that teach.
 
@@ -73,6 +74,10 @@ def fill_informative_groups(
     rows and returns their rollout; ``draw_items(n)`` draws ``n`` (env id, item id) pairs; at most
     ``max_groups`` groups are played in all (the first batch's included). Each row dict is updated to
     the item its new episode played, so TRL's reward kwargs and logs name the right item.
+
+    ``more(wants)`` (the generator's ``any_active``) decides whether to refill again from whether this process
+    ``wants`` to: where generation runs in step across ranks (ZeRO-3 / FSDP) it asks them all, and a process with
+    nothing left to refill plays empty batches while another still refills, so each rank plays as many batches.
     """
     if len(rows) % group_size or len(result.trajectories) != len(rows):
         raise ValueError(f"{len(rows)} rows do not form whole groups of {group_size} (or differ from the rollout)")
@@ -82,7 +87,13 @@ def fill_informative_groups(
     wanted = len(rows) // group_size
     drawn = wanted
     episodes, successes = len(rows), sum(bool(t.success) for t in result.trajectories)
-    while empty and drawn < max_groups:
+    while True:
+        wants = bool(empty) and drawn < max_groups
+        if not (more(int(wants)) if more is not None else wants):
+            break
+        if not wants:  # another rank still refills: join its generation with no episodes of this rank's own
+            _add_time(result, play([]))
+            continue
         kept_rate = (wanted - len(empty) + 1) / (drawn + 1)  # +1: a smoothed rate, never zero
         count = min(max_groups - drawn, math.ceil(len(empty) / max(kept_rate, 0.25)))
         items = draw_items(count)

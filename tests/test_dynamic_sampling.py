@@ -61,6 +61,26 @@ def test_equal_reward_groups_are_replaced_by_groups_that_teach() -> None:
     assert result.total_s == 2.0, "the refills' time counts in the rollout's time"
 
 
+def test_a_rank_with_nothing_to_refill_plays_empty_batches_while_another_refills() -> None:
+    # under ZeRO-3 / FSDP the generator's any_active says whether any rank still refills; this rank's groups all
+    # teach, so it plays empty batches (joining the others' synced generation) until none does
+    rows = rows_of([1, 3])
+    result = fake_rollout(rows, mixed_if_odd)
+    asked, played = [], []
+    others_refill = iter([True, True, False])
+
+    def more(local: int) -> bool:
+        asked.append(local)
+        return bool(local) or next(others_refill)
+
+    def play(new_rows):
+        played.append(len(new_rows))
+        return fake_rollout(new_rows, mixed_if_odd)
+
+    stats = fill_informative_groups(rows, result, 4, play, lambda count: [], max_groups=8, more=more)
+    assert asked == [0, 0, 0] and played == [0, 0]
+    assert [row["item_id"] for row in rows[::4]] == [1, 3] and stats.groups_drawn == 2 and not stats.cap_hit
+
 def test_the_cap_stops_the_draws_and_says_so() -> None:
     rows = rows_of([2, 4])
     result = fake_rollout(rows, mixed_if_odd)
