@@ -75,7 +75,7 @@ def progress_wanted(progress: bool | None) -> bool | None:
     return None if progress is None else not progress
 
 
-class TurnProgress:
+class DecodeProgress:
     """A tqdm bar over the decode steps of one turn's batched ``generate`` (with its ETA), as a streamer.
 
     transformers hands a streamer the prompt first, then each step's new tokens: so a turn that takes
@@ -156,7 +156,7 @@ class HFGenerator:
     With ``share_prompt_prefill`` (and the prefix cache) a context that several rows share (a GRPO
     group's first prompt) is encoded once and its states copied to each row, instead of once per row.
 
-    ``progress`` shows a bar per turn (``TurnProgress``): ``None`` (the default) where stderr is a
+    ``progress`` shows a bar per turn (``DecodeProgress``): ``None`` (the default) where stderr is a
     terminal, ``True`` always, ``False`` never; only the first rank of a distributed run shows one.
 
     ``sampling_dtype`` (e.g. ``torch.bfloat16`` on a CPU with AVX512-BF16): sample from a copy of the weights
@@ -306,7 +306,7 @@ class HFGenerator:
         config.use_cache = True
         extra = {"past_key_values": self._padded_cache(model, cached, past_width)} if past_width else {}
         self._turn += 1
-        progress = TurnProgress(self._turn, len(contexts), config.max_new_tokens, progress_wanted(self.progress))
+        progress = DecodeProgress(self._turn, len(contexts), config.max_new_tokens, progress_wanted(self.progress))
         if progress.shown:  # a streamer costs a copy to the CPU per step: only when someone watches
             extra["streamer"] = progress
         try:
