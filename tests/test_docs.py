@@ -321,3 +321,13 @@ def test_architecture_names_every_module() -> None:
             if f"`{relative.as_posix()}" not in architecture and f"`{module.name}`" not in architecture:
                 unnamed.append(f"{package}/{relative.as_posix()}")
     assert not unnamed, f"ARCHITECTURE.md does not name {unnamed}"
+
+
+def test_env_pages_are_generated_from_the_code() -> None:
+    """Each family's ids, splits, turn caps, actions and rewards on its page are what the registry and the env
+    classes' docstrings say (``python -m agentgym_envs.env_pages`` rewrites them)."""
+    from agentgym_envs import env_pages
+    from agentgym_envs.registration import FAMILIES
+
+    assert {family for families in env_pages.PAGES.values() for family in families} == set(FAMILIES)
+    assert env_pages.stale_pages() == [], "run python -m agentgym_envs.env_pages"

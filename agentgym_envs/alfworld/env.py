@@ -116,6 +116,17 @@ def load_game_file(path: str | Path) -> dict[str, Any] | None:
 
 
 class ALFWorldEnv(TextEnv):
+    """An ALFWorld household task on ALFWorld's PDDL domain and grammar through TextWorld.
+
+    Actions:
+        ALFWorld's commands (``go to X``, ``take X from Y``, ``put X in/on Y``, ``open X``, ``close X``, ``use X``,
+        ``clean/heat/cool X with Y``, ``examine X``, ``inventory``, ``look``), run only as admissible commands
+        are spelled; the admissible ones are in ``info["available_actions"]``.
+
+    Rewards:
+        1 when the task's goal holds (the episode ends), else 0.
+    """
+
     family = "alfworld"
 
     def __init__(self, task_id: str, render_mode: str | None = None, game_dir: str | None = None,

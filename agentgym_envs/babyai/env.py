@@ -88,6 +88,17 @@ def _make_level(level: str) -> Any:
 
 
 class BabyAIEnv(TextEnv):
+    """A MiniGrid BabyAI level described in text, played with high-level actions compiled to MiniGrid's.
+
+    Actions:
+        ``go to <object>``, ``pickup <object>``, ``go through <door>``, ``toggle and go through <door>`` (planned
+        over what the agent has seen) and MiniGrid's primitives (``turn left``, ``turn right``, ``move forward``,
+        ``toggle``, ``drop``, ...); the actions available now are in ``info["available_actions"]``.
+
+    Rewards:
+        MiniGrid's ``1 - 0.9 * steps / max_steps`` (steps: primitive moves) when the mission is done, else 0.
+    """
+
     family = "babyai"
 
     def __init__(self, task_id: str, render_mode: str | None = None, agentgym_names: bool = True,

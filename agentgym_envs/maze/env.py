@@ -93,6 +93,16 @@ def describe_walls(walls: list[str]) -> str:
 
 
 class MazeEnv(TextEnv):
+    """Find the goal of a maze the agent never sees, from its position and the walls around it.
+
+    Actions:
+        ``move up``, ``move down``, ``move left``, ``move right`` (``extra_feedback=True`` also takes ``up``,
+        ``go north``, ...).
+
+    Rewards:
+        1 when the goal square is reached (the episode ends), else 0.
+    """
+
     family = "maze"
 
     def __init__(self, task_id: str, render_mode: str | None = None, extra_feedback: bool = False):

@@ -123,6 +123,17 @@ def stored_gold() -> dict[int, tuple[str, ...]]:
 
 
 class SciWorldEnv(TextEnv):
+    """A ScienceWorld task (type and variation) in the simulator's own text, in a JVM the env owns.
+
+    Actions:
+        ScienceWorld's commands (``look around``, ``open door to kitchen``, ``pick up thermometer``, ``focus on
+        ...``, ``wait``, ...) as the simulator parses them; ``check valid actions`` lists them.
+
+    Rewards:
+        The increase of the simulator's 0-100 score, normalised (``info["score"]`` keeps it): an episode's rewards
+        sum to score / 100, and a failed task's -100 to -1 (``nonnegative_reward=True`` floors it at 0).
+    """
+
     family = "sciworld"
 
     def __init__(

@@ -65,6 +65,17 @@ def goals() -> tuple[tuple[str, int], ...]:
 
 
 class TextCraftEnv(TextEnv):
+    """Craft a Minecraft goal item from the recipes shown in the first observation.
+
+    Actions:
+        ``get <n> <item>`` (an item no recipe makes), ``craft <n> <item> using <n> <item>, ...`` with exactly one
+        recipe's quantities and the specific kind of a generic ingredient (``lenient_crafting=True``: scaled
+        crafts, generic names, plurals), ``inventory``; in ReAct form (``Thought: ... Action: ...``) or bare.
+
+    Rewards:
+        1 when the goal item is in the inventory (the episode ends), else 0.
+    """
+
     family = "textcraft"
 
     def __init__(self, task_id: str, render_mode: str | None = None, lenient_crafting: bool = False):

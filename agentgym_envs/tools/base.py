@@ -251,7 +251,17 @@ def agentgym_answer(answer: Any) -> str:
 
 
 class ToolEnv(TextEnv):
-    """Base of Weather, Movie, Academia, Sheet and TODOList (``family = "tools"``)."""
+    """Base of Weather, Movie, Academia, Sheet and TODOList (``family = "tools"``).
+
+    Actions:
+        ``Action: <tool> with Action Input: <JSON arguments>`` calling one of the env's tools (listed in the
+        instruction; ``tool_schemas()`` in OpenAI's format), or ``finish`` with the answer; function-calling
+        ``<tool_call>`` replies are taken too.
+
+    Rewards:
+        1 when ``finish``'s answer equals the gold answer (Python's ``==``, lists sorted; ``lenient_answers=True``
+        forgives case, units and spellings) or the store reaches the target state, and the episode ends; else 0.
+    """
 
     #: AgentGym's tool conversations answer the instruction with this.
     acknowledgement: ClassVar[str] = "Ok."

@@ -257,7 +257,15 @@ def _schema(db_id: str) -> str:
 
 
 class BirdEnv(TextEnv):
-    """Text-to-SQL: one SELECT per episode, graded by execution result against the gold query."""
+    """Text-to-SQL: one SELECT per episode, graded by execution result against the gold query.
+
+    Actions:
+        One read-only SQL statement: the last ``sql`` code block of the response (a bare statement too).
+
+    Rewards:
+        1 when the statement's rows equal the gold query's as a set (``round_floats=True``: floats to 4
+        decimals), and the episode ends; 0 otherwise.
+    """
 
     family = "tools"
     acknowledgement = "Ok."  # SqlGym's conversations in AgentGym answer the instruction with this

@@ -126,6 +126,18 @@ return Array.from(select.options).map(o => o.text.trim());
 
 
 class WebArenaEnv(TextEnv):
+    """A WebArena task in headless Chromium, observed through the accessibility tree.
+
+    Actions:
+        WebArena's actions inside triple backticks: ``click [id]``, ``type [id] [text] [0|1]``, ``hover [id]``,
+        ``press [keys]``, ``scroll [up|down]``, ``new_tab``, ``tab_focus [n]``, ``close_tab``, ``goto [url]``,
+        ``go_back``, ``go_forward``, ``stop [answer]``.
+
+    Rewards:
+        The WebArena evaluators' 0/1 score at ``stop [answer]``; on the last turn of the budget the episode runs
+        under (its ``TimeLimit``), without ``stop``, the final state is scored with an empty answer.
+    """
+
     family = "webarena"
     acknowledgement = "Ok."  # AgentGym's WebArena conversations answer the instruction with this
     max_observation_length = 64_000

@@ -146,7 +146,15 @@ return buttons.find((e) => e.getAttribute('data-click') === wanted) || null;
 
 
 class WebShopEnv(TextEnv):
-    """Find and buy the product a customer asks for (WebShop, Yao et al. 2022)."""
+    """Find and buy the product a customer asks for (WebShop, Yao et al. 2022).
+
+    Actions:
+        ``search[keywords]`` and ``click[button]``; the clickable values are in ``info["available_actions"]``.
+
+    Rewards:
+        At ``click[Buy Now]``, WebShop's ``goal.py`` score in [0, 1] of the product bought (type, attributes,
+        options and price against the goal), and the episode ends; 0 before.
+    """
 
     family = "webshop"
     acknowledgement = "Ok."  # AgentGym's WebShop conversations answer the instruction with this

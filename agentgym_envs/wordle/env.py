@@ -135,6 +135,15 @@ def agentgym_feedback(guess: str, answer: str) -> str:
 
 
 class WordleEnv(TextEnv):
+    """Guess a hidden five-letter word in six attempts from per-letter feedback.
+
+    Actions:
+        A guess written as letters (``c r a n e``; spaces optional; ``extra_feedback=True``: ``guess crane``).
+
+    Rewards:
+        1 when the word is found (the episode ends); 0 when the attempts run out.
+    """
+
     family = "wordle"
 
     def __init__(self, task_id: str, render_mode: str | None = None, extra_feedback: bool = False):
