@@ -74,7 +74,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="model shapes of weight-sync (--quick: tiny)")
     parser.add_argument("--gen-shapes", nargs="+", choices=sorted(SHAPES), default=["qwen2-0.5b", "qwen2-1.5b"],
                         help="model shapes of generation (--quick: tiny)")
-    parser.add_argument("--part-timeout", type=float, default=240, help="seconds one part may run")
+    parser.add_argument("--part-timeout", type=float, default=150,
+                        help="seconds one part may run (the whole run stays under ~6 min on a GPU)")
     parser.add_argument("--spill-dir", default=tempfile.gettempdir(),
                         help="where weight-sync writes when /dev/shm has too little room")
     parser.add_argument("--out", default=str(ROOT / "runs" / "gpu_check"), help="folder of gpu_bench.json")
@@ -128,9 +129,12 @@ def part_system(args: argparse.Namespace) -> dict[str, Any]:
     record: dict[str, Any] = {**shm(), **meminfo(), "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
                               "torch": torch.__version__, "cuda": torch.version.cuda,
                               "transformers": transformers.__version__}
-    for name in ("trl", "vllm", "safetensors", "accelerate", "peft"):
-        found = importlib.util.find_spec(name) is not None
-        record[name] = importlib.import_module(name).__version__ if found and name != "vllm" else found
+    for name in ("trl", "vllm", "safetensors", "accelerate", "peft"):  # version, False if absent, or why not
+        try:
+            found = importlib.util.find_spec(name) is not None
+            record[name] = importlib.import_module(name).__version__ if found and name != "vllm" else found
+        except Exception as error:  # noqa: BLE001 - a package that is there but broken is reported, not fatal
+            record[name] = f"{type(error).__name__}: {error}"
     if args.device == "cuda":
         properties = torch.cuda.get_device_properties(0)
         free, total = torch.cuda.mem_get_info()

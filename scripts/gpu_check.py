@@ -60,9 +60,11 @@ def tiny_model_and_tokenizer():
 
 def trl_installed() -> bool:
     """Whether TRL can be imported here (the trainer parts need it; a GPU image may come without it)."""
-    import importlib.util
-
-    return importlib.util.find_spec("trl") is not None
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def run_part(name: str, args: argparse.Namespace) -> dict:

@@ -123,8 +123,10 @@ def overlay_python(version: str) -> Path:
     stamp = folder / "ready"
     if stamp.exists() and python.exists():
         return python
-    subprocess.run([sys.executable, "-m", "venv", "--clear", "--system-site-packages", str(folder)], check=True,
-                   timeout=300)
+    # without a pip of its own (no ensurepip needed): this environment's pip, seen through the system site-packages,
+    # installs into the overlay when the overlay's Python runs it
+    subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", "--system-site-packages", str(folder)],
+                   check=True, timeout=300)
     result = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                              f"transformers=={version}"], capture_output=True, text=True, timeout=600)
     if result.returncode:
