@@ -72,7 +72,7 @@ def pip_dry_run(report: Path, *requirements: str) -> subprocess.CompletedProcess
     # pip without the feature resolves the same way without it
     result = subprocess.run([*command[:4], "--use-feature=fast-deps", *command[4:]], capture_output=True, text=True,
                             timeout=600)
-    if result.returncode and "fast-deps" in result.stderr and "--use-feature" in result.stderr:
+    if result.returncode and "invalid choice" in result.stderr and "fast-deps" in result.stderr:
         result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     return result
 
