@@ -8,10 +8,10 @@ torch 2.13.0 and transformers < 5.18, so the extra pins transformers 5.17.0 wher
 - pip's resolver on the whole extra, as a dry run (``--report``): it must resolve, to exactly the pinned torch, vllm,
   trl and transformers. A dry run downloads no wheel where the index serves PEP 658 metadata (PyPI does); where it
   does not, ``--use-feature=fast-deps`` reads each wheel's metadata with HTTP range requests instead of fetching the
-  wheel (the CUDA wheels are GBs). About 30 s cold;
+  wheel (the CUDA wheels are GBs). 30-60 s on 2 busy cores;
 - the trainer's own tests under transformers 5.17.0: an overlay virtual environment (``--system-site-packages``, so
   only transformers and what it strictly needs differ from this one), built once in the cache folder, runs
-  ``OVERLAY_TESTS``. About 15 s to build, 60 s to run on 2 cores.
+  ``OVERLAY_TESTS``. About 15 s to build, 1-2 min to run on 2 busy cores.
 
 Outside CI the network checks skip when the package index cannot be reached; in CI (``CI`` set) they fail instead.
 """
