@@ -89,6 +89,26 @@ def use_compact_lm_head(enabled: bool = True) -> bool:
     return True
 
 
+def checkpointing_arguments(enabled: bool) -> dict[str, bool]:
+    """Activation checkpointing on or off as this transformers names it, to pass to a ``TrainingArguments`` subclass.
+
+    transformers 5.23 (``[train]``) calls it ``activation_checkpointing`` (``gradient_checkpointing`` is a
+    deprecated alias); 5.17 (``[gpu]``, vLLM's bound) knows only ``gradient_checkpointing``.
+
+    Args:
+        enabled: whether to recompute activations in the backward pass.
+
+    Returns:
+        ``{name: enabled}`` with the name this transformers' ``TrainingArguments`` has.
+    """
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    names = {field.name for field in dataclasses.fields(TrainingArguments)}
+    return {"activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": enabled}
+
+
 def release_memory() -> None:
     """Collect garbage and return freed heap pages to the OS (glibc keeps them otherwise)."""
     gc.collect()

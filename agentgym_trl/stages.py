@@ -97,7 +97,7 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
     import torch
     from trl import SFTConfig, SFTTrainer
 
-    from agentgym_trl.fast_training import use_compact_lm_head
+    from agentgym_trl.fast_training import checkpointing_arguments, use_compact_lm_head
     from agentgym_trl.models import is_reloadable, load_tokenizer
     from agentgym_trl.sft import encoder_for, load_or_collect, save_sft_checkpoint, token_stats, tokenize_conversations
 
@@ -122,7 +122,7 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
         max_length=stage.clone_max_length,
         bf16=bf16,
         use_cpu=not torch.cuda.is_available(),  # transformers refuses bf16 on a CPU unless told it is one
-        activation_checkpointing=False,
+        **checkpointing_arguments(False),
         logging_steps=5,
         save_strategy="no",
         report_to="none",

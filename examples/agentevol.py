@@ -31,6 +31,7 @@ from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser, get_peft_config  
 
 from agentgym_envs.collect import rows_to_dataset  # noqa: E402
 from agentgym_trl import HFGenerator  # noqa: E402
+from agentgym_trl.fast_training import checkpointing_arguments  # noqa: E402
 from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.sft import (  # noqa: E402
     ExpertDataArguments,
@@ -67,7 +68,7 @@ DEFAULTS = dict(
     save_strategy="no",
     report_to="none",
     bf16=torch.cuda.is_available(),
-    activation_checkpointing=torch.cuda.is_available(),
+    **checkpointing_arguments(torch.cuda.is_available()),
     seed=0,
 )
 

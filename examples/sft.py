@@ -32,7 +32,7 @@ import torch  # noqa: E402
 from accelerate import PartialState  # noqa: E402
 from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser, get_peft_config  # noqa: E402
 
-from agentgym_trl.fast_training import use_compact_lm_head  # noqa: E402
+from agentgym_trl.fast_training import checkpointing_arguments, use_compact_lm_head  # noqa: E402
 from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.sft import (  # noqa: E402
     ExpertDataArguments,
@@ -71,7 +71,7 @@ DEFAULTS = dict(
     save_strategy="no",  # the final model is saved below as a plain checkpoint
     report_to="none",
     bf16=ON_GPU,  # TRL turns both on by default; on CPU they only slow a small model down
-    activation_checkpointing=ON_GPU,  # transformers' new name for gradient_checkpointing
+    **checkpointing_arguments(ON_GPU),  # activation_checkpointing (gradient_checkpointing before transformers 5.18)
     seed=0,
 )
 

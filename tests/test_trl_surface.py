@@ -65,3 +65,5 @@ def test_the_pin_is_the_version_these_members_were_checked_against() -> None:
 
     pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     assert f'"trl=={trl.__version__}"' in pyproject, "TRL was upgraded: check TRL_PRIVATE_MEMBERS, then the pin"
+    # every extra that installs TRL ([train]; [gpu] as trl[vllm]) pins this one version
+    assert set(re.findall(r'"trl(?:\[[^\]]*\])?==([^"]+)"', pyproject)) == {trl.__version__}
