@@ -318,7 +318,10 @@ class AgentGRPOConfig(GRPOConfig):
             self.bf16 = bool(not self.fp16 and (torch.cuda.is_bf16_supported() if gpu else bf16_is_fast()))
         if self.micro_batch_tokens is None:
             self.micro_batch_tokens = 0 if gpu else DEFAULT_CPU_MICRO_BATCH_TOKENS
-        if self.activation_checkpointing is None:  # transformers 5 name; gradient_checkpointing is its alias
+        if not hasattr(self, "activation_checkpointing"):  # transformers <= 5.17 ([gpu]): gradient_checkpointing only
+            if self.gradient_checkpointing is None:
+                self.gradient_checkpointing = gpu
+        elif self.activation_checkpointing is None:  # transformers 5.23's name; gradient_checkpointing is its alias
             checkpointing = self.gradient_checkpointing
             self.activation_checkpointing = gpu if checkpointing is None else bool(checkpointing)
             self.gradient_checkpointing = None

@@ -32,9 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PINNED = ("torch", "vllm", "trl", "transformers")
 #: the trainer's tests that run again under the [gpu] extra's transformers (the TRL adapter, the rollout, training)
 OVERLAY_TESTS = ("tests/test_trl_surface.py", "tests/test_trainer.py", "tests/test_rollout.py",
-                 "tests/test_estimators.py", "tests/test_stages.py")
-#: the one failure known under transformers 5.17 until agentgym_trl/config.py names checkpointing as that version does
-PENDING_CONFIG_FIX = "'AgentGRPOConfig' object has no attribute 'activation_checkpointing'"
+                 "tests/test_estimators.py", "tests/test_stages.py", "tests/test_trl_vllm.py")
 #: what pip prints when it cannot reach the index (as opposed to a resolution that fails)
 UNREACHABLE = re.compile(r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution|"
                          r"Network is unreachable|Could not fetch URL|ConnectTimeout|ReadTimeout")
@@ -152,9 +150,4 @@ def test_the_trainer_tests_pass_with_the_gpu_extras_transformers() -> None:
     assert probe.stdout.split()[0] == version and probe.stdout.split()[1].startswith(str(ROOT)), probe.stdout
     result = subprocess.run([str(python), "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", *OVERLAY_TESTS],
                             capture_output=True, text=True, env={**env, "COLUMNS": "400"}, cwd=ROOT, timeout=900)
-    failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED ")]
-    if result.returncode and failed and all(PENDING_CONFIG_FIX in line for line in failed):
-        pytest.xfail(f"{len(failed)} tests stop at AgentGRPOConfig.__post_init__, which sets activation_checkpointing, "
-                     "a field transformers 5.17 does not have (it has gradient_checkpointing): config.py's fix is "
-                     "pending. Any other failure fails this test")
     assert result.returncode == 0, f"the trainer's tests under transformers {version}:\n{result.stdout[-8000:]}"
