@@ -135,3 +135,11 @@ def test_the_trainer_config_stands_on_the_lowest_floor(module: str) -> None:
                    if within(imported, "agentgym_trl") and imported != "agentgym_trl"
                    and not any(within(imported, ground) for ground in TRAINER_GROUND))
     assert not above, f"{module} imports {above}, above the trainer's lowest floor"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "agentgym_envs" / "server").glob("*.py")), ids=lambda p: p.stem)
+def test_the_server_knows_no_family_and_no_browser(path: Path) -> None:
+    """What the server needs of a family (its weight, its clients' episode fields, its protocol's other departures)
+    is declared on the family's TaskSpec and AgentGymProtocol: the server imports no family and not ``web/``."""
+    wrong = sorted(m for m in imports_of(path) if family_of(m) is not None or within(m, "agentgym_envs.web"))
+    assert not wrong, f"{module_name(path)} imports {wrong}"

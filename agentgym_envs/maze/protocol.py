@@ -16,4 +16,4 @@ def _without_rules(fields: dict[str, Any], observation: str, info: dict[str, Any
     return {**fields, "observation": observation.removeprefix(FIRST_OBSERVATION + "\n")}
 
 
-PROTOCOL = AgentGymProtocol(shape_reset=_without_rules)
+PROTOCOL = AgentGymProtocol(shape_reset=_without_rules, episode_keys=("game",))

@@ -187,7 +187,7 @@ def _add_agentgym_routes(app: FastAPI, manager: SessionManager) -> None:
         session = agentgym_session(body)
         protocol = compat.protocol_of(session.env)
         try:
-            item = protocol.item(compat.episode_index(body.model_dump(exclude_none=True)))
+            item = protocol.item(compat.episode_index(body.model_dump(exclude_none=True), protocol))
         except (KeyError, ValueError) as error:
             raise ServerError(400, "bad_reset", str(error).strip("'\"")) from error
         # a data_idx always gives the same episode: the item id picks it, a fixed seed pins the rest

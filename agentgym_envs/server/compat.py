@@ -35,6 +35,7 @@ from typing import Any
 
 from agentgym_envs.core.agentgym_protocol import COMMON_PROTOCOL, AgentGymProtocol
 from agentgym_envs.core.tasks import TaskSpec
+from agentgym_envs.server.protocol import MAX_ID
 
 
 def protocol_of(env: Any) -> AgentGymProtocol:
@@ -51,18 +52,15 @@ def env_number(body: dict[str, Any]) -> int:
     return number
 
 
-#: How each AgentGym client names the episode in /reset (SearchQA and the tool envs: ``id``,
-#: next to ``env_idx``).
-_EPISODE_KEYS = ("data_idx", "idx", "session_id", "item_id", "game", "seed")
-
-
-def episode_index(body: dict[str, Any]) -> int:
-    """The episode a /reset asks for, under whichever name the client uses (see ``_EPISODE_KEYS``)."""
-    index = next((body[key] for key in _EPISODE_KEYS if key in body), None)
+def episode_index(body: dict[str, Any], protocol: AgentGymProtocol = COMMON_PROTOCOL) -> int:
+    """The episode a /reset asks for: ``data_idx``, or the field the family's client uses
+    (``AgentGymProtocol.episode_keys``); a client that names its env ``env_idx`` (SearchQA, the tool envs) names
+    the episode ``id``."""
+    index = next((body[key] for key in ("data_idx", *protocol.episode_keys) if key in body), None)
     if index is None:
         index = body.get("id", 0) if "env_idx" in body else 0
-    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-        raise ValueError("name the episode with a non-negative integer 'data_idx' (or 'idx')")
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= MAX_ID:
+        raise ValueError("name the episode with a non-negative integer 'data_idx'")
     return index
 
 

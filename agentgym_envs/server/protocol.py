@@ -62,12 +62,12 @@ class AgentGymId(Lenient):
 
 
 class AgentGymReset(AgentGymId):
+    """A /reset: the episode is ``data_idx``, or the field the family's client names it by (its
+    ``AgentGymProtocol.episode_keys``: kept, as every field a client sends, and read by ``compat.episode_index``)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
     data_idx: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode: AgentGym's data index of the env")
-    idx: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode, as WebArena clients name it")
-    session_id: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode (WebShop clients)")
-    item_id: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode (SqlGym clients)")
-    game: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode (ALFWorld and Maze clients)")
-    seed: Optional[int] = Field(None, ge=0, le=MAX_ID, description="the episode (Wordle clients)")
 
 
 class AgentGymStep(AgentGymId):

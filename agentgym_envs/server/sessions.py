@@ -30,24 +30,14 @@ logger = logging.getLogger("agentgym.server")
 #: env itself is fine, the client gets a 400.
 CLIENT_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, KeyError, OverflowError, gym.error.Error)
 
-#: What an env that drives a Chromium costs the server at least, in units of a light in-process env
-#: (tens of MB). Each family declares its own weight (``TaskSpec.weight``: a ScienceWorld JVM holds
-#: ~320 MB, an ALFWorld game engine more than a grid world); ``max_envs`` caps the sum of the live
-#: envs' weights, so 256 TextCraft envs fit, but 32 SciWorld ones.
-BROWSER_WEIGHT = 8
-
-
 def env_weight(env_id: str) -> int:
-    """The weight of one env of ``env_id`` (1 for ids outside the task table)."""
-    from agentgym_envs.web import BrowserTaskSpec
-
+    """The weight of one env of ``env_id``, in units of a light in-process env (tens of MB), as its family declares
+    it (``TaskSpec.weight``: a ScienceWorld JVM holds ~320 MB, a browser env a Chromium); 1 for ids outside the task
+    table. ``max_envs`` caps the sum of the live envs' weights, so 256 TextCraft envs fit, but 32 SciWorld ones."""
     try:
-        spec = get_task(env_id)
+        return get_task(env_id).weight
     except KeyError:
         return 1
-    if isinstance(spec, BrowserTaskSpec):
-        return max(BROWSER_WEIGHT, spec.weight)
-    return spec.weight
 
 
 #: How many closed sessions are remembered, to tell "closed" / "reaped" from "never existed".

@@ -6,3 +6,5 @@ The tool envs and SqlGym (BIRD): their clients take ``/create``'s whole JSON rep
 from agentgym_envs.core.agentgym_protocol import AgentGymProtocol
 
 PROTOCOL = AgentGymProtocol(bare_create=True)
+#: SqlGym's client (BIRD) names the episode ``item_id``.
+SQLGYM_PROTOCOL = AgentGymProtocol(bare_create=True, episode_keys=("item_id",))

@@ -43,7 +43,7 @@ TASKS = [
         requires=(),
         description=description,
         foreign_action=FOREIGN_ACTION,
-        protocol="agentgym_envs.tools.protocol:PROTOCOL",
+        protocol="agentgym_envs.tools.protocol:" + ("SQLGYM_PROTOCOL" if name == "BIRD" else "PROTOCOL"),
     )
     for name, (offset, cls, turns, description) in ENVS.items()
 ]

@@ -47,9 +47,18 @@ def chromium_missing_reason() -> str | None:
     )
 
 
+#: What an env that drives a Chromium costs an env server at least (``TaskSpec.weight``, in units of a light
+#: in-process env): a browser spec declares no less.
+BROWSER_WEIGHT = 8
+
+
 @dataclass(frozen=True)
 class BrowserTaskSpec(TaskSpec):
-    """A task spec whose env also needs Chromium: installed = Python extras present and browser found."""
+    """A task spec whose env also needs Chromium: installed = Python extras present and browser found; its weight is
+    at least a browser's (``BROWSER_WEIGHT``)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "weight", max(BROWSER_WEIGHT, self.weight))
 
     def extra_installed(self) -> bool:
         """Whether the Python extra is installed and Chromium can be found."""

@@ -25,4 +25,5 @@ TASKS = family_tasks(
     description="WebArena tasks over all five sites, in headless Chromium with an accessibility-tree view",
     weight=8,  # a Chromium and five site servers
     foreign_action="Let's click it.\n```click [1234]```",
+    protocol="agentgym_envs.webarena.protocol:PROTOCOL",
 )

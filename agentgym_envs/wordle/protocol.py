@@ -13,4 +13,4 @@ def _vocabulary() -> list[str]:
     return list(answers())
 
 
-PROTOCOL = AgentGymProtocol(vocabulary=_vocabulary)
+PROTOCOL = AgentGymProtocol(vocabulary=_vocabulary, episode_keys=("seed",))
