@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import torch
 from trl import GRPOConfig
 
+from agentgym_envs.server.hosts import parse_servers
 from agentgym_trl.agent import check_truncated_turn
 from agentgym_trl.curriculum import ScheduleError, TurnSchedule
 from agentgym_trl.data import check_env_ids
@@ -260,6 +261,12 @@ class AgentGRPOConfig(GRPOConfig):
     max_completion_length: int | None = field(
         default=None, metadata={"help": "Longest completion (all turns); default: max_context_tokens."}
     )
+    env_servers: str | None = field(
+        default=None,
+        metadata={"help": "Play the env_ids on `agentgym serve` hosts: 'ENV_ID=URL,URL;*=URL' ('*': every other id; "
+                  "a bare 'URL,URL' serves all ids). Episodes spread over a id's hosts and move (replayed) to "
+                  "another when one dies; ids, splits and turn caps stay the local ones. Default: local envs."},
+    )
 
     def __post_init__(self) -> None:
         if not _has_accelerator():
@@ -322,6 +329,8 @@ class AgentGRPOConfig(GRPOConfig):
             self.mask_truncated_turns = True
         if self.max_completion_length is None:
             self.max_completion_length = self.max_context_tokens
+        if self.env_servers is not None:  # a bad spec fails here, in one line, not at the first rollout
+            parse_servers(self.env_servers)
         super().__post_init__()
         self._check_group_size()  # after TRL's own check (at least 2 samples per item for every estimator)
 
