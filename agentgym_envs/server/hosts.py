@@ -204,6 +204,7 @@ class HostRouter:
         self.spec = parse_servers(servers)
         self.cooldown, self.health_timeout, self.token = float(cooldown), float(health_timeout), token
         self._lock = threading.Lock()
+        self._probed = threading.Condition(self._lock)  # a health check ended (threads waiting for it go on)
         self._hosts = {url: _Host(url) for url in self.spec.urls}
         self._turn = 0
         _LIVE_ROUTERS.add(self)
@@ -217,6 +218,7 @@ class HostRouter:
 
     def _after_fork(self) -> None:
         self._lock = threading.Lock()  # a lock held by another thread at fork time would never be released
+        self._probed = threading.Condition(self._lock)
         for host in self._hosts.values():
             host.in_flight, host.probing = 0, False
 
@@ -301,19 +303,23 @@ class HostRouter:
                     for host in self._hosts.values()]
 
     def _ready(self, url: str) -> bool:
-        """Up, or (never checked, or its cooldown is over) and healthy when checked now."""
-        with self._lock:
+        """Up, or (never checked, or its cooldown is over) and healthy when checked now (one thread checks; the
+        others wait for its answer)."""
+        with self._probed:
             host = self._hosts[url]
+            while host.probing:
+                self._probed.wait(self.health_timeout + 1.0)
             if host.up:
                 return True
-            if host.probing or host.down_until > time.monotonic():
+            if host.down_until > time.monotonic():
                 return False
             host.probing = True
         try:
             return self.check(url)
         finally:
-            with self._lock:
+            with self._probed:
                 host.probing = False
+                self._probed.notify_all()
 
     def _none_healthy(self, env_id: str, avoid: Collection[str]) -> str:
         now = time.monotonic()
