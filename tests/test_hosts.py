@@ -347,6 +347,20 @@ def test_eval_with_servers_and_with_remote_v0_matches_a_local_eval(two_servers: 
         assert "env kwargs cannot travel" in capsys.readouterr().err
 
 
+def test_collect_with_servers_matches_a_local_collection(two_servers: Any, monkeypatch: Any) -> None:
+    pytest.importorskip("datasets")
+    first, second = two_servers
+    monkeypatch.delenv(SERVERS_VARIABLE, raising=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        journals = {}
+        for name, options in (("local", []), ("served", ["--servers", f"{first.url},{second.url}"])):
+            out = os.path.join(tmp, name)
+            assert main(["collect", "--env", TEXTCRAFT, "--n", "3", "--out", out, *options]) == 0
+            with open(os.path.join(out, "episodes.jsonl"), encoding="utf-8") as journal:
+                journals[name] = [comparable(entry["row"]) for entry in map(json.loads, journal) if "row" in entry]
+        assert len(journals["local"]) == 3 and journals["served"] == journals["local"]
+
+
 def test_served_envs_reads_the_cli_options(monkeypatch: Any) -> None:
     monkeypatch.delenv(SERVERS_VARIABLE, raising=False)
     assert served_envs([TEXTCRAFT], {"lenient_crafting": True}, None) == ([TEXTCRAFT], {"lenient_crafting": True},

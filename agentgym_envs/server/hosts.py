@@ -153,7 +153,15 @@ def parse_servers(text: str | HostSpec) -> HostSpec:
 
 
 def server_health(url: str, token: str | None = None, timeout: float = 5.0) -> dict[str, Any]:
-    """The server's ``GET /v1/health`` answer (its status, ids, load).
+    """The server's ``GET /v1/health`` answer: what the router checks before it sends a host episodes.
+
+    Args:
+        url: the server's base URL.
+        token: its access token (default ``$AGENTGYM_SERVER_TOKEN``).
+        timeout: seconds the check may take.
+
+    Returns:
+        The health record (``status``, ``env_ids``, ``default_env_id``, ``live_envs``, ...).
 
     Raises:
         ServerUnavailableError: no answer within ``timeout`` seconds, or not a healthy one.
@@ -261,18 +269,31 @@ class HostRouter:
             return chosen
 
     def lease(self, url: str) -> None:
-        """Count one more episode in flight on ``url``."""
+        """Count one more episode in flight on ``url`` (what ``choose`` weighs hosts by).
+
+        Args:
+            url: a server of the spec.
+        """
         with self._lock:
             self._hosts[url].in_flight += 1
 
     def release(self, url: str) -> None:
-        """An episode on ``url`` ended (or moved): one fewer in flight."""
+        """An episode on ``url`` ended (or moved): one fewer in flight, so the host gets new episodes again.
+
+        Args:
+            url: a server of the spec.
+        """
         with self._lock:
             host = self._hosts[url]
             host.in_flight = max(0, host.in_flight - 1)
 
     def mark_down(self, url: str, reason: object = "") -> None:
-        """``url`` failed: no new episode goes there for ``cooldown`` seconds, then it is health-checked."""
+        """``url`` failed: no new episode goes there for ``cooldown`` seconds, then it is health-checked.
+
+        Args:
+            url: a server of the spec.
+            reason: what failed (logged once, when the host goes from up to down).
+        """
         with self._lock:
             host = self._hosts[url]
             was_up = host.up
@@ -282,7 +303,14 @@ class HostRouter:
             logger.warning("env server %s is down (%s); retrying it in %g s", url, reason, self.cooldown)
 
     def check(self, url: str) -> bool:
-        """Health-check ``url`` now; a healthy answer marks it up (with the ids it serves), none marks it down."""
+        """Health-check ``url`` now; a healthy answer marks it up (with the ids it serves), none marks it down.
+
+        Args:
+            url: a server of the spec.
+
+        Returns:
+            Whether it answered healthy.
+        """
         try:
             health = server_health(url, self.token, self.health_timeout)
         except _client().ServerUnavailableError as error:
@@ -295,7 +323,12 @@ class HostRouter:
         return True
 
     def status(self) -> list[dict[str, Any]]:
-        """Each host's state: ``url``, ``up``, episodes ``in_flight``, seconds until it is retried."""
+        """Each host's state, for logs and tests.
+
+        Returns:
+            One dict per server, in spec order: ``url``, ``up``, episodes ``in_flight``, ``failures`` since it last
+            answered, and ``retry_in_s`` (seconds until a down host is checked again).
+        """
         now = time.monotonic()
         with self._lock:
             return [{"url": host.url, "up": host.up, "in_flight": host.in_flight, "failures": host.failures,
@@ -341,7 +374,15 @@ _SHARED: dict[tuple, HostRouter] = {}
 
 def shared_router(servers: str | HostSpec, **settings: Any) -> HostRouter:
     """The process's one router for this spec and settings, so every env made from the same spec text shares
-    its load counts and host health (each process has its own: a forked child starts afresh)."""
+    its load counts and host health (each process has its own: a forked child starts afresh).
+
+    Args:
+        servers: the spec.
+        settings: ``HostRouter``'s keyword arguments.
+
+    Returns:
+        The shared router.
+    """
     spec = parse_servers(servers)
     key = (str(spec), tuple(sorted(settings.items())))
     with _SHARED_LOCK:
@@ -646,7 +687,14 @@ class RemoteEnvFactory:
 
 
 def check_remote_options(options: dict[str, Any]) -> None:
-    """``ValueError`` for anything but remote settings: env kwargs cannot be sent to a served env."""
+    """Refuse anything but remote settings early: env kwargs cannot be sent to a served env.
+
+    Args:
+        options: keyword arguments meant for served envs.
+
+    Raises:
+        ValueError: naming the ones that are not remote settings.
+    """
     unknown = sorted(set(options) - REMOTE_OPTIONS)
     if unknown:
         raise ValueError(f"served envs take no {', '.join(unknown)} (env kwargs cannot travel to a server); "
@@ -658,6 +706,12 @@ def remote_v0_route(env_kwargs: dict[str, Any]) -> tuple[str, str, dict[str, Any
 
     ``url`` defaults to ``$AGENTGYM_SERVER_URL`` and ``env_id`` to the server's default id, as for the
     proxy itself; ``max_turns`` is dropped (the budget is the served cap).
+
+    Args:
+        env_kwargs: the ``--env-kwargs`` given with ``--env AgentGym/Remote-v0``.
+
+    Returns:
+        The served id, the server's URL and the remaining remote settings (``token``, ``timeout``, ...).
     """
     client = _client()
     options = dict(env_kwargs)
@@ -675,7 +729,14 @@ def remote_v0_route(env_kwargs: dict[str, Any]) -> tuple[str, str, dict[str, Any
 
 
 def servers_from(text: str | None) -> str | None:
-    """The servers spec to use: ``text``, else ``$AGENTGYM_SERVERS``, else None (envs run locally)."""
+    """The servers spec to use, so ``$AGENTGYM_SERVERS`` works wherever ``--servers`` does.
+
+    Args:
+        text: the ``--servers`` value, if given.
+
+    Returns:
+        ``text``, else ``$AGENTGYM_SERVERS``, else None (the envs run locally).
+    """
     return text or os.environ.get(SERVERS_VARIABLE) or None
 
 
@@ -687,6 +748,14 @@ def served_envs(env_ids: Iterable[str], env_kwargs: dict[str, Any] | None,
     be remote settings; ``--env AgentGym/Remote-v0 --env-kwargs url=U env_id=X`` is the same as
     ``--env X --servers X=U``, so its episodes are recorded under X like local ones. Without either, the ids
     run locally (``make_env`` None).
+
+    Args:
+        env_ids: the ``--env`` ids.
+        env_kwargs: the ``--env-kwargs``.
+        servers: the ``--servers`` spec, if given.
+
+    Returns:
+        The ids to play, the kwargs for each env, and the maker to give ``EnvPool`` / ``collect`` (None: gym.make).
 
     Raises:
         ValueError: a bad spec, an id it names no server for, or env kwargs that cannot travel.
