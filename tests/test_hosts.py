@@ -7,6 +7,7 @@ Every server listens on 127.0.0.1 only: in-process (``LocalServer``) where the t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -28,8 +29,10 @@ pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
 import agentgym_envs  # noqa: E402
+from agentgym_envs import testing  # noqa: E402
 from agentgym_envs.agents import make_agent  # noqa: E402
 from agentgym_envs.cli import main  # noqa: E402
+from agentgym_envs.core import tasks as task_table  # noqa: E402
 from agentgym_envs.core.loop import BaseAgent, Episode, EnvPool, EpisodeStart, Reply, play_batch  # noqa: E402
 from agentgym_envs.server.app import LocalServer  # noqa: E402
 from agentgym_envs.server.client import ServerUnavailableError, SessionLostError  # noqa: E402
@@ -155,6 +158,28 @@ def test_served_env_looks_like_the_local_env(two_servers: Any) -> None:
         RemoteEnvFactory(f"{TEXTCRAFT}={first.url}")(MAZE)
     with pytest.raises(ValueError, match="no server of the spec serves"):
         RemoteEnvFactory(first.url)(MAZE)
+
+
+@pytest.fixture
+def routed_textcraft_id(two_servers: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A temporary id whose entry point is RoutedEnv over both servers, for the public conformance checks."""
+    routed_id = "AgentGym/RoutedTextCraft-Depth1-v0"
+    spec = agentgym_envs.get_task(TEXTCRAFT)
+    monkeypatch.setitem(task_table._TASKS, routed_id, dataclasses.replace(spec, env_id=routed_id))
+    servers = ",".join(server.url for server in two_servers)
+    gym.register(id=routed_id, entry_point="agentgym_envs.server.hosts:RoutedEnv", max_episode_steps=spec.max_turns,
+                 kwargs={"servers": servers, "env_id": TEXTCRAFT, "max_turns": spec.max_turns})
+    try:
+        yield routed_id
+    finally:
+        del gym.registry[routed_id]
+
+
+def test_routed_env_passes_the_public_conformance_checks(routed_textcraft_id: str, two_servers: Any) -> None:
+    """check_env, determinism, bad and foreign actions, close twice, flat memory: all over two hosts."""
+    before = [server.manager.metrics()["live_envs"] for server in two_servers]
+    testing.check_text_env(routed_textcraft_id, memory_resets=20)
+    assert [server.manager.metrics()["live_envs"] for server in two_servers] == before
 
 
 def test_a_stopped_host_gets_no_new_episodes_and_is_used_again_after_its_cooldown(two_servers: Any) -> None:

@@ -435,6 +435,7 @@ class RoutedEnv(gym.Env[str, str]):
         self._seed: int | None = None
         self._options: dict[str, Any] | None = None
         self._actions: list[str] = []
+        self._ended_at: int | None = None  # how many actions the episode took to end (None: it has not)
         self._last_observation = ""
         self._episode = False
         self.failovers = 0  # episodes moved to another host (and replayed) so far
@@ -491,7 +492,7 @@ class RoutedEnv(gym.Env[str, str]):
             _close_quietly(self.remote)
             self.remote, self.url = remote, url
         self._closed, self._leased, self._episode = False, True, True
-        self._seed, self._options, self._actions = seed, options, []
+        self._seed, self._options, self._actions, self._ended_at = seed, options, [], None
         self._last_observation = observation
         return observation, info
 
@@ -510,8 +511,8 @@ class RoutedEnv(gym.Env[str, str]):
         observation, reward, terminated, truncated, info = self._with_failover(lambda remote: remote.step(action))
         self._actions.append(action)
         self._last_observation = observation
-        if terminated or truncated:
-            self._episode = False
+        if (terminated or truncated) and self._ended_at is None:  # no longer in flight (later steps still go to the
+            self._ended_at = len(self._actions)                     # env, as on a local env)
             self._end_lease()
         return observation, reward, terminated, truncated, info
 
@@ -609,10 +610,11 @@ class RoutedEnv(gym.Env[str, str]):
             try:
                 remote = self._open(url)
                 observation, _ = remote.reset(seed=self._seed, options=self._options)
+                ended_at = self._ended_at if self._ended_at is not None else len(self._actions) + 1
                 for turn, action in enumerate(self._actions, 1):
                     observation, _, terminated, truncated, _ = remote.step(action)
-                    if (terminated or truncated) and turn < len(self._actions):
-                        observation = f"[the episode ended at turn {turn} of the replay]"
+                    if (terminated or truncated) and turn < ended_at:  # the replay ended sooner: it differs
+                        observation = f"[the replayed episode ended at turn {turn}, the original at {ended_at}]"
                         break
             except BaseException as failure:
                 self.router.release(url)
@@ -627,6 +629,8 @@ class RoutedEnv(gym.Env[str, str]):
             break
         _close_quietly(self.remote)
         self.remote, self.url, self._leased = remote, url, True
+        if self._ended_at is not None:  # a finished episode is not in flight
+            self._end_lease()
         self.failovers += 1
         if observation != self._last_observation:
             self._episode = False
