@@ -218,6 +218,29 @@ def test_a_stopped_host_gets_no_new_episodes_and_is_used_again_after_its_cooldow
             env.close()
 
 
+def test_the_oracle_of_an_episode_whose_host_stopped_comes_from_the_replay(two_servers: Any) -> None:
+    _, steady = two_servers
+    flaky = LocalServer("textcraft")
+    flaky.start()
+    env = RemoteEnvFactory(HostRouter(f"{flaky.url},{steady.url}"))(TEXTCRAFT)  # equal loads: the first host
+    local = gym.make(TEXTCRAFT)
+    try:
+        env.reset(seed=4, options={"item_id": 5})
+        local.reset(seed=4, options={"item_id": 5})
+        action = local.unwrapped.oracle_action()
+        assert env.step(action) == local.step(action)
+        assert env.unwrapped.url == flaky.url
+        flaky.stop()
+        assert env.unwrapped.oracle_action() == local.unwrapped.oracle_action()
+        assert env.unwrapped.url == steady.url and env.unwrapped.failovers == 1
+        action = local.unwrapped.oracle_action()
+        assert env.step(action) == local.step(action)
+    finally:
+        env.close()
+        local.close()
+        flaky.stop()  # idempotent
+
+
 def test_a_lost_session_is_replayed_and_a_replay_that_differs_is_refused(two_servers: Any) -> None:
     first, second = two_servers
     env = RemoteEnvFactory(HostRouter(f"{first.url},{second.url}"))(TEXTCRAFT)
