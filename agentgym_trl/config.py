@@ -329,8 +329,9 @@ class AgentGRPOConfig(GRPOConfig):
             self.mask_truncated_turns = True
         if self.max_completion_length is None:
             self.max_completion_length = self.max_context_tokens
-        if self.env_servers is not None:  # a bad spec fails here, in one line, not at the first rollout
-            parse_servers(self.env_servers)
+        if self.env_servers is not None:  # a bad spec, or an id it names no server for, fails here in one line
+            for env_id in self.env_ids:
+                parse_servers(self.env_servers).urls_for(env_id)
         super().__post_init__()
         self._check_group_size()  # after TRL's own check (at least 2 samples per item for every estimator)
 

@@ -500,6 +500,8 @@ def test_trainer_plays_its_env_ids_on_the_servers(two_servers: Any, tmp_path: An
     with pytest.raises(ValueError, match="bad servers spec") as error:
         AgentGRPOConfig(**settings, env_servers=f"{TEXTCRAFT}=ftp://127.0.0.1:1")
     assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match=f"names no server for {TEXTCRAFT}"):
+        AgentGRPOConfig(**settings, env_servers=f"{MAZE}=http://127.0.0.1:1")
     tokenizer = tiny_tokenizer("chatml")
     args = AgentGRPOConfig(**settings, env_servers=f"{first.url},{second.url}")
     before = [server.manager.metrics()["created_total"] for server in two_servers]
