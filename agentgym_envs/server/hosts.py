@@ -426,6 +426,7 @@ class RoutedEnv(gym.Env[str, str]):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.router = servers if isinstance(servers, HostRouter) else shared_router(servers)
         self.env_id, self.render_mode, self.max_turns = env_id, render_mode, max_turns
+        self.turn_budget = max_turns  # what the served env was told: its TimeLimit, the episode's budget
         self.max_failovers = max(0, int(max_failovers))
         self.remote_options = {"retries": 1, **remote_options}
         self.url: str | None = None
