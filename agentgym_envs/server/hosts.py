@@ -50,7 +50,6 @@ SPEC_FORMAT = "'ENV_ID=URL,URL;*=URL' or a bare 'URL,URL' for every id"
 REMOTE_OPTIONS = frozenset({"timeout", "connect_timeout", "retries", "backoff", "pool_size", "token"})
 
 
-
 def _client() -> Any:
     """``server/client.py``, imported on first use (it needs httpx and tenacity, the server extra)."""
     return importlib.import_module("agentgym_envs.server.client")
