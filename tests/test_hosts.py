@@ -409,8 +409,10 @@ def test_collect_with_servers_matches_a_local_collection(two_servers: Any, monke
         assert len(journals["local"]) == 3 and journals["served"] == journals["local"]
 
 
-def test_served_envs_reads_the_cli_options(monkeypatch: Any) -> None:
+def test_served_envs_reads_the_cli_options(two_servers: Any, monkeypatch: Any) -> None:
     monkeypatch.delenv(SERVERS_VARIABLE, raising=False)
+    default = served_envs(["AgentGym/Remote-v0"], {"url": two_servers[0].url}, None)  # the server's first id
+    assert default[0] == ["AgentGym/TextCraft-v0"] and default[1] == {}
     assert served_envs([TEXTCRAFT], {"lenient_crafting": True}, None) == ([TEXTCRAFT], {"lenient_crafting": True},
                                                                           None)
     ids, kwargs, make = served_envs(["AgentGym/Remote-v0", MAZE], {"url": "http://127.0.0.1:9", "env_id": TEXTCRAFT,
@@ -419,6 +421,8 @@ def test_served_envs_reads_the_cli_options(monkeypatch: Any) -> None:
     assert make.router.spec.urls_for(TEXTCRAFT) == ("http://127.0.0.1:9",)
     with pytest.raises(ValueError, match="names no server"):
         served_envs([TEXTCRAFT, MAZE], {}, f"{MAZE}=http://127.0.0.1:8")
+    with pytest.raises(ValueError, match="pass env_id"):
+        served_envs(["AgentGym/Remote-v0"], {"url": f"http://127.0.0.1:{free_port()}"}, None)
 
 
 # ---- AgentGym/Remote-v0 like the local id -------------------------------------------------------------

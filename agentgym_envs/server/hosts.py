@@ -728,7 +728,10 @@ def remote_v0_route(env_kwargs: dict[str, Any]) -> tuple[str, str, dict[str, Any
     options.pop("render_mode", None)
     check_remote_options(options)
     if env_id is None:
-        env_id = server_health(url, options.get("token"))["default_env_id"]
+        try:
+            env_id = server_health(url, options.get("token"))["default_env_id"]
+        except client.RemoteEnvError as error:
+            raise ValueError(f"could not ask {url} which id it serves ({error}); pass env_id=...") from None
     return str(env_id), url, options
 
 
