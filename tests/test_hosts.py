@@ -182,6 +182,27 @@ def test_routed_env_passes_the_public_conformance_checks(routed_textcraft_id: st
     assert [server.manager.metrics()["live_envs"] for server in two_servers] == before
 
 
+def test_async_vector_routed_envs_after_the_parent_used_the_router(routed_textcraft_id: str) -> None:
+    """Forked workers get their own router and clients: the items of a sync run, in order."""
+    parent = gym.make(routed_textcraft_id)
+    parent.reset(seed=0)
+    parent.step("inventory")
+    results = {}
+    try:
+        for mode in ("sync", "async"):
+            envs = gym.make_vec(routed_textcraft_id, num_envs=3, vectorization_mode=mode)
+            try:
+                observations, infos = envs.reset(seed=5)
+                stepped = envs.step(["inventory"] * 3)
+                results[mode] = (tuple(observations), tuple(infos["item_id"]), tuple(stepped[0]))
+            finally:
+                envs.close()
+        parent.step("inventory")
+    finally:
+        parent.close()
+    assert results["async"] == results["sync"] and len(set(results["sync"][1])) == 3
+
+
 def test_a_stopped_host_gets_no_new_episodes_and_is_used_again_after_its_cooldown(two_servers: Any) -> None:
     _, steady = two_servers
     flaky = LocalServer("textcraft")
