@@ -129,6 +129,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from agentgym_envs.collect import JOURNAL_FILE, KeepRule, check_datasets_installed, collect, save_trajectories
+    from agentgym_envs.server.hosts import served_envs
 
     check_datasets_installed()  # before playing every episode, not when saving them
     out = Path(args.out)
@@ -140,12 +141,13 @@ def cmd_collect(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     keep = KeepRule(min_reward=args.min_reward, keep_failures=args.keep_failures)
-    for env_id in args.env:
-        check_env_kwargs(env_id, args.env_kwargs)
+    env_ids, env_kwargs, make_env = served_envs(args.env, args.env_kwargs, args.servers)  # or local envs
+    for env_id in env_ids if make_env is None else ():
+        check_env_kwargs(env_id, env_kwargs)
     try:
-        rows, counts = collect(args.env, args.n, split=args.split, agent=args.agent, keep=keep, seed=args.seed,
-                               allow_held_out=args.allow_held_out_split, journal=journal, env_kwargs=args.env_kwargs,
-                               merged_first_turn=args.merged_first_turn)
+        rows, counts = collect(env_ids, args.n, split=args.split, agent=args.agent, keep=keep, seed=args.seed,
+                               allow_held_out=args.allow_held_out_split, journal=journal, env_kwargs=env_kwargs,
+                               merged_first_turn=args.merged_first_turn, make_env=make_env)
     except ValueError as error:  # a journal of other settings
         print(f"agentgym: error: {error}", file=sys.stderr)
         return 2
@@ -264,8 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="replace what --out holds (by default a rerun resumes its collection and anything "
                              "else there is refused)")
     add_env_kwargs_argument(gather)
+    from agentgym_envs.evaluation.commands import add_commands, add_servers_argument  # eval, view, plot
+
+    add_servers_argument(gather)
     gather.set_defaults(run=cmd_collect)
-    from agentgym_envs.evaluation.commands import add_commands  # eval, view, plot
 
     add_commands(commands)
     return parser

@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,6 +186,7 @@ def collect(
     merged_first_turn: bool = False,
     env_kwargs: dict[str, Any] | None = None,
     items: dict[str, Sequence[int]] | None = None,
+    make_env: Callable[..., Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
     """Play ``episodes`` episodes per env id with ``agent`` and return the kept rows plus per-env counts.
 
@@ -196,6 +197,7 @@ def collect(
     observation) instead of AgentGym's three opening turns; it must match the trainer's setting.
     ``env_kwargs`` go to every ``gym.make`` (and into the journal's settings: they change the episodes).
     ``items`` ({env id: item ids}) plays those items of the split, in that order, instead of a seeded shuffle.
+    ``make_env`` makes the envs instead of ``gym.make`` (``server.hosts.RemoteEnvFactory``: on env servers).
     """
     from tqdm import tqdm
 
@@ -220,7 +222,7 @@ def collect(
     with tqdm(total=episodes * len(env_ids), desc=f"{agent} episodes", disable=not progress) as bar:
         for env_id, plan in plans.items():
             session = _EnvCollection(env_id, split, make_agent(agent, seed=seed), keep, log, env_kwargs or {},
-                                     merged_first_turn)
+                                     merged_first_turn, make_env or gym.make)
             try:
                 for index, (item_id, reset_seed) in enumerate(plan):
                     rows += session.play(index, item_id, reset_seed)
@@ -236,11 +238,11 @@ class _EnvCollection:
     """One env id's part of a collection: its env, agent and counts; an episode at a time."""
 
     def __init__(self, env_id: str, split: str, agent: Any, keep: KeepRule, log: Journal | None,
-                 env_kwargs: dict[str, Any], merged_first_turn: bool):
+                 env_kwargs: dict[str, Any], merged_first_turn: bool, make_env: Callable[..., Any]):
         self.env_id, self.agent, self.keep, self.log = env_id, agent, keep, log
-        self.env_kwargs, self.merged_first_turn = env_kwargs, merged_first_turn
+        self.env_kwargs, self.merged_first_turn, self.make_env = env_kwargs, merged_first_turn, make_env
         self.items = len(agentgym_envs.get_task(env_id).split(split))
-        self.env = gym.make(env_id, **env_kwargs)
+        self.env = make_env(env_id, **env_kwargs)
         self.started = time.perf_counter()
         self.played = self.kept = self.solved = self.crashed = self.resumed = 0
 
@@ -260,7 +262,7 @@ class _EnvCollection:
             logger.warning("%s item %s crashed (%s); the episode is skipped", self.env_id, item_id, failure)
             self.crashed += 1
             close_quietly(self.env)
-            self.env = gym.make(self.env_id, **self.env_kwargs)
+            self.env = self.make_env(self.env_id, **self.env_kwargs)
             return []
         row = trajectory.to_record()
         keeps = self.keep.keeps(trajectory.reward, trajectory.success)

@@ -56,4 +56,4 @@ def register_envs() -> None:
     for family in FAMILIES:
         register_family(f"agentgym_envs.{family}")
     if REMOTE_ENV_ID not in gym.registry:
-        gym.register(id=REMOTE_ENV_ID, entry_point="agentgym_envs.server.client:RemoteEnv")
+        gym.register(id=REMOTE_ENV_ID, entry_point="agentgym_envs.server.client:make_remote_env")

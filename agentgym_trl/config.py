@@ -305,6 +305,12 @@ class AgentGRPOConfig(GRPOConfig):
     max_completion_length: int | None = field(
         default=None, metadata={"help": "Longest completion (all turns); default: max_context_tokens."}
     )
+    env_servers: str | None = field(
+        default=None,
+        metadata={"help": "Play the env_ids on `agentgym serve` hosts: 'ENV_ID=URL,URL;*=URL' ('*': every other id; "
+                  "a bare 'URL,URL' serves all ids). Episodes spread over a id's hosts and move (replayed) to "
+                  "another when one dies; ids, splits and turn caps stay the local ones. Default: local envs."},
+    )
 
     def __post_init__(self) -> None:
         if not _has_accelerator():
@@ -366,6 +372,11 @@ class AgentGRPOConfig(GRPOConfig):
             self.mask_truncated_turns = True
         if self.max_completion_length is None:
             self.max_completion_length = self.max_context_tokens
+        if self.env_servers is not None:  # a bad spec, or an id it names no server for, fails here in one line
+            from agentgym_envs.server.hosts import parse_servers  # the [server] extra, only when asked for
+
+            for env_id in self.env_ids:
+                parse_servers(self.env_servers).urls_for(env_id)
         super().__post_init__()
         self._check_group_size()  # after TRL's own check (at least 2 samples per item for every estimator)
 

@@ -239,6 +239,10 @@ class AgentGRPOTrainer(GRPOTrainer):
                                                                           args.max_turn_tokens))
         self.chat = ChatEncoder(self._tokenizer, self.eos_token_ids, args.chat_template_kwargs)
         self._owns_env_pool = env_pool is None
+        if env_pool is None and args.env_servers:  # the same ids, played on `agentgym serve` hosts
+            from agentgym_envs.server.hosts import RemoteEnvFactory
+
+            env_pool = EnvPool(make_env=RemoteEnvFactory(args.env_servers))
         self.env_pool = env_pool or EnvPool()  # envs per (id, turn budget): the budget is each env's TimeLimit
         self.env_executor = ThreadPoolExecutor(max_workers=args.env_workers, thread_name_prefix="agentgym-env")
         self.generator = self._make_generator()

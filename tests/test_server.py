@@ -262,7 +262,7 @@ def test_remote_env_passes_the_public_conformance_checks(remote_textcraft_id: st
 def test_remote_env_contract_details(textcraft_server: LocalServer, monkeypatch: pytest.MonkeyPatch) -> None:
     env = gym.make("AgentGym/Remote-v0", url=textcraft_server.url, env_id=TEXTCRAFT, render_mode="ansi")
     try:
-        assert env.spec.max_episode_steps is None  # the turn cap is applied by the served env
+        assert env.spec.max_episode_steps == 30  # the served env's cap, as the local id's TimeLimit
         assert isinstance(env.observation_space, TextSpace) and env.action_space.max_length == 16_000
         with pytest.raises(gym.error.ResetNeeded):
             env.step("inventory")

@@ -173,15 +173,23 @@ class EnvPool:
 
     Each env is made with ``max_episode_steps`` = its budget: the budget is the env's ``TimeLimit``
     and the loop never counts turns itself. ``make_kwargs`` go to every ``gym.make``.
+
+    Args:
+        make_env: what makes an env instead of ``gym.make``, called the same way (``make_env(env_id,
+            max_episode_steps=n, **make_kwargs)``): e.g. ``agentgym_envs.server.hosts.RemoteEnvFactory``, whose
+            envs run on env servers (injected, as the core does not know the server).
+        make_kwargs: keyword arguments for every env.
     """
 
-    def __init__(self, **make_kwargs: Any):
+    def __init__(self, *, make_env: Callable[..., gym.Env] | None = None, **make_kwargs: Any):
+        self.make_env = make_env if make_env is not None else gym.make
         self.make_kwargs = make_kwargs
         self._free: dict[tuple[str, int], list[gym.Env]] = defaultdict(list)
         self._lock = threading.Lock()
 
     def acquire(self, env_id: str, max_turns: int) -> gym.Env:
-        """An idle env of this id and budget, or a new one (``gym.make`` with ``max_episode_steps=max_turns``).
+        """An idle env of this id and budget, or a new one (``make_env``, by default ``gym.make``, with
+        ``max_episode_steps=max_turns``).
 
         Args:
             env_id: the registered id.
@@ -193,7 +201,7 @@ class EnvPool:
         with self._lock:
             if self._free[(env_id, max_turns)]:
                 return self._free[(env_id, max_turns)].pop()
-        return gym.make(env_id, **{**self.make_kwargs, "max_episode_steps": int(max_turns)})
+        return self.make_env(env_id, **{**self.make_kwargs, "max_episode_steps": int(max_turns)})
 
     def release(self, env_id: str, max_turns: int, env: gym.Env) -> None:
         """Give an env back for later episodes of the same id and budget."""

@@ -23,6 +23,7 @@ from agentgym_envs.evaluation.metrics import format_scaling, format_table, has_s
 from agentgym_envs.evaluation.plots import PlotError, plot_run
 from agentgym_envs.evaluation.runner import SUMMARY_FILE, EvalError, ForeignRun, evaluate
 from agentgym_envs.evaluation.viewer import write_viewer
+from agentgym_envs.server.hosts import SERVERS_VARIABLE, served_envs
 
 INTERRUPTED = 130
 
@@ -102,15 +103,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out_dir(args)
     if out.exists() and not out.is_dir():
         return fail(f"--out {out} is a file; give a folder (a new one, or an earlier run's to resume it)")
-    for env_id in args.env:
-        check_env_kwargs(env_id, args.env_kwargs)
+    try:  # --servers / $AGENTGYM_SERVERS, or --env AgentGym/Remote-v0: the ids run on env servers
+        env_ids, env_kwargs, make_env = served_envs(args.env, args.env_kwargs, args.servers)
+        for env_id in env_ids if make_env is None else ():
+            check_env_kwargs(env_id, env_kwargs)
+    except ValueError as error:
+        return fail(str(error))
     agent = None
     previous_handler = _stop_on_sigterm()
     try:
         agent = make_eval_agent(args)
-        report = evaluate(agent, args.env, out, split=args.split, n_samples=args.n_samples,
+        report = evaluate(agent, env_ids, out, split=args.split, n_samples=args.n_samples,
                           max_turns=args.max_turns or [None], limit=args.limit, progress=not args.no_progress,
-                          env_kwargs=args.env_kwargs, merged_first_turn=args.merged_first_turn)
+                          env_kwargs=env_kwargs, merged_first_turn=args.merged_first_turn, make_env=make_env)
     except KeyboardInterrupt:
         summary = print_summary(out)
         saved = f"{summary['episodes']} of {summary['expected_episodes']} episodes" if summary else "finished episodes"
@@ -160,6 +165,14 @@ def _report_written(write: Any, note: str = "") -> int:
     return 0
 
 
+def add_servers_argument(parser: argparse.ArgumentParser) -> None:
+    """``--servers SPEC``: play the ids on ``agentgym serve`` hosts (eval and collect)."""
+    parser.add_argument("--servers", metavar="SPEC", default=None,
+                        help="run the envs on agentgym serve hosts: 'ENV_ID=URL,URL;*=URL' (or a bare 'URL,URL' for "
+                             f"every id); default ${SERVERS_VARIABLE}. Episodes spread over the hosts and move to "
+                             "another when one dies; ids, splits and results are the local ones")
+
+
 def add_commands(commands: Any) -> None:
     """Register eval, view and plot on the ``agentgym`` subparsers."""
     run = commands.add_parser("eval", help="evaluate a model, an endpoint or a scripted agent: success, Avg@K, Pass@K")
@@ -199,6 +212,7 @@ def add_commands(commands: Any) -> None:
                      help="endpoint: episodes played at the same time (each with its own envs)")
     run.add_argument("--seed", type=int, default=0, help="sampling and the random agent's seed")
     add_env_kwargs_argument(run)
+    add_servers_argument(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     run.set_defaults(run=cmd_eval)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,13 +176,16 @@ def _batches(jobs: Sequence[EpisodeStart], size: int) -> Iterator[Sequence[Episo
 def evaluate(agent: Agent, env_ids: Sequence[str], out_dir: str | Path, *, split: str = "test",
              n_samples: int = 1, max_turns: Sequence[int | None] = (None,), limit: int | None = None,
              progress: bool = True, env_kwargs: dict[str, Any] | None = None,
-             merged_first_turn: bool = False, items: Sequence[int] | None = None) -> EvalReport:
+             merged_first_turn: bool = False, items: Sequence[int] | None = None,
+             make_env: Callable[..., Any] | None = None) -> EvalReport:
     """Evaluate ``agent`` and write trajectories.jsonl + summary.json into ``out_dir``; resumes a previous run.
 
     ``max_turns``: one or more turn budgets (``None`` = each env's evaluation cap); several budgets
     measure test-time interaction scaling. ``env_kwargs`` go to every ``gym.make``;
     ``merged_first_turn`` opens episodes with one user turn (as a model trained that way saw them).
-    Both change the episodes, so they are part of the run's identity. An interruption (Ctrl-C, a
+    Both change the episodes, so they are part of the run's identity; ``make_env`` (what makes the envs
+    instead of ``gym.make``, e.g. ``server.hosts.RemoteEnvFactory`` for envs on servers) does not: a served
+    id plays as the local one, so a run may resume on other hosts. An interruption (Ctrl-C, a
     failing endpoint) keeps every finished episode and still writes the summary before re-raising.
     """
     from tqdm import tqdm
@@ -191,7 +194,7 @@ def evaluate(agent: Agent, env_ids: Sequence[str], out_dir: str | Path, *, split
     jobs = plan_jobs(env_ids, split, n_samples, list(max_turns), limit, items)
     description = run_description(agent, env_kwargs, merged_first_turn)
     _check_run_file(out, {"agent": description, "split": split})
-    pool = EnvPool(**(env_kwargs or {}))
+    pool = EnvPool(make_env=make_env, **(env_kwargs or {}))
     log = TrajectoryLog(out / TRAJECTORIES_FILE)
     wanted = {job.key for job in jobs}
     saved = [record for record in log.records() if usable_key(record, str(log.path)) in wanted]

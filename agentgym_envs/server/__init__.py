@@ -4,7 +4,9 @@
   instances behind AgentGym's protocol (``/create``, ``/reset``, ``/step``, ``/observation``,
   ``/close``) and our versioned JSON API (``/v1/...``, schema at ``/openapi.json``);
 * ``gym.make("AgentGym/Remote-v0", url=..., env_id=...)`` (:class:`RemoteEnv`) proxies one of
-  them, so rollouts and evaluation can run envs on other machines.
+  them, so rollouts and evaluation can run envs on other machines;
+* :class:`RemoteEnvFactory` (``server/hosts.py``) makes local ids whose envs run on several servers, routed by
+  a :class:`HostRouter` (``--servers`` of ``agentgym eval`` / ``collect``, the trainer's ``env_servers``).
 
 The names below are imported lazily: ``import agentgym_envs.server`` costs nothing and needs no
 extra; using them needs ``pip install 'agentgym-rl[server]'``.
@@ -21,6 +23,10 @@ _EXPORTS = {
     "SessionLostError": "agentgym_envs.server.client",
     "EnvCrashedError": "agentgym_envs.server.client",
     "ServerBusyError": "agentgym_envs.server.client",
+    "RemoteEnvFactory": "agentgym_envs.server.hosts",
+    "HostRouter": "agentgym_envs.server.hosts",
+    "RoutedEnv": "agentgym_envs.server.hosts",
+    "parse_servers": "agentgym_envs.server.hosts",
     "create_app": "agentgym_envs.server.app",
     "serve": "agentgym_envs.server.app",
     "LocalServer": "agentgym_envs.server.app",

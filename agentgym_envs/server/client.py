@@ -20,6 +20,7 @@ local server: start one with ``agentgym serve --env <id or family>``.
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import threading
@@ -83,8 +84,21 @@ class RemoteResetNeeded(RemoteEnvError, gym.error.ResetNeeded):
 
 
 # ---- one pooled HTTP client per server, shared by every RemoteEnv of the process ----------------
+# Per process: a forked child (an async vector env's worker) must not write to the parent's sockets, so the
+# pool is emptied in the child (a RemoteEnv it inherited makes itself a new client on its next request).
 _POOL_LOCK = threading.Lock()
 _POOL: dict[tuple, list] = {}  # key -> [client, users]
+
+
+def _forget_pool_in_child() -> None:
+    """After ``fork``: the parent's clients (and their sockets) are the parent's; the child starts a pool of its own."""
+    global _POOL_LOCK
+    _POOL_LOCK = threading.Lock()  # another thread may have held it at fork time
+    _POOL.clear()  # dropped, not closed: closing would act on connections the parent still uses
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def _is_loopback_url(url: str) -> bool:
@@ -172,6 +186,7 @@ class RemoteEnv(gym.Env[str, str]):
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._client_settings = (timeout, connect_timeout, pool_size)
         self._pool_key, self._client = _acquire_client(self.url, *self._client_settings)
+        self._client_pid = os.getpid()
         self._closed = False
         self.session: str | None = None
         self.server_id: str | None = None
@@ -205,6 +220,7 @@ class RemoteEnv(gym.Env[str, str]):
         super().reset(seed=seed)
         if self._closed:  # reset after close starts afresh, as a local env does (a new served env)
             self._pool_key, self._client = _acquire_client(self.url, *self._client_settings)
+            self._client_pid = os.getpid()
             self._closed, self._episode_active, self.session = False, False, None
         body = {"seed": seed, "options": options}
         if self.session is None:
@@ -270,16 +286,47 @@ class RemoteEnv(gym.Env[str, str]):
         """Close the served env (best effort: the server reaps it anyway) and release the pooled client."""
         if self._closed:
             return
+        self._own_client()  # after a fork: release this process's client, never the parent's
         self._closed = True
         self._episode_active = False
         if self.session is not None:
             try:
-                self._client.delete(f"/v1/sessions/{self.session}", timeout=2.0)
+                self._own_client().delete(f"/v1/sessions/{self.session}", timeout=2.0)
             except Exception:  # server gone: its envs went with it
                 pass
             self.session = None
         _release_client(self._pool_key)
         super().close()
+
+    # ---- what the local registry knows of the served id ------------------------------------------
+    @property
+    def task(self) -> Any:
+        """The local registry's ``TaskSpec`` of the served id (as a local env's ``task``), None where it has none."""
+        if self.env_id is None:
+            return None
+        from agentgym_envs.core.tasks import get_task
+
+        try:
+            return get_task(self.env_id)
+        except KeyError:
+            return None
+
+    @property
+    def description(self) -> str:
+        """The served id's description, from the local registry (empty where it does not know the id)."""
+        return self.task.description if self.task is not None else ""
+
+    def split(self, name: str) -> list[int]:
+        """The item ids of the served id's split ``name``, as the local registry has them (the server's ids are
+        the same ones: both read the family's ``splits.json``).
+
+        Raises:
+            KeyError: the local registry does not know the served id (install its family here for its splits).
+        """
+        if self.task is None:
+            raise KeyError(f"{self.env_id} is not in this machine's registry, so its splits are unknown here; "
+                           "install its family (agentgym list) to use them")
+        return self.task.split(name)
 
     # ---- what the agents and tests use on TextEnv ------------------------------------------------
     def oracle_action(self) -> str:
@@ -294,8 +341,11 @@ class RemoteEnv(gym.Env[str, str]):
 
     def random_action(self, rng: np.random.Generator) -> str:
         """A plausible random action of the served env, drawn from a seed taken from ``rng``."""
+        return self.seeded_random_action(int(rng.integers(2**31)))
+
+    def seeded_random_action(self, seed: int) -> str:
+        """The served env's random action for ``seed`` (the same seed gives the same action in the same state)."""
         self._check_episode()
-        seed = int(rng.integers(2**31))
         return self._request("GET", f"/v1/sessions/{self.session}/random-action", params={"seed": seed})["action"]
 
     def available_actions(self) -> list[str] | None:
@@ -316,7 +366,7 @@ class RemoteEnv(gym.Env[str, str]):
         """A new served env (closing the previous one, if any, so a session is never leaked)."""
         if self.session is not None:
             try:
-                self._client.delete(f"/v1/sessions/{self.session}", timeout=2.0)
+                self._own_client().delete(f"/v1/sessions/{self.session}", timeout=2.0)
             except Exception:
                 pass
             self.session = None
@@ -326,13 +376,21 @@ class RemoteEnv(gym.Env[str, str]):
         self.served_max_turns = created["max_turns"]
         return created
 
+    def _own_client(self) -> Any:
+        """This process's pooled client: an env that crossed a ``fork`` takes a new one instead of the parent's."""
+        if self._client_pid != os.getpid():
+            self._pool_key, self._client = _acquire_client(self.url, *self._client_settings)
+            self._client_pid = os.getpid()
+        return self._client
+
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None,
                  params: dict[str, Any] | None = None) -> Any:
         """One API call; transport failures and 429 (server full) are retried with exponential backoff."""
+        client = self._own_client()
 
         def attempt() -> Any:
             try:
-                response = self._client.request(method, path, json=body, params=params, headers=self._headers)
+                response = client.request(method, path, json=body, params=params, headers=self._headers)
             except _TRANSPORT_ERRORS as error:
                 raise _TryAgain(error) from error
             if response.status_code == 429:
@@ -379,3 +437,24 @@ class RemoteEnv(gym.Env[str, str]):
         if status in (502, 503, 504):
             return ServerUnavailableError(message, code, status)
         return RemoteEnvError(message, code, status)
+
+
+def make_remote_env(**kwargs: Any) -> gym.Env:
+    """``AgentGym/Remote-v0``'s entry point: a ``RemoteEnv`` whose ``TimeLimit`` is the served env's turn cap, so
+    ``gym.make("AgentGym/Remote-v0", url=..., env_id=X).spec.max_episode_steps`` is X's cap (or ``max_turns``), as
+    for ``gym.make(X)``; ``max_episode_steps`` in ``gym.make`` still adds a shorter one around it.
+
+    Args:
+        kwargs: ``RemoteEnv``'s arguments.
+
+    Returns:
+        The env (``env.unwrapped`` is the ``RemoteEnv``).
+    """
+    env = RemoteEnv(**kwargs)
+    if env.served_max_turns:
+        return gym.wrappers.TimeLimit(env, int(env.served_max_turns))
+    return env
+
+
+make_remote_env.__signature__ = inspect.signature(RemoteEnv)  # what check_env_kwargs and tools read
+make_remote_env.metadata = RemoteEnv.metadata  # render modes, as gym.make reads them off a creator

@@ -1,0 +1,543 @@
+"""Envs on several ``agentgym serve`` hosts (``server/hosts.py``), ``AgentGym/Remote-v0`` as a local id, and the
+client pool across ``fork``.
+
+Every server listens on 127.0.0.1 only: in-process (``LocalServer``) where the test stops and revives one, an
+``agentgym serve`` subprocess where it is killed with SIGKILL mid-run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+httpx = pytest.importorskip("httpx")
+
+import agentgym_envs  # noqa: E402
+from agentgym_envs import testing  # noqa: E402
+from agentgym_envs.agents import make_agent  # noqa: E402
+from agentgym_envs.cli import main  # noqa: E402
+from agentgym_envs.core import tasks as task_table  # noqa: E402
+from agentgym_envs.core.loop import BaseAgent, Episode, EnvPool, EpisodeStart, Reply, play_batch  # noqa: E402
+from agentgym_envs.server.app import LocalServer  # noqa: E402
+from agentgym_envs.server.client import ServerUnavailableError, SessionLostError  # noqa: E402
+from agentgym_envs.server.hosts import (  # noqa: E402
+    SERVERS_VARIABLE,
+    HostRouter,
+    RemoteEnvFactory,
+    RoutedEnv,
+    parse_servers,
+    served_envs,
+)
+
+TEXTCRAFT = "AgentGym/TextCraft-Depth1-v0"
+MAZE = "AgentGym/Maze-v0"
+
+
+# ---- the spec ---------------------------------------------------------------------------------------
+def test_spec_routes_ids_to_their_servers() -> None:
+    spec = parse_servers("AgentGym/SciWorld-v0=http://10.0.0.5:8000,http://10.0.0.6:8000/ ; *=http://10.0.0.7:8000;")
+    assert spec.urls_for("AgentGym/SciWorld-v0") == ("http://10.0.0.5:8000", "http://10.0.0.6:8000")
+    assert spec.urls_for(TEXTCRAFT) == ("http://10.0.0.7:8000",)
+    assert spec.urls == ("http://10.0.0.5:8000", "http://10.0.0.6:8000", "http://10.0.0.7:8000")
+    assert parse_servers(str(spec)) == spec
+    bare = parse_servers("http://127.0.0.1:8000,https://envs.example:443")
+    assert bare.urls_for(MAZE) == ("http://127.0.0.1:8000", "https://envs.example:443")
+    only = parse_servers(f"{TEXTCRAFT}=http://127.0.0.1:8000")
+    with pytest.raises(ValueError, match=f"names no server for {MAZE}"):
+        only.urls_for(MAZE)
+    assert only.with_route(MAZE, ["http://127.0.0.1:9000"]).urls_for(MAZE) == ("http://127.0.0.1:9000",)
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("", "empty"),
+    ("  ;  ", "names no server"),
+    ("ftp://h:1", "not an http"),
+    ("http://:8000", "names no host"),
+    ("http://user:pw@h:8000", "credentials"),
+    ("http://h:8000/v1", "path, query or fragment"),
+    ("http://h:99999", "bad port"),
+    ("A/B-v0=http://h:1;A/B-v0=http://h:2", "given twice"),
+    ("http://h:1;*=http://h:2", "given twice"),
+    ("A/B-v0=", "no server URL"),
+    ("A/B-v0=http://h:1,http://h:1", "lists a URL twice"),
+    ("A B=http://h:1", "not an env id"),
+])
+def test_bad_specs_say_why_in_one_line(text: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason) as error:
+        parse_servers(text)
+    assert "\n" not in str(error.value) and "ENV_ID=URL" in str(error.value)
+
+
+# ---- routing, in-process servers -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def two_servers() -> Any:
+    with LocalServer("textcraft", max_envs=64) as first, LocalServer("textcraft", max_envs=64) as second:
+        yield first, second
+
+
+def hosts_of(envs: Sequence[gym.Env]) -> list[str]:
+    return [env.unwrapped.url for env in envs]
+
+
+def test_episodes_spread_over_hosts_and_stay_on_theirs(two_servers: Any) -> None:
+    first, second = two_servers
+    router = HostRouter(f"{first.url},{second.url}")
+    make = RemoteEnvFactory(router)
+    envs = [make(TEXTCRAFT, max_episode_steps=6) for _ in range(4)]
+    try:
+        for index, env in enumerate(envs):
+            env.reset(seed=index, options={"item_id": index})
+        assert sorted(hosts_of(envs)) == sorted([first.url, second.url] * 2)
+        assert [host["in_flight"] for host in router.status()] == [2, 2]
+        started = hosts_of(envs)
+        for _ in range(3):  # sticky: an episode's steps stay on its host
+            for env in envs:
+                env.step("inventory")
+        assert hosts_of(envs) == started
+        for env in envs[:2]:  # used up its budget: the TimeLimit is the budget, locally and on the server
+            truncations = [env.step("inventory")[3] for _ in range(3)]
+            assert truncations == [False, False, True]
+        assert sum(host["in_flight"] for host in router.status()) == 2
+        for index, env in enumerate(envs):  # the next episodes stay where they are: the load is even
+            env.reset(seed=index, options={"item_id": index})
+        assert hosts_of(envs) == started
+        assert {key: value for key, value in router.status()[0].items() if key != "url"} == {
+            "up": True, "in_flight": 2, "failures": 0, "retry_in_s": 0.0}
+    finally:
+        for env in envs:
+            env.close()
+    assert [host["in_flight"] for host in router.status()] == [0, 0]
+
+
+def test_concurrent_choices_are_counted_once_and_checked_once(two_servers: Any) -> None:
+    """Threads choosing at once (the trainer's env pool): one health check per host, leases exactly balanced."""
+    first, second = two_servers
+    router = HostRouter(f"{first.url},{second.url}")
+    with ThreadPoolExecutor(16) as pool:
+        chosen = list(pool.map(lambda _: router.choose(TEXTCRAFT), range(32)))
+    assert sorted(chosen) == sorted([first.url, second.url] * 16)
+    assert [(host["in_flight"], host["up"]) for host in router.status()] == [(16, True), (16, True)]
+    for url in chosen:
+        router.release(url)
+    assert [host["in_flight"] for host in router.status()] == [0, 0]
+
+
+def test_served_env_looks_like_the_local_env(two_servers: Any) -> None:
+    first, _ = two_servers
+    served = RemoteEnvFactory(first.url)(TEXTCRAFT)
+    local = gym.make(TEXTCRAFT)
+    try:
+        assert served.spec.id == TEXTCRAFT and served.spec.max_episode_steps == local.spec.max_episode_steps == 30
+        assert served.unwrapped.task == local.unwrapped.task
+        assert served.reset(seed=3, options={"item_id": 7}) == local.reset(seed=3, options={"item_id": 7})
+        for action in ("inventory", local.unwrapped.oracle_action(), "Action: nonsense"):
+            assert served.step(action) == local.step(action)
+        assert served.unwrapped.oracle_action() == local.unwrapped.oracle_action()
+    finally:
+        served.close()
+        local.close()
+    with pytest.raises(ValueError, match="env kwargs cannot travel"):
+        RemoteEnvFactory(first.url)(TEXTCRAFT, lenient_crafting=True)
+    with pytest.raises(ValueError, match="names no server"):
+        RemoteEnvFactory(f"{TEXTCRAFT}={first.url}")(MAZE)
+    with pytest.raises(ValueError, match="no server of the spec serves"):
+        RemoteEnvFactory(first.url)(MAZE)
+
+
+@pytest.fixture
+def routed_textcraft_id(two_servers: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A temporary id whose entry point is RoutedEnv over both servers, for the public conformance checks."""
+    routed_id = "AgentGym/RoutedTextCraft-Depth1-v0"
+    spec = agentgym_envs.get_task(TEXTCRAFT)
+    monkeypatch.setitem(task_table._TASKS, routed_id, dataclasses.replace(spec, env_id=routed_id))
+    servers = ",".join(server.url for server in two_servers)
+    gym.register(id=routed_id, entry_point="agentgym_envs.server.hosts:RoutedEnv", max_episode_steps=spec.max_turns,
+                 kwargs={"servers": servers, "env_id": TEXTCRAFT, "max_turns": spec.max_turns})
+    try:
+        yield routed_id
+    finally:
+        del gym.registry[routed_id]
+
+
+def test_routed_env_passes_the_public_conformance_checks(routed_textcraft_id: str, two_servers: Any) -> None:
+    """check_env, determinism, bad and foreign actions, close twice, flat memory: all over two hosts."""
+    before = [server.manager.metrics()["live_envs"] for server in two_servers]
+    testing.check_text_env(routed_textcraft_id, memory_resets=20)
+    assert [server.manager.metrics()["live_envs"] for server in two_servers] == before
+
+
+def test_async_vector_routed_envs_after_the_parent_used_the_router(routed_textcraft_id: str) -> None:
+    """Forked workers get their own router and clients: the items of a sync run, in order."""
+    parent = gym.make(routed_textcraft_id)
+    parent.reset(seed=0)
+    parent.step("inventory")
+    results = {}
+    try:
+        for mode in ("sync", "async"):
+            envs = gym.make_vec(routed_textcraft_id, num_envs=3, vectorization_mode=mode)
+            try:
+                observations, infos = envs.reset(seed=5)
+                stepped = envs.step(["inventory"] * 3)
+                results[mode] = (tuple(observations), tuple(infos["item_id"]), tuple(stepped[0]))
+            finally:
+                envs.close()
+        parent.step("inventory")
+    finally:
+        parent.close()
+    assert results["async"] == results["sync"] and len(set(results["sync"][1])) == 3
+
+
+def test_a_stopped_host_gets_no_new_episodes_and_is_used_again_after_its_cooldown(two_servers: Any) -> None:
+    _, steady = two_servers
+    flaky = LocalServer("textcraft")
+    flaky.start()
+    port = flaky.port
+    router = HostRouter(f"{flaky.url},{steady.url}", cooldown=0.5)
+    make = RemoteEnvFactory(router)
+    envs = [make(TEXTCRAFT) for _ in range(2)]
+    try:
+        for index, env in enumerate(envs):
+            env.reset(seed=index, options={"item_id": index})
+        assert sorted(hosts_of(envs)) == sorted([flaky.url, steady.url])
+        flaky.stop()
+        for index, env in enumerate(envs):  # new episodes: the dead host is found out and avoided
+            env.reset(seed=index, options={"item_id": index})
+        assert hosts_of(envs) == [steady.url, steady.url]
+        assert not router.status()[0]["up"] and router.status()[0]["failures"] >= 1
+        extra = make(TEXTCRAFT)  # a new env too (the host is in its cooldown: not even tried)
+        envs.append(extra)
+        assert extra.unwrapped.url == steady.url
+        revived = LocalServer("textcraft", port=port)
+        revived.start()
+        try:
+            time.sleep(0.6)  # the cooldown: then a health check, and episodes again
+            for index, env in enumerate(envs):
+                env.reset(seed=index, options={"item_id": index})
+            assert sorted(hosts_of(envs)).count(revived.url) == 1 and router.status()[0]["up"]
+        finally:
+            for env in envs:
+                env.close()
+            revived.stop()
+    finally:
+        for env in envs:
+            env.close()
+
+
+def test_the_oracle_of_an_episode_whose_host_stopped_comes_from_the_replay(two_servers: Any) -> None:
+    _, steady = two_servers
+    flaky = LocalServer("textcraft")
+    flaky.start()
+    env = RemoteEnvFactory(HostRouter(f"{flaky.url},{steady.url}"))(TEXTCRAFT)  # equal loads: the first host
+    local = gym.make(TEXTCRAFT)
+    try:
+        env.reset(seed=4, options={"item_id": 5})
+        local.reset(seed=4, options={"item_id": 5})
+        action = local.unwrapped.oracle_action()
+        assert env.step(action) == local.step(action)
+        assert env.unwrapped.url == flaky.url
+        flaky.stop()
+        assert env.unwrapped.oracle_action() == local.unwrapped.oracle_action()
+        assert env.unwrapped.url == steady.url and env.unwrapped.failovers == 1
+        action = local.unwrapped.oracle_action()
+        assert env.step(action) == local.step(action)
+    finally:
+        env.close()
+        local.close()
+        flaky.stop()  # idempotent
+
+
+def test_a_lost_session_is_replayed_and_a_replay_that_differs_is_refused(two_servers: Any) -> None:
+    first, second = two_servers
+    env = RemoteEnvFactory(HostRouter(f"{first.url},{second.url}"))(TEXTCRAFT)
+    local = gym.make(TEXTCRAFT)
+    try:
+        env.reset(seed=1, options={"item_id": 2})
+        local.reset(seed=1, options={"item_id": 2})
+        for _ in range(2):
+            action = local.unwrapped.oracle_action()
+            assert env.step(action) == local.step(action)
+        remote = env.unwrapped.remote  # the server forgets the env (a restart, a reaper): replayed, nothing lost
+        httpx.delete(f"{env.unwrapped.url}/v1/sessions/{remote.session}")
+        action = local.unwrapped.oracle_action()
+        assert env.step(action) == local.step(action)
+        assert env.unwrapped.failovers == 1
+        httpx.delete(f"{env.unwrapped.url}/v1/sessions/{env.unwrapped.remote.session}")
+        env.unwrapped._last_observation += " (as a nondeterministic env would have it)"  # the replay differs
+        with pytest.raises(SessionLostError, match="did not reproduce") as error:
+            env.step("inventory")
+        assert error.value.code == "replay_mismatch"
+        with pytest.raises(gym.error.ResetNeeded):
+            env.step("inventory")
+        env.reset(seed=0)  # and the env goes on
+    finally:
+        env.close()
+        local.close()
+
+
+# ---- two `agentgym serve` processes, one killed mid-run ---------------------------------------------
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_servers(count: int, env: str = "textcraft") -> list[tuple[subprocess.Popen, str]]:
+    started = []
+    for _ in range(count):
+        port = free_port()
+        command = [sys.executable, "-m", "agentgym_envs.cli", "serve", "--env", env, "--port", str(port),
+                   "--log-level", "warning"]
+        started.append((subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         env={**os.environ, "HF_HUB_OFFLINE": "1"}), f"http://127.0.0.1:{port}"))
+    deadline = time.monotonic() + 60
+    for process, url in started:
+        while True:
+            assert process.poll() is None, f"the server at {url} exited"
+            try:
+                httpx.get(f"{url}/v1/health", timeout=1.0).raise_for_status()
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, f"no server at {url}"
+                time.sleep(0.1)
+    return started
+
+
+def stop_servers(started: list[tuple[subprocess.Popen, str]]) -> None:
+    for process, _ in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+
+
+@pytest.fixture
+def served_pair() -> Any:
+    started = start_servers(2)
+    try:
+        yield started
+    finally:
+        stop_servers(started)
+
+
+class KillAfterTurn(BaseAgent):
+    """The oracle, which SIGKILLs a server after answering turn ``turn`` (before the envs step)."""
+
+    name = "oracle"
+
+    def __init__(self, turn: int, process: subprocess.Popen):
+        self.oracle, self.turn, self.process, self.turns = make_agent("oracle"), turn, process, 0
+
+    def act(self, episodes: Sequence[Episode]) -> list[Reply]:
+        replies = self.oracle.act(episodes)
+        self.turns += 1
+        if self.turns == self.turn:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+        return replies
+
+
+def comparable(record: dict[str, Any]) -> dict[str, Any]:
+    keys = ("env_id", "item_id", "seed", "messages", "actions", "rewards", "valid", "scores", "return", "turns", "info",
+            "final_observation")
+    return {key: record[key] for key in keys}
+
+
+def test_a_host_killed_mid_run_loses_no_episode(served_pair: Any) -> None:
+    (victim, victim_url), (_, survivor_url) = served_pair
+    items = agentgym_envs.get_task(TEXTCRAFT).split("test")[:8]
+    starts = [EpisodeStart(TEXTCRAFT, int(item), 30) for item in items]
+    router = HostRouter(f"{victim_url},{survivor_url}", cooldown=60)
+    pool = EnvPool(make_env=RemoteEnvFactory(router))
+    try:
+        served, _ = play_batch(starts, KillAfterTurn(2, victim), pool)
+        moved = [env for envs in pool._free.values() for env in envs]
+        assert sum(env.unwrapped.failovers for env in moved) == 4  # the victim's half of the batch, replayed
+        assert hosts_of(moved) == [survivor_url] * len(moved)
+        assert not router.status()[0]["up"]
+        again, _ = play_batch(starts[:4], make_agent("oracle"), pool)  # new episodes: the survivor only
+        assert hosts_of([env for envs in pool._free.values() for env in envs]) == [survivor_url] * len(moved)
+    finally:
+        pool.close()
+    local_pool = EnvPool()
+    try:
+        local, _ = play_batch(starts, make_agent("oracle"), local_pool)
+    finally:
+        local_pool.close()
+    assert all(trajectory.success for trajectory in served) and len(served) == len(starts)
+    assert [comparable(t.to_record()) for t in served] == [comparable(t.to_record()) for t in local]
+    assert [comparable(t.to_record()) for t in again] == [comparable(t.to_record()) for t in local[:4]]
+
+
+# ---- the CLI -------------------------------------------------------------------------------------------
+def eval_summary(tmp: str, name: str, *options: str) -> dict[str, Any]:
+    out = os.path.join(tmp, name)
+    code = main(["eval", "--agent", "oracle", "--limit", "4", "--no-progress", "--out", out, *options])
+    assert code == 0
+    with open(os.path.join(out, "summary.json"), encoding="utf-8") as summary:
+        results = json.load(summary)["results"]
+    with open(os.path.join(out, "trajectories.jsonl"), encoding="utf-8") as log:
+        records = sorted((comparable(json.loads(line)) for line in log), key=lambda r: r["item_id"])
+    return {"results": results, "records": records}
+
+
+def test_eval_with_servers_and_with_remote_v0_matches_a_local_eval(two_servers: Any, monkeypatch: Any,
+                                                                   capsys: Any) -> None:
+    first, second = two_servers
+    monkeypatch.delenv(SERVERS_VARIABLE, raising=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        local = eval_summary(tmp, "local", "--env", TEXTCRAFT)
+        assert local["results"][0]["subtasks"]["overall"]["success"] == 1.0 and len(local["records"]) == 4
+        assert eval_summary(tmp, "servers", "--env", TEXTCRAFT, "--servers", f"{first.url},{second.url}") == local
+        assert eval_summary(tmp, "remote", "--env", "AgentGym/Remote-v0", "--env-kwargs", f"url={first.url}",
+                            f"env_id={TEXTCRAFT}", "timeout=30") == local
+        monkeypatch.setenv(SERVERS_VARIABLE, f"*={second.url}")
+        assert eval_summary(tmp, "variable", "--env", TEXTCRAFT) == local
+        capsys.readouterr()
+        assert main(["eval", "--agent", "oracle", "--env", TEXTCRAFT, "--servers", "ftp://nope",
+                     "--out", os.path.join(tmp, "bad")]) == 2
+        assert "bad servers spec" in capsys.readouterr().err
+        assert main(["eval", "--agent", "oracle", "--env", TEXTCRAFT, "--env-kwargs", "lenient_crafting=true",
+                     "--out", os.path.join(tmp, "kwargs")]) == 2
+        assert "env kwargs cannot travel" in capsys.readouterr().err
+
+
+def test_collect_with_servers_matches_a_local_collection(two_servers: Any, monkeypatch: Any) -> None:
+    pytest.importorskip("datasets")
+    first, second = two_servers
+    monkeypatch.delenv(SERVERS_VARIABLE, raising=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        journals = {}
+        for name, options in (("local", []), ("served", ["--servers", f"{first.url},{second.url}"])):
+            out = os.path.join(tmp, name)
+            assert main(["collect", "--env", TEXTCRAFT, "--n", "3", "--out", out, *options]) == 0
+            with open(os.path.join(out, "episodes.jsonl"), encoding="utf-8") as journal:
+                journals[name] = [comparable(entry["row"]) for entry in map(json.loads, journal) if "row" in entry]
+        assert len(journals["local"]) == 3 and journals["served"] == journals["local"]
+
+
+def test_served_envs_reads_the_cli_options(two_servers: Any, monkeypatch: Any) -> None:
+    monkeypatch.delenv(SERVERS_VARIABLE, raising=False)
+    default = served_envs(["AgentGym/Remote-v0"], {"url": two_servers[0].url}, None)  # the server's first id
+    assert default[0] == ["AgentGym/TextCraft-v0"] and default[1] == {}
+    assert served_envs([TEXTCRAFT], {"lenient_crafting": True}, None) == ([TEXTCRAFT], {"lenient_crafting": True},
+                                                                          None)
+    ids, kwargs, make = served_envs(["AgentGym/Remote-v0", MAZE], {"url": "http://127.0.0.1:9", "env_id": TEXTCRAFT,
+                                                                   "retries": 0}, f"{MAZE}=http://127.0.0.1:8")
+    assert ids == [TEXTCRAFT, MAZE] and kwargs == {} and make.remote_options == {"retries": 0}
+    assert make.router.spec.urls_for(TEXTCRAFT) == ("http://127.0.0.1:9",)
+    with pytest.raises(ValueError, match="names no server"):
+        served_envs([TEXTCRAFT, MAZE], {}, f"{MAZE}=http://127.0.0.1:8")
+    with pytest.raises(ValueError, match="pass env_id"):
+        served_envs(["AgentGym/Remote-v0"], {"url": f"http://127.0.0.1:{free_port()}"}, None)
+
+
+# ---- AgentGym/Remote-v0 like the local id -------------------------------------------------------------
+def test_remote_v0_carries_the_served_cap_and_splits(two_servers: Any) -> None:
+    first, _ = two_servers
+    spec = agentgym_envs.get_task(TEXTCRAFT)
+    envs = {"default": gym.make("AgentGym/Remote-v0", url=first.url, env_id=TEXTCRAFT),
+            "max_turns": gym.make("AgentGym/Remote-v0", url=first.url, env_id=TEXTCRAFT, max_turns=40),
+            "shorter": gym.make("AgentGym/Remote-v0", url=first.url, env_id=TEXTCRAFT, max_episode_steps=5)}
+    try:
+        assert {name: env.spec.max_episode_steps for name, env in envs.items()} == {
+            "default": spec.max_turns, "max_turns": 40, "shorter": 5}
+        remote = envs["default"].unwrapped
+        assert remote.task == spec and remote.split("test") == spec.split("test")
+        assert remote.description == spec.description
+        envs["default"].reset(seed=0)
+        truncations = [envs["default"].step("inventory")[3] for _ in range(spec.max_turns)]
+        assert truncations.index(True) == spec.max_turns - 1
+    finally:
+        for env in envs.values():
+            env.close()
+
+
+def test_async_vector_remote_envs_after_the_parent_used_the_pool(two_servers: Any) -> None:
+    """A forked worker gets a client of its own: right items, in order, no crossed or broken requests."""
+    first, _ = two_servers
+    parent = gym.make("AgentGym/Remote-v0", url=first.url, env_id=TEXTCRAFT)
+    parent.reset(seed=0)
+    parent.step("inventory")  # the pooled keep-alive connection is open in the parent
+    kwargs = {"url": first.url, "env_id": TEXTCRAFT}
+    results = {}
+    try:
+        for mode in ("sync", "async"):
+            envs = gym.make_vec("AgentGym/Remote-v0", num_envs=4, vectorization_mode=mode, **kwargs)
+            try:
+                turns = []
+                for round_ in range(3):
+                    observations, infos = envs.reset(seed=10 * round_)
+                    stepped = envs.step(["inventory"] * 4)
+                    turns.append((tuple(observations), tuple(infos["item_id"]), tuple(stepped[0])))
+                results[mode] = turns
+            finally:
+                envs.close()
+            parent.step("inventory")  # and the parent's own env still works
+    finally:
+        parent.close()
+    local = gym.make_vec(TEXTCRAFT, num_envs=4, vectorization_mode="sync")
+    try:
+        expected = [tuple(np.asarray(local.reset(seed=10 * round_)[1]["item_id"])) for round_ in range(3)]
+    finally:
+        local.close()
+    assert results["async"] == results["sync"]
+    assert [turn[1] for turn in results["async"]] == expected and len(set(expected[0])) == 4
+
+
+def test_no_healthy_host_is_a_clear_error() -> None:
+    port = free_port()
+    router = HostRouter(f"http://127.0.0.1:{port}", cooldown=30, health_timeout=1)
+    with pytest.raises(ServerUnavailableError, match="no healthy env server"):
+        RoutedEnv(router, TEXTCRAFT)
+    assert router.status()[0]["retry_in_s"] > 25
+
+
+# ---- the trainer ----------------------------------------------------------------------------------------
+def test_trainer_plays_its_env_ids_on_the_servers(two_servers: Any, tmp_path: Any) -> None:
+    """``env_servers``: checked when the config is built; the rollout's envs run on the servers, splits stay local."""
+    pytest.importorskip("trl")
+    import torch
+    from tiny_model import tiny_model, tiny_tokenizer
+
+    from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer
+
+    torch.set_num_threads(1)
+    first, second = two_servers
+    settings = dict(output_dir=str(tmp_path / "run"), env_ids=[TEXTCRAFT], max_turns=2, max_turn_tokens=8,
+                    max_context_tokens=2048, per_device_train_batch_size=4, num_generations=2, max_steps=1,
+                    max_items_per_env=4, save_strategy="no", report_to="none", seed=0, use_cpu=True,
+                    dataloader_num_workers=0, cpu_threads=1)
+    with pytest.raises(ValueError, match="bad servers spec") as error:
+        AgentGRPOConfig(**settings, env_servers=f"{TEXTCRAFT}=ftp://127.0.0.1:1")
+    assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match=f"names no server for {TEXTCRAFT}"):
+        AgentGRPOConfig(**settings, env_servers=f"{MAZE}=http://127.0.0.1:1")
+    tokenizer = tiny_tokenizer("chatml")
+    args = AgentGRPOConfig(**settings, env_servers=f"{first.url},{second.url}")
+    before = [server.manager.metrics()["created_total"] for server in two_servers]
+    trainer = AgentGRPOTrainer(tiny_model(tokenizer), args=args, processing_class=tokenizer)
+    try:
+        assert isinstance(trainer.env_pool.make_env, RemoteEnvFactory)
+        trainer.train()
+        trajectories = trainer.last_rollout.trajectories
+        assert len(trajectories) == 4 and {t.env_id for t in trajectories} == {TEXTCRAFT}
+        assert {t.item_id for t in trajectories} <= set(agentgym_envs.get_task(TEXTCRAFT).split("train"))
+        created = [server.manager.metrics()["created_total"] - count for server, count in zip(two_servers, before)]
+        assert min(created) >= 1  # both hosts played
+    finally:
+        trainer.env_pool.close()
