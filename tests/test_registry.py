@@ -43,6 +43,25 @@ def test_an_episode_runs_under_the_budget_it_was_made_with(env_id: str, budget: 
     testing.check_turn_budget(env_id, turns)
 
 
+@pytest.fixture(scope="module")
+def served_factory():
+    """One loopback ``agentgym serve`` hosting every installed id, and the factory that makes them as local ids."""
+    pytest.importorskip("fastapi")
+    from agentgym_envs.server.app import LocalServer
+    from agentgym_envs.server.hosts import RemoteEnvFactory
+
+    installed = [env_id for env_id in ALL_IDS if agentgym_envs.get_task(env_id).extra_installed()]
+    with LocalServer(installed, max_envs=10_000) as server:
+        yield RemoteEnvFactory(server.url)
+
+
+@pytest.mark.parametrize("budget", ["1", "cap+5"])
+def test_a_served_episode_runs_under_the_budget_it_was_made_with(env_id: str, budget: str, served_factory) -> None:
+    """The same check through ``agentgym serve``: the served env is made with the budget and ends at it."""
+    cap = agentgym_envs.get_task(env_id).max_turns
+    testing.check_turn_budget(env_id, 1 if budget == "1" else cap + 5, make=served_factory)
+
+
 def test_check_env(env_id: str) -> None:
     testing.check_gymnasium_api(env_id)
 
