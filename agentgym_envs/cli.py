@@ -14,7 +14,7 @@ import agentgym_envs
 from agentgym_envs.agents import make_agent
 from agentgym_envs.core.episode import MAX_TURNS
 from agentgym_envs.core.loop import Agent, BaseAgent, Episode, Reply, run_episode
-from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_opening_argument, check_env_kwargs
+from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_env_option, add_opening_argument, check_env_kwargs
 from agentgym_envs.core.tables import render_table
 
 
@@ -191,11 +191,6 @@ class Subcommands(argparse._SubParsersAction):
         """Every subcommand shows its defaults in ``--help`` too."""
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         return super().add_parser(name, **kwargs)
-
-
-def add_env_option(parser: argparse.ArgumentParser, help: str) -> None:
-    """``--env``, the same on eval and collect: ``--env A B`` and ``--env A --env B`` both give [A, B]."""
-    parser.add_argument("--env", nargs="+", action="extend", required=True, metavar="ENV_ID", help=help)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -143,3 +143,82 @@ def test_the_server_knows_no_family_and_no_browser(path: Path) -> None:
     is declared on the family's TaskSpec and AgentGymProtocol: the server imports no family and not ``web/``."""
     wrong = sorted(m for m in imports_of(path) if family_of(m) is not None or within(m, "agentgym_envs.web"))
     assert not wrong, f"{module_name(path)} imports {wrong}"
+
+
+#: The rooms above the families, by floor: the scripted agents below evaluation, collection and the server, and all
+#: of them below the command line. A room may import rooms on its floor or below, never above.
+UPPER_FLOORS = {"agentgym_envs.agents": 1, "agentgym_envs.evaluation": 2, "agentgym_envs.collect": 2,
+                "agentgym_envs.server": 2, "agentgym_envs.cli": 3}
+MODULE_NAMES = {module_name(path) for path in MODULES}
+
+
+def project_edges(path: Path) -> set[str]:
+    """The project modules ``path`` imports, anywhere in it (deferred imports inside functions too), each resolved
+    to the module itself: ``from agentgym_trl import advantages`` is an edge to ``agentgym_trl.advantages``, not to
+    the package."""
+    importer = module_name(path)
+    package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
+
+    def known(name: str) -> str | None:
+        parts = name.split(".")
+        while parts and ".".join(parts) not in MODULE_NAMES:
+            parts.pop()
+        return ".".join(parts) or None
+
+    edges: set[str | None] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            edges.update(known(alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            edges.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULE_NAMES else known(base)
+                         for alias in node.names)
+    return {edge for edge in edges if edge is not None and edge != importer}
+
+
+def floor_of(module: str) -> int | None:
+    return next((floor for room, floor in UPPER_FLOORS.items() if within(module, room)), None)
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if floor_of(module_name(p))], ids=lambda p: module_name(p))
+def test_upper_rooms_import_only_their_floor_or_below(path: Path) -> None:
+    floor = floor_of(module_name(path))
+    above = sorted(edge for edge in project_edges(path) if (floor_of(edge) or 0) > floor)
+    assert not above, f"{module_name(path)} (floor {floor}) imports {above} from a floor above"
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles a depth-first walk of the import graph meets (each as the modules around it)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    cycles: list[list[str]] = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for imported in sorted(graph.get(module, ())):
+            if state.get(imported) == 1:
+                cycles.append(path[path.index(imported):] + [imported])
+            elif imported not in state:
+                visit(imported, [*path, imported])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    return cycles
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    """Every import counts, deferred ones too: a cycle hidden in a function still ties two rooms together."""
+    cycles = import_cycles({module_name(path): project_edges(path) for path in MODULES})
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(cycle) for cycle in cycles[:5])
+
+
+def test_a_deferred_import_that_closes_a_cycle_is_found() -> None:
+    """The commands once imported ``add_env_option`` from the CLI inside a function, closing a cycle."""
+    cli = ROOT / "agentgym_envs" / "cli.py"
+    graph = {"agentgym_envs.cli": project_edges(cli), "agentgym_envs.evaluation.commands": {"agentgym_envs.cli"}}
+    assert "agentgym_envs.evaluation.commands" in graph["agentgym_envs.cli"]
+    assert import_cycles(graph) == [["agentgym_envs.cli", "agentgym_envs.evaluation.commands", "agentgym_envs.cli"]]

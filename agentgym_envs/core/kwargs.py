@@ -36,6 +36,11 @@ def add_env_kwargs_argument(parser: argparse.ArgumentParser) -> None:
                         help="keyword arguments for gym.make, e.g. lenient_crafting=true (values are JSON or text)")
 
 
+def add_env_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--env``, the same on eval and collect: ``--env A B`` and ``--env A --env B`` both give [A, B]."""
+    parser.add_argument("--env", nargs="+", action="extend", required=True, metavar="ENV_ID", help=help)
+
+
 def add_opening_argument(parser: argparse.ArgumentParser) -> None:
     """``--merged-first-turn``: how episodes open, which must match how the model was trained."""
     parser.add_argument("--merged-first-turn", action="store_true",

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_envs.agents import AgentSetupError, make_agent
-from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_opening_argument, check_env_kwargs
+from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_env_option, add_opening_argument, check_env_kwargs
 from agentgym_envs.core.loop import Agent
 from agentgym_envs.evaluation.metrics import format_scaling, format_table, has_scaling
 from agentgym_envs.evaluation.plots import PlotError, plot_run
@@ -176,7 +176,6 @@ def add_servers_argument(parser: argparse.ArgumentParser) -> None:
 def add_commands(commands: Any) -> None:
     """Register eval, view and plot on the ``agentgym`` subparsers."""
     run = commands.add_parser("eval", help="evaluate a model, an endpoint or a scripted agent: success, Avg@K, Pass@K")
-    from agentgym_envs.cli import add_env_option
 
     add_env_option(run, "env ids to evaluate on (--env A B, or --env A --env B)")
     run.add_argument("--model", help="a local HF model folder, 'default' (SmolLM2-135M-Instruct), or with "
