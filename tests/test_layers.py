@@ -12,6 +12,10 @@
   core (``agentgym_envs.core``), the shared browser (``agentgym_envs.web``) and itself.
 * The ground floor: the core imports nothing of the project but the core; the shared browser
   (``agentgym_envs.web``) the core and itself. ``agentgym_envs`` never imports the trainer.
+* The upper rooms: the scripted agents below evaluation, collection and the server, all of them below
+  the CLI; the server imports no family and not ``web/``.
+* The trainer's config on its lowest floor (``TRAINER_GROUND``), and no import cycle anywhere,
+  deferred imports (inside functions) included.
 """
 
 from __future__ import annotations
