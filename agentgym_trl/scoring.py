@@ -38,6 +38,7 @@ class ScoringBatch:
     greedy_returns: list[float] | None = None  # remax: each local row's greedy episode return
 
 
+@dataclass
 class AdvantageAdapter:
     """The configured estimator's advantages for a scored batch, in place of TRL's.
 
@@ -53,18 +54,15 @@ class AdvantageAdapter:
         critic_values: the critic's ``(B, T)`` estimates of a scored output (gae).
     """
 
-    def __init__(self, estimator: Estimator, args: Any, accelerator: Any, *, num_generations: int,
-                 scale_rewards: str, beta: float, reward_weights: torch.Tensor, log: Callable[[str, float], None],
-                 critic_values: Callable[[dict[str, Any]], torch.Tensor]):
-        self.estimator = estimator
-        self.args = args
-        self.accelerator = accelerator
-        self.num_generations = num_generations
-        self.scale_rewards = scale_rewards
-        self.beta = beta
-        self.reward_weights = reward_weights
-        self.log = log
-        self.critic_values = critic_values
+    estimator: Estimator
+    args: Any
+    accelerator: Any
+    num_generations: int
+    scale_rewards: str
+    beta: float
+    reward_weights: torch.Tensor
+    log: Callable[[str, float], None]
+    critic_values: Callable[[dict[str, Any]], torch.Tensor]
 
     def replace(self, output: dict[str, Any], batch: ScoringBatch) -> torch.Tensor:
         """Swap TRL's group advantages in ``output`` for the estimator's: ``(B,)`` per episode or ``(B, T)`` per
