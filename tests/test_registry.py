@@ -55,11 +55,12 @@ def served_factory():
         yield RemoteEnvFactory(server.url)
 
 
-@pytest.mark.parametrize("budget", ["1", "cap+5"])
+@pytest.mark.parametrize("budget", ["1", "3", "cap", "cap+5"])
 def test_a_served_episode_runs_under_the_budget_it_was_made_with(env_id: str, budget: str, served_factory) -> None:
     """The same check through ``agentgym serve``: the served env is made with the budget and ends at it."""
     cap = agentgym_envs.get_task(env_id).max_turns
-    testing.check_turn_budget(env_id, 1 if budget == "1" else cap + 5, make=served_factory)
+    turns = {"1": 1, "3": 3, "cap": cap, "cap+5": cap + 5}[budget]
+    testing.check_turn_budget(env_id, turns, make=served_factory)
 
 
 def test_check_env(env_id: str) -> None:

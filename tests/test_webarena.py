@@ -161,6 +161,29 @@ def test_state_tasks_are_scored_at_the_budget_they_run_under(browser, budget_cha
     assert all(total == expected and success == (expected == 1.0) for _, _, total, success in results), results
 
 
+def test_a_served_state_task_is_scored_at_its_budget() -> None:
+    """Through ``agentgym serve``: the served env is made with the episode's budget and scores the final state at
+    it, as a local one does."""
+    pytest.importorskip("fastapi")
+    from agentgym_envs.server.app import LocalServer
+    from agentgym_envs.server.hosts import RemoteEnvFactory
+
+    env_id, item = state_changing_items()[0]
+    steps = len(embedded_tasks()[item]["solution"]) - 1
+    with LocalServer([env_id]) as server:
+        env = RemoteEnvFactory(server.url)(env_id, max_episode_steps=steps)
+        try:
+            env.reset(options={"item_id": item})
+            total, truncated = 0.0, False
+            while not truncated:
+                _, reward, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+                total += reward
+                assert not terminated
+            assert total == 1.0 and info["success"]
+        finally:
+            env.close()
+
+
 # ---- isolation --------------------------------------------------------------------------------------
 def test_episode_state_does_not_leak(env) -> None:
     base = env.unwrapped
