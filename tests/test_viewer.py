@@ -170,3 +170,19 @@ def test_a_bad_record_does_not_stop_the_page(run_dir, browser, tmp_path) -> None
     for card in cards[:6]:
         assert open_episode(driver, card)
     assert not driver.find_elements(By.CSS_SELECTOR, "#list div.empty")
+
+
+def test_non_finite_numbers_do_not_empty_the_page(run_dir, browser, tmp_path) -> None:
+    """Python's json writes NaN bare and ``JSON.parse`` rejects it: the page still shows every episode."""
+    from selenium.webdriver.common.by import By
+
+    records = [json.loads(line) for line in (run_dir / "trajectories.jsonl").read_text().splitlines()]
+    records[0]["return"] = float("nan")
+    records[1]["rewards"] = [float("inf")] * len(records[1]["rewards"])
+    run = tmp_path / "nan"
+    run.mkdir()
+    (run / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    driver = browser.driver
+    driver.get(write_viewer(run).as_uri())
+    assert int(driver.find_element(By.ID, "total").text) == len(records)
+    assert "return NaN" in driver.find_elements(By.CSS_SELECTOR, "#list details.episode")[0].text

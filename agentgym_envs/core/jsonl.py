@@ -10,12 +10,29 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger(__name__)
+
+
+NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by the string ``"NaN"``, ``"Infinity"`` or
+    ``"-Infinity"``: Python's json writes them bare, which strict parsers (a browser's ``JSON.parse``, jq)
+    reject whole, while ``float()`` and JavaScript's ``Number()`` read the strings back as the same number."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else NON_FINITE[repr(float(value))]
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    return value
 
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:

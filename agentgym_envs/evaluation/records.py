@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from agentgym_envs.core.jsonl import append_lines, read_jsonl
+from agentgym_envs.core.jsonl import append_lines, finite_json, read_jsonl
 from agentgym_envs.core.safety import valid_utf8
 
 logger = logging.getLogger(__name__)
@@ -84,10 +84,13 @@ class TrajectoryLog:
         return list(read_records(self.path)) if self.path.is_file() else []
 
     def append(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Append records, one JSON line each, under the log's lock (valid UTF-8 whatever the text held, strict JSON
+        whatever the numbers were)."""
         # valid UTF-8 whatever a model or endpoint produced (a lone surrogate would make the write
-        # raise and cost the whole batch); default=str for values json cannot encode
-        """Append records, one JSON line each, under the log's lock (valid UTF-8 whatever the text held)."""
-        lines = "".join(json.dumps(valid_utf8(record), ensure_ascii=False, default=str) + "\n" for record in records)
+        # raise and cost the whole batch); NaN / infinities as strings (strict readers reject bare NaN);
+        # default=str for values json cannot encode
+        lines = "".join(json.dumps(finite_json(valid_utf8(record)), ensure_ascii=False, default=str) + "\n"
+                        for record in records)
         if not lines:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 
 from agentgym_envs.agents import ACKNOWLEDGEMENT
+from agentgym_envs.core.jsonl import finite_json
 from agentgym_envs.evaluation.records import load_run
 
 VIEW_FILE = "trajectories.html"
@@ -270,9 +271,10 @@ success rate of shown <b id="rate">-</b></div>
 
 
 def page_data(records: list[dict[str, Any]]) -> str:
-    """The episodes as JSON that is safe inside a <script> element (no "</script>" can close it early)."""
+    """The episodes as JSON that is safe inside a <script> element (no "</script>" can close it early) and strict
+    (a NaN or infinity, which ``JSON.parse`` rejects with every episode, is a string the page reads as a number)."""
     slim = [{key: record.get(key) for key in VIEW_FIELDS if key in record} for record in records]
-    text = json.dumps(slim, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(finite_json(slim), ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
     for raw, escaped in (("</", "<\\/"), ("<!--", "<\\u0021--"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(raw, escaped)
     return text
