@@ -55,3 +55,18 @@ def test_the_trajectory_log_writes_strict_json_that_reads_back_as_the_numbers(tm
     record = json.loads(line, parse_constant=refuse_constant)
     assert math.isnan(float(record["return"])) and float(record["info"]["score"]) == -math.inf
     assert [float(r) for r in record["rewards"]] == [math.inf, 1.0]
+
+
+def test_view_replaces_a_symlinked_page_instead_of_writing_through_it(tmp_path) -> None:
+    """A run folder from someone else may hold ``trajectories.html`` as a link to a file of ours."""
+    run = tmp_path / "received"
+    assert eval_oracle(run) == 0
+    outside = tmp_path / "mine" / "notes.html"
+    outside.parent.mkdir()
+    outside.write_text("my notes", encoding="utf-8")
+    (run / "trajectories.html").symlink_to(outside)
+    assert main(["view", str(run)]) == 0
+    assert outside.read_text(encoding="utf-8") == "my notes"
+    page = run / "trajectories.html"
+    assert not page.is_symlink() and len(embedded_episodes(page.read_text(encoding="utf-8"))) == 3
+    assert sorted(path.name for path in run.iterdir() if path.name.startswith(".")) == []  # no temporary left

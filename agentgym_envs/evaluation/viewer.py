@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -307,7 +308,35 @@ def write_viewer(run: str | os.PathLike, out: str | os.PathLike | None = None) -
         raise ValueError(f"{source} holds no trajectories (no trajectories*.jsonl records); an eval run writes them, "
                          "a training run only with --log_trajectories true")
     target = Path(out) if out is not None else (source if source.is_dir() else source.parent) / VIEW_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
     title = f"Trajectories of {source.resolve().name}"
-    target.write_text(render_html(records, title), encoding="utf-8")
+    write_page(target, render_html(records, title), through_devices=out is not None)
     return target
+
+
+def write_page(target: Path, text: str, through_devices: bool = False) -> None:
+    """Write ``text`` to ``target`` as a new file that replaces whatever entry is there, never through it: a run
+    folder received from someone else may hold a ``trajectories.html`` symlink to a file of ours, which a plain
+    write would overwrite. ``through_devices``: a path the user named that is a device or a pipe (``/dev/stdout``)
+    is written in place instead (replacing it would need root and break it).
+
+    Raises:
+        ValueError: ``target`` is a folder.
+        OSError: the file could not be written (a full disk, a read-only folder); nothing half-written is left.
+    """
+    if target.is_dir() and not target.is_symlink():
+        raise ValueError(f"{target} is a folder; give the path of the HTML file to write (e.g. {target / VIEW_FILE})")
+    if through_devices and target.exists() and not target.is_file() and not target.is_dir():
+        with open(target, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    # a new file (O_EXCL, no link followed) with the mode a plain write gives (0666 less the umask)
+    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    try:
+        with open(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, target)  # replaces a symlink itself, not the file it points at
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
