@@ -129,6 +129,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from agentgym_envs.collect import JOURNAL_FILE, KeepRule, check_datasets_installed, collect, save_trajectories
+    from agentgym_envs.evaluation.commands import os_error_text
     from agentgym_envs.server.hosts import served_envs
 
     check_datasets_installed()  # before playing every episode, not when saving them
@@ -151,11 +152,22 @@ def cmd_collect(args: argparse.Namespace) -> int:
     except ValueError as error:  # a journal of other settings
         print(f"agentgym: error: {error}", file=sys.stderr)
         return 2
+    except ConnectionError:  # a served env that is down: main's one line
+        raise
+    except OSError as error:  # a full disk: the journal keeps every episode that reached it
+        print(f"agentgym: error: {os_error_text(error)} (writing {journal}); the episodes played so far are kept "
+              "there: free space and rerun the same command to resume", file=sys.stderr)
+        return 1
     for env_id, count in counts.items():
         resumed = f", {count['resumed']} from the journal" if count["resumed"] else ""
         print(f"{env_id}: kept {count['kept']}/{count['played']} episodes ({count['success']} solved{resumed}) "
               f"in {count['seconds']:.1f} s")
-    path = save_trajectories(rows, args.out)
+    try:
+        path = save_trajectories(rows, args.out)
+    except OSError as error:
+        print(f"agentgym: error: {os_error_text(error)} (saving the dataset in {out}); every episode is kept in "
+              f"{journal}: free space and rerun the same command to save them", file=sys.stderr)
+        return 1
     print(f"wrote {len(rows)} conversations to {path}")
     return 0
 

@@ -149,6 +149,10 @@ class Journal:
     def _load(self) -> None:
         lines = read_jsonl(self.path)  # cut (a kill) or damaged lines are skipped with a warning
         first = next(lines, None)
+        if first is None:  # nothing readable (a header cut by a full disk or a kill): no episode to keep, start over
+            self.path.write_text("", encoding="utf-8")
+            self._write({"settings": self.settings})
+            return
         header = first[1] if first is not None and first[0] == 1 and isinstance(first[1], dict) else {}
         if header.get("settings") != self.settings:
             raise ValueError(

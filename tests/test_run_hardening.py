@@ -4,10 +4,13 @@ that is a symlink, a full disk or an output path that is a folder. Each still en
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import re
 from pathlib import Path
+
+import pytest
 
 import agentgym_envs  # noqa: F401
 from agentgym_envs.cli import main
@@ -70,3 +73,80 @@ def test_view_replaces_a_symlinked_page_instead_of_writing_through_it(tmp_path) 
     page = run / "trajectories.html"
     assert not page.is_symlink() and len(embedded_episodes(page.read_text(encoding="utf-8"))) == 3
     assert sorted(path.name for path in run.iterdir() if path.name.startswith(".")) == []  # no temporary left
+
+
+def one_error_line(capsys) -> str:
+    """The command's stderr: one ``agentgym: error:`` line, no traceback."""
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if line.startswith("agentgym")]
+    assert "Traceback" not in err and len(lines) == 1 and lines[0].startswith("agentgym: error: "), err
+    return lines[0]
+
+
+def full_disk_after(calls: int, real):
+    """An ``append_lines`` whose ``calls``-th call writes half its text, then raises ENOSPC (as a full disk does)."""
+    made = []
+
+    def append(path, lines):
+        made.append(path)
+        if len(made) < calls:
+            return real(path, lines)
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(lines[: len(lines) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    return append
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_view_into_dev_full_is_one_line(tmp_path, capsys) -> None:
+    assert eval_oracle(tmp_path / "run") == 0
+    capsys.readouterr()
+    assert main(["view", str(tmp_path / "run"), "--out", "/dev/full"]) != 0
+    assert "No space left on device" in one_error_line(capsys)
+
+
+def test_view_into_an_existing_folder_is_one_line(tmp_path, capsys) -> None:
+    assert eval_oracle(tmp_path / "run") == 0
+    (tmp_path / "pages").mkdir()
+    capsys.readouterr()
+    assert main(["view", str(tmp_path / "run"), "--out", str(tmp_path / "pages") + "/"]) != 0
+    assert "is a folder" in one_error_line(capsys)
+    assert list((tmp_path / "pages").iterdir()) == []
+
+
+def test_eval_on_a_full_disk_is_one_line_and_resumes_once_there_is_room(tmp_path, capsys, monkeypatch) -> None:
+    import agentgym_envs.evaluation.records as records_module
+
+    real = records_module.append_lines
+    monkeypatch.setattr(records_module, "append_lines", full_disk_after(1, real))
+    out = tmp_path / "run"
+    assert eval_oracle(out) == 1
+    assert "No space left on device" in one_error_line(capsys)
+    assert (out / "trajectories.jsonl").stat().st_size > 0  # a cut line, as a full disk leaves it
+
+    monkeypatch.setattr(records_module, "append_lines", real)
+    assert eval_oracle(out) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes"] == 3 and summary["complete"] and len(load_run(out)) == 3
+
+
+@pytest.mark.parametrize("fails_at", [1, 3], ids=["header", "second-episode"])
+def test_collect_on_a_full_disk_is_one_line_and_resumes_once_there_is_room(tmp_path, capsys, monkeypatch,
+                                                                           fails_at) -> None:
+    import agentgym_envs.collect as collect_module
+    from agentgym_envs.collect import collect, dataset_row, load_trajectories
+
+    real = collect_module.append_lines
+    monkeypatch.setattr(collect_module, "append_lines", full_disk_after(fails_at, real))
+    out = tmp_path / "oracle"
+    command = ["collect", "--env", DEPTH1, "--n", "3", "--out", str(out)]
+    assert main(command) == 1
+    assert "No space left on device" in one_error_line(capsys)
+
+    monkeypatch.setattr(collect_module, "append_lines", real)
+    assert main(command) == 0
+    assert f"{max(0, fails_at - 2)} from the journal" in capsys.readouterr().out or fails_at == 1
+    expected, _ = collect(DEPTH1, 3, progress=False)
+    dataset = load_trajectories(out)
+    assert [dataset[i] for i in range(len(dataset))] == [dataset_row(row) for row in expected]

@@ -34,6 +34,13 @@ def fail(message: str, code: int = 2) -> int:
     return code
 
 
+def os_error_text(error: OSError) -> str:
+    """An OSError in words, without Python's ``[Errno N]`` prefix (``No space left on device: 'out/x.html'``), for
+    the one error line a full disk or a read-only folder gets instead of a traceback."""
+    text = error.strerror or str(error) or type(error).__name__
+    return f"{text}: {str(error.filename)!r}" if error.filename else text
+
+
 def default_out_dir(args: argparse.Namespace) -> Path:
     """``runs/eval/<agent>``: a fixed place per agent, so rerunning the same command resumes."""
     if args.model:
@@ -122,6 +129,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return fail(f"interrupted; {saved} saved in {out}; rerun the same command to resume", INTERRUPTED)
     except ForeignRun as error:  # another run's results: printing them would read as this agent's
         return fail(str(error))
+    except ConnectionError:  # a served env that is down: main's one line
+        raise
+    except OSError as error:  # a full disk, a folder made read-only: what reached the log is kept
+        return fail(f"{os_error_text(error)}; the finished episodes are kept in {out}: free space (or fix what the "
+                    "error names) and rerun the same command to resume", 1)
     except (EvalError, AgentSetupError) as error:
         summary = print_summary(out) if (out / SUMMARY_FILE).is_file() else None
         saved = summary["episodes"] if summary else 0
@@ -160,6 +172,8 @@ def _report_written(write: Any, note: str = "") -> int:
         paths = write()
     except (PlotError, FileNotFoundError, ValueError) as error:
         return fail(str(error))
+    except OSError as error:  # --out on a full disk, in a read-only folder, or /dev/full
+        return fail(os_error_text(error), 1)
     for path in paths:
         print(f"wrote {path}" + (f" {note}" if note else ""))
     return 0
