@@ -26,6 +26,7 @@ import logging
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -180,11 +181,11 @@ class VLLMEngine:
         deadline = time.monotonic() + options.start_timeout_s
         while self._connection is None:
             if self._process.poll() is not None:
-                raise EngineError(f"the vLLM engine exited with code {self._process.returncode} while starting:\n"
-                                  f"{self.log_tail()}")
+                raise EngineError(f"the vLLM engine {exit_status(self._process)} while starting:\n"
+                                  f"{self.log_excerpt()}")
             if time.monotonic() > deadline:
                 raise EngineError(f"the vLLM engine did not start within {options.start_timeout_s:.0f} s:\n"
-                                  f"{self.log_tail()}")
+                                  f"{self.log_excerpt()}")
             if os.path.exists(address):
                 try:
                     self._connection = Client(address, family="AF_UNIX", authkey=authkey.encode())
@@ -208,6 +209,15 @@ class VLLMEngine:
             return "(no engine log)"
         return "\n".join(text.splitlines()[-lines:])
 
+    def log_excerpt(self, lines: int = 30) -> str:
+        """What an error quotes of the engine log: its error lines first (a traceback, "Killed", "out of memory"),
+        which vLLM's chatter would push out of a plain tail, then the last ``lines`` lines."""
+        try:
+            text = self._log_path.read_text(errors="replace")
+        except OSError:
+            return "(no engine log)"
+        return relevant_log(text, lines)
+
     def _request(self, message: dict[str, Any]) -> dict[str, Any]:
         if self._connection is None:
             raise EngineError("the vLLM engine is closed")
@@ -215,13 +225,16 @@ class VLLMEngine:
             self._connection.send(message)
             deadline = time.monotonic() + self.options.request_timeout_s
             while not self._connection.poll(1.0):
-                if self._process.poll() is not None or time.monotonic() > deadline:
+                if self._process.poll() is not None:
                     raise EOFError
+                if time.monotonic() > deadline:
+                    raise TimeoutError
             reply = self._connection.recv()
-        except (EOFError, OSError):
-            code = self._process.poll() if self._process else None
+        except (EOFError, OSError) as error:
             self._connection = None
-            raise EngineError(f"the vLLM engine stopped answering (exit code {code}):\n{self.log_tail()}") from None
+            late = f"no answer in {self.options.request_timeout_s:.0f} s; " if isinstance(error, TimeoutError) else ""
+            raise EngineError(f"the vLLM engine stopped answering ({late}{exit_status(self._process)}):\n"
+                              f"{self.log_excerpt()}") from None
         if "error" in reply:
             raise EngineError(f"the vLLM engine refused {message['op']!r}:\n{reply['error']}")
         return reply
@@ -311,6 +324,61 @@ class VLLMEngine:
         seconds = self.load_weights(tensors)
         self.weights_changed = False
         return seconds
+
+
+#: log lines an error quotes before the tail: what says why the engine failed
+LOG_MARKERS = ("Traceback", "Error", "error:", "Exception", "Killed", "killed", "out of memory", "OOM", "Fatal",
+               "FATAL", "Segmentation fault", "Aborted")
+
+
+def exit_status(process: subprocess.Popen | None, wait_s: float = 2.0) -> str:
+    """How the engine process ended, in words (``exited with code 1``, ``killed by signal 9 (SIGKILL: out of
+    memory? ...)``), waiting up to ``wait_s`` for it to be reaped: a connection breaks a moment before the process
+    is gone, and "exit code None" says nothing.
+
+    Args:
+        process: the engine process.
+        wait_s: how long to wait for it to end.
+
+    Returns:
+        The words, or that it still runs.
+    """
+    if process is None:
+        return "it never started"
+    try:
+        code = process.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        return f"its process {process.pid} still runs"
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = "an unknown signal"
+    if -code == signal.SIGKILL:
+        name += ": out of memory? the kernel's OOM killer sends it (see `dmesg`), as does kill -9"
+    return f"killed by signal {-code} ({name})"
+
+
+def relevant_log(text: str, lines: int = 30, flagged: int = 10) -> str:
+    """The lines of an engine log an error should quote: up to ``flagged`` lines that say what went wrong
+    (``LOG_MARKERS``) from before the tail, then the last ``lines`` lines.
+
+    Args:
+        text: the log.
+        lines: the tail's length.
+        flagged: how many earlier error lines at most (the last ones: the nearest to the end).
+
+    Returns:
+        The excerpt.
+    """
+    every = text.splitlines()
+    tail = every[-lines:] if lines > 0 else []
+    earlier = every[: len(every) - len(tail)]
+    hits = [line for line in earlier if any(marker in line for marker in LOG_MARKERS)][-flagged:]
+    if not hits:
+        return "\n".join(tail)
+    return "\n".join(["error lines of the engine log:", *hits, f"its last {len(tail)} lines:", *tail])
 
 
 _SHM_WARNED = False  # the fallback to disk is announced once per process, not at every sync

@@ -70,3 +70,56 @@ def test_an_engine_starts_and_closes_under_a_long_tmpdir(tmp_path, monkeypatch, 
     assert all(folder.is_dir() for folder in folders)
     engine.close()
     assert not any(folder.exists() for folder in folders)
+
+
+def test_an_engine_that_fails_to_start_says_how_it_ended_and_quotes_the_error_first(fake_engine) -> None:
+    with pytest.raises(EngineError) as error:
+        fake_engine("crash")
+    message = str(error.value)
+    assert message.startswith("the vLLM engine exited with code 1 while starting")
+    # the traceback is older than the last 30 lines, yet quoted, and before them
+    assert message.index("RuntimeError: the model's weights do not fit") < message.index("unrelated vLLM log line 39")
+    assert "None" not in message
+
+
+def test_an_engine_killed_while_starting_is_named_as_such(fake_engine) -> None:
+    with pytest.raises(EngineError, match=r"killed by signal 9 \(SIGKILL: out of memory\?"):
+        fake_engine("oom")
+
+
+def test_an_engine_killed_mid_run_says_so_within_moments(fake_engine) -> None:
+    import signal
+    import time
+
+    engine = fake_engine()
+    os.kill(engine.pid, signal.SIGKILL)
+    started = time.monotonic()
+    with pytest.raises(EngineError) as error:
+        engine.generate([[1, 2, 3]], [2], temperature=1.0, stop_token_ids=[])
+    assert time.monotonic() - started < 1.5
+    assert str(error.value).startswith("the vLLM engine stopped answering (killed by signal 9 (SIGKILL: out of memory?")
+
+
+def test_exit_status_waits_for_the_process_to_be_reaped() -> None:
+    import subprocess
+
+    from agentgym_trl.vllm_engine import exit_status
+
+    class Reaped:
+        pid = 1234
+
+        def __init__(self, code: int | None):
+            self.code = code
+
+        def poll(self):
+            return None  # not reaped yet: what made the old message read "exit code None"
+
+        def wait(self, timeout=None):
+            if self.code is None:
+                raise subprocess.TimeoutExpired("engine", timeout)
+            return self.code
+
+    assert exit_status(Reaped(1)) == "exited with code 1"
+    assert exit_status(Reaped(-9)).startswith("killed by signal 9 (SIGKILL: out of memory?")
+    assert exit_status(Reaped(-11)) == "killed by signal 11 (SIGSEGV)"
+    assert exit_status(Reaped(None), wait_s=0.01) == "its process 1234 still runs"
