@@ -107,7 +107,7 @@ from agentgym_trl.models import is_reloadable, save_plain_copy
 from agentgym_trl.rollout import RolloutProgress, RolloutResult, run_rollout, validate_rollout_output
 from agentgym_trl.scoring import AdvantageAdapter, ScoringBatch, distinct_items
 from agentgym_trl.trl_vllm import TRLVLLMGenerator, check_server_context
-from agentgym_trl.vllm_engine import EngineOptions, VLLMEngine, shared_engine, sync_policy
+from agentgym_trl.vllm_engine import EngineOptions, VLLMEngine, install_sigterm_exit, shared_engine, sync_policy
 from agentgym_trl.value_head import VALUE_HEAD_ATTRIBUTE, VALUE_HEAD_FILE, ValueHead, attach_value_head, value_loss
 
 logger = logging.getLogger(__name__)
@@ -187,6 +187,9 @@ class AgentGRPOTrainer(GRPOTrainer):
                 "included), so it takes no rollout_func / environment_factory / tools: register your environment as a "
                 "text Gymnasium env instead (tool envs give TRL-style schemas with env.unwrapped.tool_schemas())"
             )
+        # SIGTERM (kill, a scheduler's time limit) as a clean exit: engines, weight files and env servers' sessions
+        # are released by their finally / atexit code instead of leaking (a handler set before is kept and called)
+        install_sigterm_exit()
         self.schedule = args.turn_schedule()
         self.on_cpu = prepare_torch(args)
         self._micro_batching_warned = False

@@ -11,8 +11,9 @@ trainer talks to it over a local authenticated socket:
   head, LoRA merged, FSDP2 shards gathered) are written as one safetensors file to ``/dev/shm`` and
   reloaded in place (~0.3-0.7 s for 135M parameters on 2 CPU cores); the engine's prefix cache is
   reset with them. Where ``/dev/shm`` lacks the room (Docker's default is 64 MB) the file goes to the
-  engine's folder on disk instead, with one warning (``weights_folder``); files left by a killed
-  trainer (the writer's pid is in the name) are removed when an engine starts.
+  engine's folder on disk instead, with one warning (``weights_folder``). The engine deletes the file
+  once read; files and engine folders left by a killed trainer (the owner's pid is in the name) are
+  removed when an engine starts, and SIGTERM is a clean exit (``install_sigterm_exit``).
 
 The engine samples in bf16 while a CPU trainer scores under bf16 autocast over fp32 weights; TRL's
 importance-sampling correction (``vllm_importance_sampling_correction``, on by default) re-weights
@@ -30,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -139,6 +141,7 @@ class VLLMEngine:
         started = time.perf_counter()
         try:
             remove_stale_weights()
+            remove_stale_engine_dirs()
             # fail before vLLM loads anything when no folder could take a weight file of this model
             weights_folder(checkpoint_bytes(self.model, self.options.dtype), self._dir)
             self._start()
@@ -147,6 +150,7 @@ class VLLMEngine:
             raise
         self.stats.start_s = time.perf_counter() - started
         atexit.register(self.close)
+        install_sigterm_exit()  # a SIGTERM (kill, a scheduler's time limit) runs close() too
 
     # ---- process -----------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -304,7 +308,7 @@ class VLLMEngine:
             del payload
             self._request({"op": "load_weights", "path": path})
         finally:
-            os.unlink(path)
+            Path(path).unlink(missing_ok=True)  # the engine deletes it once read; here when it never got that far
         seconds = time.perf_counter() - started
         self.stats.weight_loads += 1
         self.stats.weight_load_s += seconds
@@ -513,6 +517,75 @@ def remove_stale_weights(shm: str | os.PathLike = SHM) -> list[Path]:
     if removed:
         logger.info("removed %d stale weight file(s) from %s", len(removed), shm)
     return removed
+
+
+def remove_stale_engine_dirs(roots: Sequence[str | os.PathLike] | None = None) -> list[Path]:
+    """Delete the engine folders (``agentgym-vllm-<pid>-*``: log, socket, weights on disk) whose owner is dead, in
+    ``roots`` (default $TMPDIR and ``SHORT_ROOT``): a trainer killed with ``kill -9`` cannot remove its own. Folders
+    of live processes, of other users, or without a pid in their name stay.
+
+    Args:
+        roots: the folders to look in.
+
+    Returns:
+        The folders removed.
+    """
+    import stat
+
+    removed = []
+    folders = {Path(root) for root in (roots if roots is not None else (tempfile.gettempdir(), SHORT_ROOT))}
+    for root in folders:
+        for path in root.glob(f"{ENGINE_DIR_PREFIX}*-*"):
+            pid_text = path.name[len(ENGINE_DIR_PREFIX):].split("-", 1)[0]
+            if not pid_text.isdigit() or process_alive(int(pid_text)):
+                continue
+            try:
+                info = path.lstat()
+                if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+                    continue
+                shutil.rmtree(path)
+                removed.append(path)
+            except OSError:
+                continue
+    if removed:
+        logger.info("removed %d engine folder(s) of dead processes: %s", len(removed), ", ".join(map(str, removed)))
+    return removed
+
+
+def install_sigterm_exit() -> bool:
+    """Make SIGTERM end this process through ``SystemExit`` (exit code 143), so ``finally`` blocks and ``atexit``
+    run: the engine is stopped, its folders and a weight file being synced are removed. Python's default ends the
+    process on the spot and leaves them (the weight file is model-sized and in memory). A handler that was there
+    before is kept and called instead (``agentgym eval`` turns SIGTERM into Ctrl-C); an ignored SIGTERM stays
+    ignored; a second SIGTERM ends the process at once. Only the main thread can install one.
+
+    Returns:
+        Whether SIGTERM now goes through this handler.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    previous = signal.getsignal(signal.SIGTERM)
+    if getattr(previous, "agentgym_sigterm", False):
+        return True
+    if previous in (signal.SIG_IGN, None):  # ignored, or set outside Python: not ours to change
+        return False
+
+    received = []
+
+    def exit_cleanly(signum: int, frame: Any) -> None:
+        if callable(previous):  # the handler before ours decides (it may raise, or stop the job its own way)
+            previous(signum, frame)
+            return
+        if received:  # a second SIGTERM: the first one's exit was caught (a test runner, a REPL) or hangs; end now
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        received.append(signum)
+        raise SystemExit(128 + signum)
+
+    exit_cleanly.agentgym_sigterm = True  # type: ignore[attr-defined]
+    signal.signal(signal.SIGTERM, exit_cleanly)
+    return True
 
 
 def process_alive(pid: int) -> bool:

@@ -135,6 +135,12 @@ def load_weights(llm, request: dict) -> dict:
 
     started = time.perf_counter()
     tensors = load_file(request["path"])
+    # deleted as soon as it is read: the file is model-sized and in /dev/shm (memory), and a trainer killed during
+    # the reload below could not delete it any more
+    try:
+        os.unlink(request["path"])
+    except FileNotFoundError:
+        pass
     runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
     # reload_weights, not model.load_weights: vLLM's CPU layers repack their weights after loading
     runner.reload_weights(weights_iterator=iter(tensors.items()))

@@ -123,3 +123,139 @@ def test_exit_status_waits_for_the_process_to_be_reaped() -> None:
     assert exit_status(Reaped(-9)).startswith("killed by signal 9 (SIGKILL: out of memory?")
     assert exit_status(Reaped(-11)) == "killed by signal 11 (SIGSEGV)"
     assert exit_status(Reaped(None), wait_s=0.01) == "its process 1234 still runs"
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    import subprocess
+
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_engine_folders_of_dead_processes_are_removed_and_others_kept(tmp_path, monkeypatch, fake_engine) -> None:
+    root = tmp_path / "tmp"
+    root.mkdir()
+    dead = root / f"agentgym-vllm-{dead_pid()}-k2j4h1x0"
+    (dead / "weights").mkdir(parents=True)
+    (dead / "engine.log").write_text("log")
+    live = root / f"agentgym-vllm-{os.getpid()}-a8s7d6f5"
+    old_style = root / "agentgym-vllm-q1w2e3r4"  # named before folders carried a pid: whose, nobody can tell
+    for folder in (live, old_style):
+        folder.mkdir()
+    not_a_folder = root / f"agentgym-vllm-{dead_pid()}-file"
+    not_a_folder.write_text("")
+    assert vllm_engine.remove_stale_engine_dirs([root]) == [dead]
+    assert live.is_dir() and old_style.is_dir() and not_a_folder.is_file()
+
+    again = root / f"agentgym-vllm-{dead_pid()}-z9x8c7v6"
+    again.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    fake_engine()  # an engine start cleans up after killed trainers
+    assert not again.exists() and live.is_dir()
+
+
+def test_the_worker_deletes_the_weight_file_once_read(tmp_path) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    from agentgym_trl import vllm_worker
+
+    class Runner:
+        def reload_weights(self, weights_iterator):
+            self.names = [name for name, _ in weights_iterator]
+
+    class LLM:
+        runner = Runner()
+
+        def __init__(self):
+            self.llm_engine = type("E", (), {"model_executor": type("X", (), {"driver_worker": type(
+                "D", (), {"worker": type("W", (), {"model_runner": self.runner})})})})
+
+        def reset_prefix_cache(self):
+            pass
+
+    path = tmp_path / "agentgym-weights-1-x.safetensors"
+    save_file({"w": torch.zeros(4)}, str(path))
+    llm = LLM()
+    assert vllm_worker.load_weights(llm, {"path": str(path)})["tensors"] == 1
+    assert llm.runner.names == ["w"] and not path.exists()
+
+
+def test_sigterm_during_a_weight_sync_exits_cleanly_and_leaves_nothing(tmp_path) -> None:
+    """SIGTERM (kill, a scheduler's time limit) while the engine reloads: exit code 143, and no weight file, engine
+    folder or engine process is left (Python's default would end the trainer on the spot)."""
+    import json
+    import signal
+    import subprocess
+    import time
+
+    from agentgym_trl.vllm_engine import SHM, process_alive
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import json, sys\nfrom pathlib import Path\nimport torch\nimport agentgym_trl.vllm_engine as ve\n"
+        "ve.WORKER_SCRIPT = Path(sys.argv[1])\n"
+        "engine = ve.VLLMEngine(sys.argv[2], ve.EngineOptions(python=sys.executable, dtype='float32'))\n"
+        "print(json.dumps({'dir': str(engine._dir), 'worker': engine.pid}), flush=True)\n"
+        "engine.load_weights({'w': torch.zeros(1 << 16)})\n"
+        "print('synced', flush=True)\n")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "tmp").mkdir()
+    source = str(Path(vllm_engine.__file__).parents[1])  # this checkout, whatever the installed copy is
+    env = {**os.environ, "FAKE_VLLM_MODE": "serve", "FAKE_VLLM_LOAD_DELAY": "2", "TMPDIR": str(tmp_path / "tmp"),
+           "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])}
+    trainer = subprocess.Popen([sys.executable, str(script), str(FAKE_WORKER), str(tmp_path / "model")], env=env,
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        started = json.loads(trainer.stdout.readline())
+        folder = Path(started["dir"])
+        pattern = f"agentgym-weights-{trainer.pid}-*"
+        deadline = time.monotonic() + 30
+        while not (list(SHM.glob(pattern)) + list(folder.glob(pattern))) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert list(SHM.glob(pattern)) + list(folder.glob(pattern)), "no weight file was written"
+        trainer.send_signal(signal.SIGTERM)
+        assert trainer.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        trainer.kill()
+        trainer.wait()
+    assert "synced" not in trainer.stdout.read()
+    assert not list(SHM.glob(pattern)) and not folder.exists()
+    deadline = time.monotonic() + 10
+    while process_alive(started["worker"]) and not zombie(started["worker"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not process_alive(started["worker"]) or zombie(started["worker"])
+
+
+def zombie(pid: int) -> bool:
+    """Whether ``pid`` has ended but is not reaped yet (an orphan whose new parent has not waited for it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_sigterm_goes_to_a_handler_set_before() -> None:
+    import signal
+    import time
+
+    from agentgym_trl.vllm_engine import install_sigterm_exit
+
+    calls = []
+
+    def before(signum, frame):
+        calls.append(signum)
+        raise KeyboardInterrupt  # what agentgym eval's handler does
+
+    old = signal.signal(signal.SIGTERM, before)
+    try:
+        assert install_sigterm_exit()
+        assert signal.getsignal(signal.SIGTERM) is not before
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(2)
+        assert calls == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, old)
