@@ -55,8 +55,11 @@ def _raw(site: LoopbackServer, head: bytes, body_chunks=(), timeout: float = 10.
         sender.start()
         answer = b""
         deadline = time.monotonic() + timeout
-        while len(answer) < 65536 and time.monotonic() < deadline:  # to the server's close: headers and body
-            data = sock.recv(65536)
+        while not _complete(answer) and len(answer) < 65536 and time.monotonic() < deadline:
+            try:
+                data = sock.recv(65536)
+            except ConnectionResetError:  # the server refused mid-body and closed: what arrived is the answer
+                break
             if not data:
                 break
             answer += data
@@ -64,6 +67,15 @@ def _raw(site: LoopbackServer, head: bytes, body_chunks=(), timeout: float = 10.
         return answer
     finally:
         sock.close()
+
+
+def _complete(answer: bytes) -> bool:
+    """Whether ``answer`` holds the headers and as much body as their Content-Length says."""
+    head, separator, body = answer.partition(b"\r\n\r\n")
+    if not separator:
+        return False
+    lengths = [line.split(b":", 1)[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+    return len(body) >= int(lengths[0]) if lengths else False
 
 
 def _port(site: LoopbackServer) -> int:
