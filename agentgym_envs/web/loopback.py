@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qs
 
+from agentgym_envs.core.net import replaying_receive
+
 LOOPBACK_HOST = "127.0.0.1"
 #: Headers of every page: the pages change with every action, so a browser must never reuse one.
 PAGE_HEADERS = {"Cache-Control": "no-store"}
@@ -95,16 +97,7 @@ def loopback_guard(app: ASGIApp, max_body_bytes: int = MAX_BODY_BYTES) -> ASGIAp
                 return
             if not message.get("more_body", False):
                 break
-        delivered = False
-
-        async def replay() -> Any:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
-
-        await app(scope, replay, send)
+        await app(scope, replaying_receive(bytes(body), receive), send)
 
     return guarded
 
