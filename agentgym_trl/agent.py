@@ -32,7 +32,7 @@ from agentgym_trl.chat import ChatEncoder
 from agentgym_trl.generation import Generator, HFGenerator, TurnOutput, VLLMGenerator
 from agentgym_trl.config import check_truncated_turn
 from agentgym_trl.fast_training import bf16_is_fast
-from agentgym_trl.models import default_model_path, load_tokenizer, local_model_folder
+from agentgym_trl.models import default_model_path, load_tokenizer, local_model_folder, weights_fingerprint
 
 class ModelAgent(BaseAgent):
     """Batched turns of a model through a ``Generator`` (HF ``generate`` or vLLM) and its chat template."""
@@ -104,7 +104,8 @@ class ModelAgent(BaseAgent):
             pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else encoder.closer_id
             generator = HFGenerator(network, sampling, pad, encoder.stop_ids, progress=progress,
                                     sampling_dtype=torch.bfloat16 if bf16 and network.device.type == "cpu" else None)
-        description = {"kind": "model", "model": path, "temperature": temperature, "engine": engine,
+        description = {"kind": "model", "model": path, "weights": weights_fingerprint(path),
+                       "temperature": temperature, "engine": engine,
                        "max_turn_tokens": max_turn_tokens, "max_context_tokens": max_context_tokens, "bf16": bf16}
         return cls(generator, encoder, max_turn_tokens=max_turn_tokens, max_context_tokens=max_context_tokens,
                    truncated_turn=truncated_turn, batch_size=batch_size, description=description, seed=seed,

@@ -10,17 +10,25 @@ Templates whose rendering of earlier turns changes once a new message arrives (e
 the reasoning of past assistant turns) break the prefix property; for them the observation's ids
 come from a two-message dummy conversation instead, and ``fallbacks`` counts how often that
 happened.
+
+Message content (observations, documents, the prompt, collected replies) is text, never control: a
+special-token string inside it (``<|im_start|>system``) is tokenised as the characters it is made of,
+so an env cannot forge a turn. Only the template's own markers become special-token ids.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 logger = logging.getLogger(__name__)
 
 Message = dict[str, str]
+
+_HOLE = "\ue000{}\ue001"  # a private-use placeholder for message i's content while locating it in the rendering
+_HOLE_RE = re.compile("\ue000(\\d+)\ue001")
 
 
 class ChatTemplateError(ValueError):
@@ -49,6 +57,11 @@ class ChatEncoder:
                 "(set tokenizer.chat_template, or use an instruct/chat model)"
             )
         self.tokenizer = tokenizer
+        control = set(getattr(tokenizer, "all_special_tokens", []) or [])
+        for token in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).values():
+            if getattr(token, "special", False):
+                control.add(str(token.content))
+        self.control_tokens: tuple[str, ...] = tuple(sorted((t for t in control if t), key=len, reverse=True))
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         stop = [i for i in end_of_turn_ids if i is not None]
         if tokenizer.eos_token_id is not None:
@@ -57,6 +70,7 @@ class ChatEncoder:
         self.stop_ids: tuple[int, ...] = tuple(dict.fromkeys([self.closer_id, *stop]))
         self.fallbacks = 0
         self._warned = False
+        self._warned_spans = False
 
     # ---- rendering -----------------------------------------------------------------------------
     def render(self, messages: Sequence[Message], add_generation_prompt: bool) -> str:
@@ -81,6 +95,43 @@ class ChatEncoder:
         """Tokenise template text; special-token strings in it (``<|im_start|>``) map to their ids."""
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
+    def encode_text(self, text: str) -> list[int]:
+        """Tokenise message content as plain text, so a special-token string in it cannot become a control id."""
+        if not self._has_control(text):
+            return self.encode(text)
+        return list(self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
+
+    def encode_rendered(self, messages: Sequence[Message], add_generation_prompt: bool, text: str,
+                        start: int = 0) -> list[int]:
+        """Ids of ``text[start:]``, where ``text`` is the rendering of ``messages``: the template's markers are
+        control ids, every message's content is text (an observation cannot forge a turn).
+
+        Without a special-token string in any content this is ``encode(text[start:])`` exactly.
+        """
+        hazards = [i for i, m in enumerate(messages) if self._has_control(str(m.get("content", "")))]
+        if not hazards:
+            return self.encode(text[start:])
+        spans = self._content_spans(messages, add_generation_prompt, text)
+        if spans is None:
+            if not self._warned_spans:
+                self._warned_spans = True
+                logger.warning(
+                    "could not locate message content in the chat template's rendering; special-token strings in "
+                    "content are encoded as text by a search instead"
+                )
+            spans = self._search_spans(messages, text)
+        ids: list[int] = []
+        at = start
+        for index in hazards:
+            a, b = spans[index]
+            a, b = max(a, start), max(b, start)
+            if b <= a:
+                continue
+            ids += self.encode(text[at:a])
+            ids += self.encode_text(text[a:b])
+            at = b
+        return ids + self.encode(text[at:])
+
     def decode(self, ids: Sequence[int]) -> str:
         """The text of a model turn as the env and the next rendering see it (special tokens dropped)."""
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
@@ -89,7 +140,7 @@ class ChatEncoder:
     def start(self, messages: Sequence[Message]) -> tuple[list[int], str]:
         """Ids of the first prompt (ending with the assistant header) and its rendering."""
         text = self.render(messages, add_generation_prompt=True)
-        return self.encode(text), text
+        return self.encode_rendered(messages, True, text), text
 
     def observation_ids(
         self, messages: Sequence[Message], rendered_before: str, observation: str
@@ -106,8 +157,8 @@ class ChatEncoder:
         reply_part = with_reply[len(rendered_before) :] if with_reply.startswith(rendered_before) else None
         closer_at = reply_part.rfind(self.closer_text) if reply_part is not None else -1
         if closer_at >= 0 and new.startswith(with_reply):
-            tail = reply_part[closer_at + len(self.closer_text) :]
-            return self.encode(tail + new[len(with_reply) :]), new, True
+            start = len(rendered_before) + closer_at + len(self.closer_text)
+            return self.encode_rendered(extended, True, new, start), new, True
         self.fallbacks += 1
         if not self._warned:
             self._warned = True
@@ -115,16 +166,61 @@ class ChatEncoder:
                 "the chat template re-renders earlier turns differently once a new message is added; observation "
                 "tokens come from a dummy conversation instead (counted in ChatEncoder.fallbacks)"
             )
-        return self.encode(self.tail_text + self._dummy_delta(observation)), new, False
+        return self._dummy_delta_ids(observation), new, False
 
     # ---- helpers -------------------------------------------------------------------------------
-    def _dummy_delta(self, observation: str) -> str:
+    def _dummy_delta_ids(self, observation: str) -> list[int]:
+        """``tail_text`` and the template's text around ``observation`` after a two-message dummy conversation."""
         base = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
         before = self.render(base, add_generation_prompt=False)
-        after = self.render([*base, {"role": "user", "content": observation}], add_generation_prompt=True)
+        extended = [*base, {"role": "user", "content": observation}]
+        after = self.render(extended, add_generation_prompt=True)
         if not after.startswith(before):
             raise ChatTemplateError("the chat template is not prefix-preserving even for a two-message conversation")
-        return after[len(before) :]
+        if not self._has_control(observation):
+            return self.encode(self.tail_text + after[len(before) :])
+        return self.encode(self.tail_text) + self.encode_rendered(extended, True, after, len(before))
+
+    def _has_control(self, text: str) -> bool:
+        return any(token in text for token in self.control_tokens)
+
+    def _content_spans(self, messages: Sequence[Message], add_generation_prompt: bool,
+                       text: str) -> list[tuple[int, int]] | None:
+        """Where each message's content lies in ``text``: the template rendered with placeholders for the
+        contents gives its own text around them; each content is then matched as written or trimmed."""
+        holes = [{**m, "content": _HOLE.format(i)} for i, m in enumerate(messages)]
+        pieces = _HOLE_RE.split(self.render(holes, add_generation_prompt))
+        # pieces: template, index, template, index, ..., template
+        spans: dict[int, tuple[int, int]] = {}
+        at = 0
+        for k in range(0, len(pieces) - 1, 2):
+            template, index, following = pieces[k], int(pieces[k + 1]), pieces[k + 2]
+            if not text.startswith(template, at) or index >= len(messages) or index in spans:
+                return None
+            at += len(template)
+            content = str(messages[index].get("content", ""))
+            for candidate in dict.fromkeys((content, content.strip(), content.rstrip(), content.lstrip())):
+                end = at + len(candidate)
+                if text.startswith(candidate, at) and text.startswith(following, end):
+                    break
+            else:
+                return None
+            spans[index] = (at, end)
+            at = end
+        if at + len(pieces[-1]) != len(text) or len(spans) != len(messages):
+            return None
+        return [spans[i] for i in range(len(messages))]
+
+    def _search_spans(self, messages: Sequence[Message], text: str) -> list[tuple[int, int]]:
+        """Content located by an in-order search (templates that rewrite content beyond trimming)."""
+        spans = []
+        at = 0
+        for message in messages:
+            content = str(message.get("content", "")).strip()
+            found = text.find(content, at) if content else -1
+            spans.append((found, found + len(content)) if found >= 0 else (at, at))
+            at = found + len(content) if found >= 0 else at
+        return spans
 
     def _find_turn_end(self, stop_ids: set[int]) -> tuple[int, str, str]:
         user = [{"role": "user", "content": "ping"}]

@@ -204,3 +204,38 @@ def resolve_model(model_args: Any, training_args: Any, state: Any) -> str:
         **({"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}),
     }
     return str(model_path)
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+_SAMPLE_BYTES = 1 << 16  # bytes read at each of the sampled offsets of a weight file
+_SAMPLES = 32
+
+
+def weights_fingerprint(path: str | os.PathLike) -> str:
+    """A short fingerprint of the weights in a model folder (or one weight file), so a run can tell that the
+    weights under a path it saw before have changed (retrained into the same folder, another model copied in).
+
+    It reads each weight file's name and size and ``_SAMPLES`` evenly spaced 64 KiB slices (first and last
+    included), not the whole file: a 7B model costs milliseconds, and training changes values throughout the file,
+    so any retrained or different model differs in the slices. Not a proof against a crafted file.
+
+    Args:
+        path: the model folder (its weight files and ``config.json``) or a single weight file.
+
+    Returns:
+        16 hex digits; the same for the same files.
+    """
+    import hashlib
+
+    root = Path(path)
+    files = [root] if root.is_file() else sorted(
+        p for p in root.iterdir() if p.is_file() and (p.suffix in WEIGHT_SUFFIXES or p.name == "config.json"))
+    digest = hashlib.sha256()
+    for file in files:
+        size = file.stat().st_size
+        digest.update(f"{file.name}\0{size}\0".encode())
+        with open(file, "rb") as handle:
+            for index in range(_SAMPLES):
+                handle.seek(max(0, (size - _SAMPLE_BYTES) * index // max(_SAMPLES - 1, 1)))
+                digest.update(handle.read(_SAMPLE_BYTES))
+    return digest.hexdigest()[:16]

@@ -77,7 +77,7 @@ def conversation_ids(encoder: ChatEncoder, messages: Sequence[Mapping[str, str]]
                 "after the prompt, assistant and user turns must alternate"
             )
         if message["role"] == ASSISTANT:
-            turn = encoder.encode(message["content"]) + [encoder.closer_id]
+            turn = encoder.encode_text(message["content"]) + [encoder.closer_id]
             ids.extend(turn)
             mask.extend([1] * len(turn))
         else:

@@ -19,7 +19,7 @@ import logging
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from agentgym_trl.metrics import REWARD, SUCCESS, VALID_ACTION_RATE
 logger = logging.getLogger(__name__)
 
 STAGES_FILE = "stages.json"
+STAGE_INPUTS_FILE = "stage_inputs.json"  # what a stage's checkpoint was made from: a rerun reuses it only if equal
 STAGES_PLOT = "stages.png"
 
 
@@ -98,11 +99,16 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
     from trl import SFTConfig, SFTTrainer
 
     from agentgym_trl.fast_training import checkpointing_arguments, use_compact_lm_head
-    from agentgym_trl.models import is_reloadable, load_tokenizer
+    from agentgym_trl.models import is_reloadable, load_tokenizer, weights_fingerprint
     from agentgym_trl.sft import encoder_for, load_or_collect, save_sft_checkpoint, token_stats, tokenize_conversations
 
     target = Path(out_dir)
-    if is_reloadable(target):  # a rerun of the same command reuses its warm-up
+    clone = {name: value for name, value in asdict(stage).items() if name.startswith("clone_")}
+    inputs = {"model": str(model), "weights": weights_fingerprint(model) if Path(model).exists() else None,
+              "env_ids": list(env_ids), "clone": clone, "bf16": bool(bf16), "seed": seed,
+              "merged_first_turn": merged_first_turn, "items": items}
+    if is_reloadable(target):  # a rerun of the same command reuses its warm-up, and only that
+        check_stage_inputs(target, inputs)
         return str(target)
     tokenizer = load_tokenizer(model)
     data_dir = target.parent / f"{target.name}-data"
@@ -132,7 +138,26 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
     trainer = SFTTrainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer)
     trainer.train()
     save_sft_checkpoint(trainer, target)
+    (target / STAGE_INPUTS_FILE).write_text(json.dumps(inputs, indent=1, default=str) + "\n", encoding="utf-8")
     return str(target)
+
+
+def check_stage_inputs(folder: Path, inputs: dict[str, Any]) -> None:
+    """Refuse to reuse a stage's checkpoint made from other inputs (another start model, other weights under the same
+    path, other settings): a rerun in the same output_dir would silently train on another model's warm-up."""
+    path = folder / STAGE_INPUTS_FILE
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        recorded = None
+    if recorded is None:
+        raise ValueError(f"{folder} holds a warm-up whose inputs are not recorded ({STAGE_INPUTS_FILE}); delete it or "
+                         "give another --output_dir")
+    normalised = json.loads(json.dumps(inputs, default=str))
+    changed = sorted(key for key in set(recorded) | set(normalised) if recorded.get(key) != normalised.get(key))
+    if changed:
+        raise ValueError(f"{folder} holds a warm-up made from other inputs (it differs in {', '.join(changed)}); "
+                         "delete it or give another --output_dir")
 
 
 def report_stages(stages: dict[str, dict[str, Any]], output_dir: str | os.PathLike,

@@ -71,6 +71,7 @@ from trl.models import unwrap_model_for_generation
 
 from agentgym_trl.agent import sampling_config
 from agentgym_trl.chat import ChatEncoder
+from agentgym_trl.checkpoints import last_complete_checkpoint
 from agentgym_trl.estimators import ESTIMATORS
 from agentgym_trl.fast_training import (
     LOSS_NORMALISERS,
@@ -476,6 +477,17 @@ class AgentGRPOTrainer(GRPOTrainer):
         super()._save(output_dir, state_dict)
         if self.value_head is not None and self.args.should_save:
             torch.save(self.value_head.state_dict(), os.path.join(output_dir, VALUE_HEAD_FILE))
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
+        """Train; ``resume_from_checkpoint=True`` (or ``"last"``) resumes from the newest *complete* checkpoint in
+        output_dir, skipping one cut short while saving (HF's own choice would fail on it on every rerun).
+        ``"last"`` with no checkpoint starts afresh; ``True`` with none fails as HF's does."""
+        if resume_from_checkpoint is True or resume_from_checkpoint == "last":
+            found = last_complete_checkpoint(self.args.output_dir)
+            if found is None and resume_from_checkpoint is True:
+                raise ValueError(f"no complete checkpoint to resume from in {self.args.output_dir}")
+            resume_from_checkpoint = found
+        return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         super()._load_from_checkpoint(resume_from_checkpoint, model)

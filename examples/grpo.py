@@ -246,12 +246,13 @@ def engine_slots(args: AgentGRPOConfig, stage_args: StageArguments) -> int:
 
 
 def resume_point(args: AgentGRPOConfig) -> str | None:
-    """The checkpoint to resume from: ``--resume_from_checkpoint last`` picks the newest in output_dir (or none)."""
+    """The checkpoint to resume from: ``--resume_from_checkpoint last`` picks the newest complete one in output_dir
+    (or none); one cut short while saving is skipped with a warning, so a rerun does not fail on it."""
     if args.resume_from_checkpoint != "last":
         return args.resume_from_checkpoint
-    from transformers.trainer_utils import get_last_checkpoint
+    from agentgym_trl.checkpoints import last_complete_checkpoint
 
-    return get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
+    return last_complete_checkpoint(args.output_dir)
 
 
 def print_summary(trainer: AgentGRPOTrainer) -> None:

@@ -268,6 +268,26 @@ def test_tiny_hf_model_is_evaluated_in_batches_through_the_model_agent(tmp_path,
     assert summary["results"][0]["subtasks"]["overall"]["tokens"] > 0
 
 
+def test_a_run_folder_of_other_weights_under_the_same_path_is_refused(tmp_path, tiny_model_dir, capsys) -> None:
+    """Retrained into the same folder, a model is another agent: its rerun must not report the old weights' results."""
+    import shutil
+
+    from tiny_model import save_tiny
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    command = ["eval", "--model", str(model), "--env", DEPTH1, "--limit", "1", "--max-turns", "1",
+               "--max-turn-tokens", "8", "--max-context-tokens", "2048", "--out", str(tmp_path / "run"),
+               "--no-progress"]
+    assert main(command) == 0
+    assert main(command) == 0  # the same weights: the finished run is reused
+    save_tiny(model, seed=3)  # "retrained" into the same folder
+    capsys.readouterr()
+    assert main(command) != 0
+    error = capsys.readouterr().err
+    assert "differs in weights" in error.strip().splitlines()[-1] and "Traceback" not in error
+
+
 def test_training_with_log_trajectories_writes_episodes_and_plots(tmp_path, capsys) -> None:
     import torch
     from tiny_model import tiny_model, tiny_tokenizer

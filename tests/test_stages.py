@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -46,3 +47,29 @@ def test_warm_up_then_held_out_success_then_report(tmp_path: Path, capsys) -> No
     assert (tmp_path / "stages.png").stat().st_size > 10_000
     printed = capsys.readouterr().err
     assert "held-out success (same test items at every stage):" in printed and "warm-up" in printed
+
+
+def test_a_warm_up_is_reused_only_for_the_inputs_it_was_made_from(tmp_path) -> None:
+    """A rerun in the same output_dir with another start model (or other weights under the same path) is refused
+    before any training, instead of silently training the first model's warm-up."""
+    from agentgym_trl.models import weights_fingerprint
+    from agentgym_trl.stages import STAGE_INPUTS_FILE
+
+    first, second = save_tiny(tmp_path / "first"), save_tiny(tmp_path / "second", seed=1)
+    assert weights_fingerprint(first) != weights_fingerprint(second)
+    warmup = save_tiny(tmp_path / "run" / "warmup")  # a finished warm-up of `first`
+    stage = StageArguments(clone_episodes=4)
+    clone = {name: getattr(stage, name) for name in ("clone_episodes", "clone_steps", "clone_batch_size",
+                                                     "clone_learning_rate", "clone_max_length")}
+    inputs = {"model": str(first), "weights": weights_fingerprint(first), "env_ids": ["AgentGym/TextCraft-Depth1-v0"],
+              "clone": clone, "bf16": False, "seed": 0, "merged_first_turn": False, "items": None}
+    (warmup / STAGE_INPUTS_FILE).write_text(json.dumps(inputs))
+    env_ids = ["AgentGym/TextCraft-Depth1-v0"]
+    assert behaviour_clone(str(first), env_ids, warmup, stage, False, 0) == str(warmup)  # same inputs: reused
+    with pytest.raises(ValueError, match="differs in model, weights"):
+        behaviour_clone(str(second), env_ids, warmup, stage, False, 0)
+    with pytest.raises(ValueError, match="differs in clone"):
+        behaviour_clone(str(first), env_ids, warmup, StageArguments(clone_episodes=8), False, 0)
+    (warmup / STAGE_INPUTS_FILE).unlink()
+    with pytest.raises(ValueError, match="not recorded"):
+        behaviour_clone(str(first), env_ids, warmup, stage, False, 0)

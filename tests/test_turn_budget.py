@@ -90,8 +90,14 @@ def test_grpo_example_budget_flags_replace_the_default_schedule_and_resume_from_
     assert args.turn_schedule().at(3) == 4
     args, _, _ = grpo.parse_args(["--output_dir", str(tmp_path / "run"), "--resume_from_checkpoint", "last"])
     assert grpo.resume_point(args) is None  # nothing to resume yet: a fresh start
-    for step in (2, 10):
-        (tmp_path / "run" / f"checkpoint-{step}").mkdir(parents=True)
+    import torch
+    from safetensors.torch import save_file
+
+    for step in (2, 10):  # complete checkpoints: a trainer state and whole weights (checkpoints.py's rule)
+        folder = tmp_path / "run" / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        (folder / "trainer_state.json").write_text("{}")
+        save_file({"w": torch.zeros(2)}, str(folder / "model.safetensors"))
     assert grpo.resume_point(args) == str(tmp_path / "run" / "checkpoint-10")
 
 

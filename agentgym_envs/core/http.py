@@ -36,7 +36,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa
 from starlette.routing import Match  # noqa: E402
 from uvicorn.protocols.http.h11_impl import H11Protocol  # noqa: E402
 
-from agentgym_envs.core.net import is_loopback  # noqa: E402
+from agentgym_envs.core.net import is_loopback, replaying_receive  # noqa: E402
 
 #: The services log under the env server's name, as they did when this lived in ``server/app.py``.
 logger = logging.getLogger("agentgym.server")
@@ -183,16 +183,7 @@ class RequestGuard:
             await _send_error(counting_send, 408, "request_timeout",
                               f"the request body did not arrive within {self.body_timeout:g} s")
             return
-        delivered = False
-
-        async def replay() -> dict:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, counting_send)
+        await self.app(scope, replaying_receive(bytes(body), receive), counting_send)
 
     def _too_large(self, size: int) -> str:
         return f"the request body has {size} bytes; this server accepts at most {self.max_body_bytes}"

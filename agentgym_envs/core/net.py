@@ -31,3 +31,18 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def replaying_receive(body: bytes, receive: Any) -> Any:
+    """An ASGI ``receive`` that hands the app a body already read (and checked) by a guard, then passes the
+    connection's own messages (a disconnect) through."""
+    delivered = False
+
+    async def replay() -> dict:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

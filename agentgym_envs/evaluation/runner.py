@@ -152,9 +152,13 @@ def _check_run_file(out_dir: Path, run_info: dict[str, Any]) -> None:
     if path.is_file():
         previous = json.loads(path.read_text(encoding="utf-8"))
         if previous.get("agent") != run_info["agent"] or previous.get("split") != run_info["split"]:
+            was, now = previous.get("agent") or {}, run_info["agent"]
+            changed = sorted(key for key in set(was) | set(now) if was.get(key) != now.get(key))
+            if previous.get("split") != run_info["split"]:
+                changed.append("split")
             raise ForeignRun(
-                f"{out_dir} holds a run of another agent or split ({previous.get('agent')}, {previous.get('split')}); "
-                "give another --out to start a new run"
+                f"{out_dir} holds a run of another agent or split (it differs in {', '.join(changed)}: "
+                f"{previous.get('agent')}, {previous.get('split')}); give another --out to start a new run"
             )
     else:
         out_dir.mkdir(parents=True, exist_ok=True)

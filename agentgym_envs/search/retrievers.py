@@ -7,7 +7,9 @@
   search over normalised embeddings. e5 models get their "query: " / "passage: " prefixes.
 * ``RemoteRetriever``: ``POST <url>/retrieve`` with ``{"queries", "topk", "return_scores"}``, the
   protocol of Search-R1's retrieval server, so the paper's e5 + Wikipedia-2018 setup plugs in.
-  A server that is down or slow raises ``RetrievalError`` after ``timeout`` seconds.
+  A server that is down or slow raises ``RetrievalError`` after ``timeout`` seconds. It sends
+  ``Authorization: Bearer <token>`` when it has one (``token``, or ``$AGENTGYM_RETRIEVER_TOKEN``), and
+  splits a large batch into requests within our server's caps (``MAX_QUERIES``, ``MAX_HITS``).
 
 Indexes are built once per corpus and cached on disk under ``$AGENTGYM_CACHE_DIR/search/index``;
 ``get_retriever`` shares one instance per (backend, corpus, options) within a process.
@@ -257,6 +259,33 @@ class DenseRetriever(Retriever):
 
 # ---- remote -----------------------------------------------------------------------------------
 
+#: The most queries one ``/retrieve`` request may carry (our retrieval server refuses more with 413).
+MAX_QUERIES = 512
+#: The most passages one request may ask for, queries x topk: it bounds the reply (and the server's work).
+MAX_HITS = 5120
+#: The largest topk a request may ask for.
+MAX_TOPK = 100
+#: Where the server reads its token when ``--token`` is not given, and the client when ``token`` is not.
+TOKEN_ENV_VAR = "AGENTGYM_RETRIEVER_TOKEN"
+
+
+def request_chunks(count: int, k: int) -> list[tuple[int, int]]:
+    """(start, stop) of the slices of ``count`` queries that keep each request within ``MAX_QUERIES`` and
+    ``MAX_HITS`` at ``k`` passages each, so a large batch never trips the server's caps."""
+    size = max(1, min(MAX_QUERIES, MAX_HITS // max(1, k)))
+    return [(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+def _error_detail(response: Any) -> str:
+    """``: <detail>`` of one of our servers' small JSON errors (a 401 or a cap), else nothing."""
+    if len(response.content) > 4096:
+        return ""
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        return ""
+    return f": {detail}" if isinstance(detail, str) else ""
+
 
 class RemoteRetriever(Retriever):
     """Client of a Search-R1 style retrieval server (``POST /retrieve``), over httpx.
@@ -270,8 +299,9 @@ class RemoteRetriever(Retriever):
     #: extra connection attempts after a failed connect (httpx.HTTPTransport's retries: the first is immediate)
     CONNECT_RETRIES = 1
 
-    def __init__(self, url: str, timeout: float = 10.0):
+    def __init__(self, url: str, timeout: float = 10.0, token: str | None = None):
         httpx = require("httpx", extra="search")
+        token = token or os.environ.get(TOKEN_ENV_VAR) or None
         url = url.rstrip("/")
         self.url = url if url.endswith("/retrieve") else url + "/retrieve"
         self.timeout = float(timeout)
@@ -280,10 +310,18 @@ class RemoteRetriever(Retriever):
             follow_redirects=False,
             transport=httpx.HTTPTransport(retries=self.CONNECT_RETRIES),
             trust_env=not is_loopback(urlsplit(self.url).hostname or ""),
+            headers={"Authorization": f"Bearer {token}"} if token else None,
         )
 
     def search_batch(self, queries: list[str], k: int = 3) -> list[list[Hit]]:
-        """The top ``k`` passages of each query from the retrieval server (Search-R1's ``/retrieve``)."""
+        """The top ``k`` passages of each query from the retrieval server (Search-R1's ``/retrieve``), in
+        requests within the server's caps."""
+        results: list[list[Hit]] = []
+        for start, stop in request_chunks(len(queries), k):
+            results.extend(self._search_chunk(queries[start:stop], k))
+        return results
+
+    def _search_chunk(self, queries: list[str], k: int) -> list[list[Hit]]:
         body = self._post({"queries": queries, "topk": k, "return_scores": True})
         try:
             result = json.loads(body)["result"]
@@ -305,9 +343,8 @@ class RemoteRetriever(Retriever):
         except (httpx.TransportError, OSError) as error:
             raise RetrievalError(f"the retrieval server at {self.url} is unreachable ({error})") from None
         if not response.is_success:
-            raise RetrievalError(
-                f"the retrieval server at {self.url} answered HTTP {response.status_code}{redirect_hint(response)}"
-            )
+            raise RetrievalError(f"the retrieval server at {self.url} answered HTTP {response.status_code}"
+                                 f"{redirect_hint(response)}{_error_detail(response)}")
         return response.content
 
     def close(self) -> None:
@@ -330,7 +367,7 @@ _SHARED_LOCK = threading.Lock()
 def get_retriever(backend: str, corpus: Corpus | None = None, **options: Any) -> Retriever:
     """The process-wide retriever for (backend, corpus, options), built on first use.
 
-    ``bm25`` and ``dense`` need a corpus; ``remote`` needs ``url`` (and takes ``timeout``).
+    ``bm25`` and ``dense`` need a corpus; ``remote`` needs ``url`` (and takes ``timeout`` and ``token``).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown retriever {backend!r}; choose one of {BACKENDS}")
