@@ -18,6 +18,7 @@ from agentgym_trl.curriculum import ScheduleError, TurnSchedule
 from agentgym_trl.data import check_env_ids
 from agentgym_trl.estimators import ESTIMATORS, Estimator, estimator_named, names_where
 from agentgym_trl.fast_training import LOSS_NORMALISERS, bf16_is_fast
+from agentgym_trl.item_draws import ITEM_DRAWS
 
 logger = logging.getLogger(__name__)
 
@@ -247,6 +248,26 @@ class AgentGRPOConfig(GRPOConfig):
         metadata={"help": "With dynamic_sampling: the most groups played per rollout batch, in batches (first one "
                   "included); after that the step trains on the groups it has."},
     )
+    item_draws: str = field(
+        default="uniform",
+        metadata={
+            "help": "How each group's train item is chosen: 'uniform' (TRL's sampler; dynamic sampling's refills "
+            "uniformly) or 'learnability' (per-item Beta posterior of success from every group played, items drawn "
+            "in proportion to the probability that a group of them has both a success and a failure, never below "
+            "learnability_floor). Logged as items/estimate_spread, items/played_frac, items/drawn_teach_prob "
+            "(see agentgym_trl/item_draws.py)."
+        },
+    )
+    learnability_prior: float = field(
+        default=0.5,
+        metadata={"help": "item_draws='learnability': the Beta prior's pseudo-count of successes and of failures "
+                  "(0.5: Jeffreys)."},
+    )
+    learnability_floor: float = field(
+        default=0.05,
+        metadata={"help": "item_draws='learnability': the least draw weight of an item, so items always solved or "
+                  "always failed are drawn rarely but never forgotten."},
+    )
     log_trajectories: bool = field(
         default=False,
         metadata={
@@ -355,9 +376,16 @@ class AgentGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"dynamic_sampling_max_batches must be at least 1, got {self.dynamic_sampling_max_batches}")
         rollout_batch = self.per_device_train_batch_size * self.steps_per_generation_or_default()
-        if self.dynamic_sampling and rollout_batch % self.num_generations:
-            raise ValueError("dynamic_sampling replaces whole groups: each process's rollout batch (per_device_train_"
-                             "batch_size x steps_per_generation) must be a multiple of num_generations")
+        if self.item_draws not in ITEM_DRAWS:
+            raise ValueError(f"item_draws must be one of {ITEM_DRAWS}, got {self.item_draws!r}")
+        if self.learnability_prior <= 0 or not 0 < self.learnability_floor <= 1:
+            raise ValueError(f"learnability_prior must be positive and learnability_floor in (0, 1], got "
+                             f"{self.learnability_prior} and {self.learnability_floor}")
+        by_groups = [name for name, on in (("dynamic_sampling", self.dynamic_sampling),
+                                           ("item_draws='learnability'", self.item_draws == "learnability")) if on]
+        if by_groups and rollout_batch % self.num_generations:
+            raise ValueError(f"{' and '.join(by_groups)} draw whole groups: each process's rollout batch (per_device_"
+                             "train_batch_size x steps_per_generation) must be a multiple of num_generations")
         self.train_items()  # raises on a bad file
         if self.env_workers < 1:
             raise ValueError(f"env_workers must be at least 1, got {self.env_workers}")

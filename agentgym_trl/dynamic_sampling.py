@@ -17,10 +17,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from agentgym_trl.data import placeholder_prompt
-from agentgym_trl.metrics import DYNAMIC_CAP_HIT, DYNAMIC_DRAWN_SUCCESS, DYNAMIC_GROUPS_DRAWN, DYNAMIC_GROUPS_KEPT
+from agentgym_trl.item_draws import group_rows, replace_row
+from agentgym_trl.metrics import (
+    DYNAMIC_CAP_HIT,
+    DYNAMIC_DRAWN_EPISODES,
+    DYNAMIC_DRAWN_SUCCESS,
+    DYNAMIC_GROUPS_DRAWN,
+    DYNAMIC_GROUPS_KEPT,
+)
 from agentgym_trl.rollout import RolloutResult
 
 
@@ -51,6 +55,7 @@ class RefillStats:
             DYNAMIC_CAP_HIT: float(self.cap_hit),
             # the success of every episode played for this step: the batch itself holds only groups that teach
             DYNAMIC_DRAWN_SUCCESS: self.drawn_successes / max(self.drawn_episodes, 1),
+            DYNAMIC_DRAWN_EPISODES: float(self.drawn_episodes),
         }
 
 
@@ -97,8 +102,7 @@ def fill_informative_groups(
         kept_rate = (wanted - len(empty) + 1) / (drawn + 1)  # +1: a smoothed rate, never zero
         count = min(max_groups - drawn, math.ceil(len(empty) / max(kept_rate, 0.25)))
         items = draw_items(count)
-        new_rows = [{"env_id": env_id, "item_id": item_id, "prompt": placeholder_prompt(env_id, item_id)}
-                    for env_id, item_id in items for _ in range(group_size)]
+        new_rows = group_rows(items, group_size)
         extra = play(new_rows)
         drawn += len(items)
         episodes += len(new_rows)
@@ -111,17 +115,9 @@ def fill_informative_groups(
             if group_varies([t.reward for t in group]):
                 slot = empty.pop(0)
                 for offset in range(group_size):
-                    _replace_row(rows[slot + offset], new_rows[start + offset])
+                    replace_row(rows[slot + offset], new_rows[start + offset])
                     result.trajectories[slot + offset] = group[offset]
     return RefillStats(wanted, drawn, wanted - len(empty), episodes, successes)
-
-
-def _replace_row(row: dict[str, Any], new: dict[str, Any]) -> None:
-    prompt = row.get("prompt")
-    row.update(new)
-    if isinstance(prompt, list):  # TRL's own prompt list holds this object (for its logs): change it in place
-        prompt[:] = new["prompt"]
-        row["prompt"] = prompt
 
 
 def _add_time(total: RolloutResult, extra: RolloutResult) -> None:
@@ -129,32 +125,3 @@ def _add_time(total: RolloutResult, extra: RolloutResult) -> None:
     total.agent_s += extra.agent_s
     total.env_s += extra.env_s
     total.turns_played += extra.turns_played
-
-
-class ItemDrawer:
-    """Draws train items for refills, reproducibly: the draw depends on the seed, the step and the process."""
-
-    def __init__(self, items: Sequence[tuple[str, int]], seed: int):
-        if not items:
-            raise ValueError("dynamic sampling needs train items to draw from")
-        self.items = list(items)
-        self.seed = seed
-
-    def for_step(self, step: int, process: int = 0) -> Callable[[int], list[tuple[str, int]]]:
-        """A ``draw_items`` for ``fill_informative_groups`` whose draws depend only on the seed, the step and the
-        process, so a resumed run refills with the same items and processes do not draw alike.
-
-        Args:
-            step: the global step being rolled out.
-            process: this process's index.
-
-        Returns:
-            ``draw(count)``: ``count`` (env id, item id) pairs drawn with replacement.
-        """
-        rng = np.random.default_rng([self.seed, step, process])
-
-        def draw(count: int) -> list[tuple[str, int]]:
-            picks = rng.integers(len(self.items), size=count)
-            return [self.items[int(i)] for i in picks]
-
-        return draw

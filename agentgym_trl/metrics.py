@@ -43,6 +43,10 @@ DYNAMIC_GROUPS_DRAWN = "dynamic/groups_drawn"  # dynamic sampling (dynamic_sampl
 DYNAMIC_GROUPS_KEPT = "dynamic/groups_kept"
 DYNAMIC_CAP_HIT = "dynamic/cap_hit"
 DYNAMIC_DRAWN_SUCCESS = "dynamic/drawn_success"
+DYNAMIC_DRAWN_EPISODES = "dynamic/drawn_episodes"  # every episode played for the step, refills included
+ITEMS_ESTIMATE_SPREAD = "items/estimate_spread"  # learnability draws (item_draws.py): spread of per-item success
+ITEMS_PLAYED_FRAC = "items/played_frac"  # share of the train items played at least once so far
+ITEMS_DRAWN_TEACH = "items/drawn_teach_prob"  # mean predicted probability that a drawn group teaches
 
 
 def episode_stats(trajectory: Trajectory) -> dict[str, Any]:

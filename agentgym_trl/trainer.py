@@ -90,10 +90,14 @@ from agentgym_envs.evaluation.records import TRAJECTORIES_FILE, TrajectoryLog
 from agentgym_trl.config import AgentGRPOConfig, env_turn_cap, required_model_len
 from agentgym_trl.curriculum import TurnBudgetCallback
 from agentgym_trl.data import build_env_dataset, check_env_ids, placeholder_prompt
-from agentgym_trl.dynamic_sampling import ItemDrawer, fill_informative_groups
+from agentgym_trl.dynamic_sampling import fill_informative_groups
 from agentgym_trl.generation import Generator, HFGenerator, VLLMGenerator
+from agentgym_trl.item_draws import ItemDrawer, ItemKey, LearnabilityDrawer, assign_items
 from agentgym_trl.metrics import (
     IDLE_STEP,
+    ITEMS_DRAWN_TEACH,
+    ITEMS_ESTIMATE_SPREAD,
+    ITEMS_PLAYED_FRAC,
     NONFINITE_GRAD_STEP,
     SKIPPED_ROWS_FRAC,
     VALUE_LOSS,
@@ -196,8 +200,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         self._micro_batching_warned = False
         train_dataset = (prepare_rows_dataset(train_dataset) if train_dataset is not None else build_env_dataset(
             args.env_ids, args.train_split, args.max_items_per_env, args.seed, only_items=args.train_items()))
-        self.item_drawer = (ItemDrawer(list(zip(train_dataset["env_id"], train_dataset["item_id"])), args.seed)
-                            if args.dynamic_sampling else None)  # refills draw from the train items
+        self.item_drawer = make_item_drawer(args, list(zip(train_dataset["env_id"], train_dataset["item_id"])))
         self.step_guard = OptimizerStepGuard(self)
         if eval_dataset is not None:
             eval_dataset = prepare_rows_dataset(eval_dataset)
@@ -356,11 +359,10 @@ class AgentGRPOTrainer(GRPOTrainer):
             budget: int | list[int] = self.curriculum.budget
             eval_budgets = {self._eval_budget(env_id) for env_id in self.args.env_ids}
             self.env_pool.drop_other_budgets({budget, *eval_budgets})  # envs of finished curriculum stages go
+            result = self._play_train_batch(rows, budget)
         else:
             budget = [self._eval_budget(str(r["env_id"])) for r in rows]
-        result = self._play(rows, self.generator, budget)
-        if mode == "train" and self.args.dynamic_sampling:
-            self._refill_groups(rows, result, budget)
+            result = self._play(rows, self.generator, budget)
         output = result.to_trl()
         validate_rollout_output(output, len(rows))
         if self.args.release_memory and self.on_cpu:  # the generation caches are garbage now
@@ -373,18 +375,43 @@ class AgentGRPOTrainer(GRPOTrainer):
         self._record_rollout_metrics(result, mode)
         return output
 
-    def _refill_groups(self, rows: list[dict[str, Any]], result: RolloutResult, budget: int | list[int]) -> None:
-        """Dynamic sampling: equal-reward groups are replaced by groups of fresh train items that teach."""
-        groups = len(rows) // self.num_generations
-        stats = fill_informative_groups(
-            rows, result, self.num_generations,
-            play=lambda new_rows: self._play(new_rows, self.generator, budget),
-            draw_items=self.item_drawer.for_step(self.state.global_step, self.accelerator.process_index),
-            max_groups=groups * self.args.dynamic_sampling_max_batches,
-            more=self.generator.any_active,  # under ZeRO-3 / FSDP every rank plays as many refill batches
-        )
-        for name, value in stats.metrics().items():
-            self._metrics["train"][name].append(value)
+    def _play_train_batch(self, rows: list[dict[str, Any]], budget: int) -> RolloutResult:
+        """The training rollout: the rows' items (redrawn by learnability first, with ``item_draws='learnability'``),
+        then dynamic sampling's refills; every episode played updates the learnability estimates."""
+        draw = self.item_drawer.for_step(self.state.global_step, self.accelerator.process_index) \
+            if self.item_drawer is not None else None
+        learnability = isinstance(self.item_drawer, LearnabilityDrawer)
+        drawn: list[ItemKey] = []
+        outcomes: list[tuple[str, int, bool]] = []
+
+        def draw_items(count: int) -> list[ItemKey]:
+            items = draw(count)
+            drawn.extend(items)
+            return items
+
+        def play(batch_rows: list[dict[str, Any]]) -> RolloutResult:
+            played = self._play(batch_rows, self.generator, budget)
+            outcomes.extend((t.env_id, t.item_id, bool(t.success)) for t in played.trajectories)  # before refills
+            return played
+
+        if learnability:
+            assign_items(rows, draw_items(len(rows) // self.num_generations), self.num_generations)
+        result = play(rows)
+        if self.args.dynamic_sampling:
+            stats = fill_informative_groups(
+                rows, result, self.num_generations, play=play, draw_items=draw_items,
+                max_groups=len(rows) // self.num_generations * self.args.dynamic_sampling_max_batches,
+                more=self.generator.any_active,  # under ZeRO-3 / FSDP every rank plays as many refill batches
+            )
+            for name, value in stats.metrics().items():
+                self._metrics["train"][name].append(value)
+        if learnability:  # every rank counts every rank's episodes, so all keep the same estimates
+            summary = self.item_drawer.summary(drawn)
+            self.item_drawer.observe(gather_object(outcomes))
+            for name, key in ((ITEMS_ESTIMATE_SPREAD, "spread"), (ITEMS_PLAYED_FRAC, "played"),
+                              (ITEMS_DRAWN_TEACH, "drawn_teach")):
+                self._metrics["train"][name].append(summary[key])
+        return result
 
     def _eval_budget(self, env_id: str) -> int:
         return self.args.eval_max_turns or env_turn_cap(env_id)
@@ -477,6 +504,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         super()._save(output_dir, state_dict)
         if self.value_head is not None and self.args.should_save:
             torch.save(self.value_head.state_dict(), os.path.join(output_dir, VALUE_HEAD_FILE))
+        if isinstance(self.item_drawer, LearnabilityDrawer) and self.args.should_save:
+            self.item_drawer.save(output_dir)  # a resumed run draws from what this one learned of the items
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
         """Train; ``resume_from_checkpoint=True`` (or ``"last"``) resumes from the newest *complete* checkpoint in
@@ -494,6 +523,9 @@ class AgentGRPOTrainer(GRPOTrainer):
         path = os.path.join(resume_from_checkpoint, VALUE_HEAD_FILE)
         if self.value_head is not None and os.path.exists(path):
             self.value_head.load_state_dict(torch.load(path, map_location="cpu"))
+        if isinstance(self.item_drawer, LearnabilityDrawer) and not self.item_drawer.load(resume_from_checkpoint):
+            logger.warning("%s holds no item estimates: learnability draws start from the prior",
+                           resume_from_checkpoint)
 
     # ---- the loss in micro-batches ---------------------------------------------------------------
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
@@ -705,6 +737,14 @@ class EngineWeightSync:
             seconds = sync_policy(self.engine, policy)
         mode = "train" if trainer.model.training else "eval"
         trainer._metrics[mode][WEIGHT_SYNC_S].append(seconds)
+
+
+def make_item_drawer(args: AgentGRPOConfig, items: list[ItemKey]) -> ItemDrawer | None:
+    """The drawer of train items: learnability-aware, uniform for dynamic sampling's refills, or none (TRL's order)."""
+    if args.item_draws == "learnability":
+        return LearnabilityDrawer(items, args.seed, args.num_generations, args.learnability_prior,
+                                  args.learnability_floor)
+    return ItemDrawer(items, args.seed) if args.dynamic_sampling else None
 
 
 def whole_sequences(batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, int]:

@@ -18,7 +18,8 @@ from datasets import Dataset  # noqa: E402
 from test_trainer import countdown_rows, make_config, make_trainer  # noqa: E402
 
 from agentgym_trl.data import env_rows, placeholder_prompt  # noqa: E402
-from agentgym_trl.dynamic_sampling import ItemDrawer, fill_informative_groups, group_varies  # noqa: E402
+from agentgym_trl.dynamic_sampling import fill_informative_groups, group_varies  # noqa: E402
+from agentgym_trl.item_draws import ItemDrawer  # noqa: E402
 from agentgym_trl.rollout import RolloutResult  # noqa: E402
 
 
