@@ -92,7 +92,10 @@ class ModelAgent(BaseAgent):
             generation_config = GenerationConfig.from_pretrained(path)
             network = None
         else:
-            network = load_model_weights(path, model)
+            # sampling in bf16 on a CPU runs on a bf16 copy of the weights (HFGenerator's sampling_dtype): load them
+            # as that copy directly, without the fp32 model nothing else would use (half the memory)
+            network = load_model_weights(path, model, torch.bfloat16 if bf16 and not torch.cuda.is_available()
+                                         else torch.float32)
             generation_config = network.generation_config
         eos = generation_config.eos_token_id
         # the same template arguments as training (AgentGRPOConfig.chat_template_kwargs), so the prompts match
@@ -237,13 +240,13 @@ def resolve_model_path(model: str) -> str:
         raise ModelLoadError(str(error)) from None
 
 
-def load_model_weights(path: str, model: str) -> Any:
-    """The causal LM of a resolved local folder, fp32 and in eval mode, on the GPU if there is one."""
+def load_model_weights(path: str, model: str, dtype: torch.dtype = torch.float32) -> Any:
+    """The causal LM of a resolved local folder in ``dtype`` and eval mode, on the GPU if there is one."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModelForCausalLM
 
     try:
-        network = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        network = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except OSError as error:
         raise ModelLoadError(f"cannot load model {model!r}: not a local folder and not in the Hugging Face cache "
                              f"(nothing is downloaded at run time): {str(error).splitlines()[0]}") from None

@@ -191,7 +191,8 @@ class AgentGRPOConfig(GRPOConfig):
     )
     release_memory: bool = field(
         default=True,
-        metadata={"help": "Return freed memory to the OS after each rollout and optimizer step (CPU)."},
+        metadata={"help": "Return freed memory to the OS after each rollout and optimizer step, and drop the bf16 "
+                  "sampling copy of the weights while training (CPU)."},
     )
     share_prompt_prefill: bool = field(
         default=True,
@@ -259,9 +260,9 @@ class AgentGRPOConfig(GRPOConfig):
         },
     )
     learnability_prior: float = field(
-        default=0.5,
-        metadata={"help": "item_draws='learnability': the Beta prior's pseudo-count of successes and of failures "
-                  "(0.5: Jeffreys)."},
+        default=1.0,
+        metadata={"help": "item_draws='learnability': the weight, in episodes, of each item's Beta prior, which is "
+                  "centred on the success rate of all episodes played so far."},
     )
     learnability_floor: float = field(
         default=0.05,

@@ -24,6 +24,7 @@ from agentgym_trl.metrics import (
     DYNAMIC_DRAWN_SUCCESS,
     DYNAMIC_GROUPS_DRAWN,
     DYNAMIC_GROUPS_KEPT,
+    DYNAMIC_GROUPS_TEACHING,
 )
 from agentgym_trl.rollout import RolloutResult
 
@@ -37,6 +38,7 @@ class RefillStats:
     groups_kept: int  # groups with unequal rewards in the final batch
     drawn_episodes: int
     drawn_successes: int
+    groups_teaching: int = 0  # groups played whose rewards differed, those beyond the batch's need included
 
     @property
     def cap_hit(self) -> bool:
@@ -56,6 +58,7 @@ class RefillStats:
             # the success of every episode played for this step: the batch itself holds only groups that teach
             DYNAMIC_DRAWN_SUCCESS: self.drawn_successes / max(self.drawn_episodes, 1),
             DYNAMIC_DRAWN_EPISODES: float(self.drawn_episodes),
+            DYNAMIC_GROUPS_TEACHING: float(self.groups_teaching),
         }
 
 
@@ -91,6 +94,7 @@ def fill_informative_groups(
     empty = [s for s in starts if not group_varies(rewards[s:s + group_size])]
     wanted = len(rows) // group_size
     drawn = wanted
+    teaching = wanted - len(empty)
     episodes, successes = len(rows), sum(bool(t.success) for t in result.trajectories)
     while True:
         wants = bool(empty) and drawn < max_groups
@@ -110,14 +114,15 @@ def fill_informative_groups(
         _add_time(result, extra)
         for start in range(0, len(new_rows), group_size):
             group = extra.trajectories[start:start + group_size]
-            if not empty:
-                break
-            if group_varies([t.reward for t in group]):
+            if not group_varies([t.reward for t in group]):
+                continue
+            teaching += 1
+            if empty:
                 slot = empty.pop(0)
                 for offset in range(group_size):
                     replace_row(rows[slot + offset], new_rows[start + offset])
                     result.trajectories[slot + offset] = group[offset]
-    return RefillStats(wanted, drawn, wanted - len(empty), episodes, successes)
+    return RefillStats(wanted, drawn, wanted - len(empty), episodes, successes, teaching)
 
 
 def _add_time(total: RolloutResult, extra: RolloutResult) -> None:

@@ -253,6 +253,11 @@ class HFGenerator:
         """
         torch.manual_seed(seed)
 
+    def drop_sampling_copy(self) -> None:
+        """Free the ``sampling_dtype`` copy (2 bytes per parameter) until the next session makes it again: a trainer
+        on a CPU drops it while it trains, where the memory peaks."""
+        self._sampling_copy = None
+
     def _in_sampling_dtype(self, model: Any) -> Any:
         """``model`` itself, or its copy in ``sampling_dtype`` holding the current weights (made once, then
         refreshed in place: no allocation per rollout)."""
@@ -305,6 +310,7 @@ class HFGenerator:
         config.max_new_tokens = int(max(max_new_tokens))
         config.use_cache = True
         extra = {"past_key_values": self._padded_cache(model, cached, past_width)} if past_width else {}
+        cached, self._prefixes = [], []  # now in the batch cache: one copy of the states, not two, while generating
         self._turn += 1
         progress = DecodeProgress(self._turn, len(contexts), config.max_new_tokens, progress_wanted(self.progress))
         if progress.shown:  # a streamer costs a copy to the CPU per step: only when someone watches

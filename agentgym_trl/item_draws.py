@@ -9,12 +9,14 @@ success on it, updated from every group played (the ones dynamic sampling throws
 each group's item in proportion to the posterior predictive probability that a group of ``G`` episodes has
 both a success and a failure::
 
-    teach(item) = 1 - E[p^G] - E[(1 - p)^G],   p ~ Beta(prior + successes, prior + failures)
+    teach(item) = 1 - E[p^G] - E[(1 - p)^G],   p ~ Beta(k * m + successes, k * (1 - m) + failures)
 
-An item never played keeps the prior's (high) value, an item always solved or always failed sinks towards
-``floor``, and no item's weight is below ``floor``, so none is forgotten: the policy changes, and an item it
-could not solve may become one it solves half the time. The moments are exact: ``E[p^G]`` under
-``Beta(a, b)`` is ``prod_{k<G} (a + k) / (a + b + k)``.
+The prior is centred on the pool: ``m`` is the success rate of every episode played so far (0.5 before any),
+``k`` its weight in episodes (``learnability_prior``). Most items of a pool sit near 0 or 1 for a given policy,
+so one group that all failed on an item of a pool that mostly fails is strong evidence, and the item sinks at
+once; an item never played keeps a middling value and is explored. No weight is below ``floor``, so no item is
+forgotten: the policy changes, and an item it could not solve may become one it solves half the time. The
+moments are exact: ``E[p^G]`` under ``Beta(a, b)`` is ``prod_{j<G} (a + j) / (a + b + j)``.
 
 Both drawers share one interface, ``for_step(step, process)`` -> ``draw(count)``, reproducible from the seed,
 the step and the process alone (a resumed run draws the same items; processes do not draw alike). Within a
@@ -94,9 +96,11 @@ def beta_moment(a: float, b: float, power: int) -> float:
     return math.prod((a + k) / (a + b + k) for k in range(power))
 
 
-def teach_probability(successes: float, failures: float, group_size: int, prior: float) -> float:
-    """The posterior predictive probability that a group of ``group_size`` episodes has a success and a failure."""
-    a, b = prior + successes, prior + failures
+def teach_probability(successes: float, failures: float, group_size: int, prior: float,
+                      prior_mean: float = 0.5) -> float:
+    """The posterior predictive probability that a group of ``group_size`` episodes has a success and a failure,
+    under a ``Beta(prior * prior_mean, prior * (1 - prior_mean))`` prior."""
+    a, b = prior * prior_mean + successes, prior * (1 - prior_mean) + failures
     return max(0.0, 1.0 - beta_moment(a, b, group_size) - beta_moment(b, a, group_size))
 
 
@@ -104,13 +108,13 @@ class LearnabilityDrawer(ItemDrawer):
     """Draws train items in proportion to ``max(floor, teach(item))`` (module docstring), from success counts
     that ``observe`` keeps up to date; ``state_dict`` / ``load_state_dict`` carry them through checkpoints."""
 
-    def __init__(self, items: Sequence[ItemKey], seed: int, group_size: int, prior: float = 0.5,
+    def __init__(self, items: Sequence[ItemKey], seed: int, group_size: int, prior: float = 1.0,
                  floor: float = 0.05):
         super().__init__(list(dict.fromkeys(items)), seed)  # TRL's dataset may repeat an item; each counts once
         if group_size < 2:
             raise ValueError(f"learnability draws need groups of at least 2 episodes, got {group_size}")
         if prior <= 0:
-            raise ValueError(f"the Beta prior's pseudo-count must be positive, got {prior}")
+            raise ValueError(f"the Beta prior's weight must be positive, got {prior}")
         if not 0 < floor <= 1:
             raise ValueError(f"the draw weight's floor must be in (0, 1], got {floor}")
         self.group_size = group_size
@@ -130,9 +134,19 @@ class LearnabilityDrawer(ItemDrawer):
                 else:
                     self.failures[index] += 1
 
+    def prior_mean(self) -> float:
+        """The pool's success rate over every episode counted (Jeffreys-smoothed: 0.5 before any)."""
+        return (self.successes.sum() + 0.5) / (self.successes.sum() + self.failures.sum() + 1.0)
+
+    def posterior(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per item, the Beta posterior's parameters (a, b)."""
+        mean = self.prior_mean()
+        return self.prior * mean + self.successes, self.prior * (1 - mean) + self.failures
+
     def teach_probabilities(self) -> np.ndarray:
         """Per item, the probability that a group of it teaches (before the floor)."""
-        return np.array([teach_probability(s, f, self.group_size, self.prior)
+        mean = self.prior_mean()
+        return np.array([teach_probability(s, f, self.group_size, self.prior, mean)
                          for s, f in zip(self.successes, self.failures, strict=True)])
 
     def weights(self) -> np.ndarray:
@@ -169,7 +183,7 @@ class LearnabilityDrawer(ItemDrawer):
     def summary(self, drawn: Sequence[ItemKey]) -> dict[str, float]:
         """The estimate's state for the log: its spread over items, the share of items played, and the mean
         teaching probability of the items ``drawn``."""
-        a, b = self.prior + self.successes, self.prior + self.failures
+        a, b = self.posterior()
         teach = self.teach_probabilities()
         drawn_teach = [teach[self._index[item]] for item in drawn if item in self._index]
         return {

@@ -41,6 +41,7 @@ NONFINITE_GRAD_STEP = "train/nonfinite_grad_step"  # 1 when a non-finite gradien
 WEIGHT_SYNC_S = "vllm/weight_sync_s"  # the engine process: seconds to send the policy's weights
 DYNAMIC_GROUPS_DRAWN = "dynamic/groups_drawn"  # dynamic sampling (dynamic_sampling.py)
 DYNAMIC_GROUPS_KEPT = "dynamic/groups_kept"
+DYNAMIC_GROUPS_TEACHING = "dynamic/groups_teaching"  # drawn groups whose rewards differed (kept or not)
 DYNAMIC_CAP_HIT = "dynamic/cap_hit"
 DYNAMIC_DRAWN_SUCCESS = "dynamic/drawn_success"
 DYNAMIC_DRAWN_EPISODES = "dynamic/drawn_episodes"  # every episode played for the step, refills included

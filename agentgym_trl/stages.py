@@ -89,16 +89,17 @@ def _valid_action_rate(records: list[dict[str, Any]]) -> float:
 
 def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, stage: StageArguments,
                     bf16: bool, seed: int, merged_first_turn: bool = False,
-                    items: dict[str, list[int]] | None = None) -> str:
+                    items: dict[str, list[int]] | None = None, checkpointing: bool = False) -> str:
     """Fine-tune ``model`` on oracle episodes of train items (assistant tokens only); returns the checkpoint.
 
     ``items`` ({env id: item ids}) names the items to clone (e.g. drawn stratified by recipe shape); default: the
-    first ``clone_episodes`` of a seeded shuffle of each env's train split.
+    first ``clone_episodes`` of a seeded shuffle of each env's train split. ``checkpointing`` recomputes activations
+    in the backward pass (less memory, more compute). The memory it used goes back to the OS when it returns.
     """
     import torch
     from trl import SFTConfig, SFTTrainer
 
-    from agentgym_trl.fast_training import checkpointing_arguments, use_compact_lm_head
+    from agentgym_trl.fast_training import checkpointing_arguments, release_memory, use_compact_lm_head
     from agentgym_trl.models import is_reloadable, load_tokenizer, weights_fingerprint
     from agentgym_trl.sft import encoder_for, load_or_collect, save_sft_checkpoint, token_stats, tokenize_conversations
 
@@ -128,7 +129,7 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
         max_length=stage.clone_max_length,
         bf16=bf16,
         use_cpu=not torch.cuda.is_available(),  # transformers refuses bf16 on a CPU unless told it is one
-        **checkpointing_arguments(False),
+        **checkpointing_arguments(checkpointing),
         logging_steps=5,
         save_strategy="no",
         report_to="none",
@@ -139,6 +140,9 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
     trainer.train()
     save_sft_checkpoint(trainer, target)
     (target / STAGE_INPUTS_FILE).write_text(json.dumps(inputs, indent=1, default=str) + "\n", encoding="utf-8")
+    trainer.accelerator.free_memory()  # the model, its gradients and optimizer state: not needed past here
+    del trainer
+    release_memory()
     return str(target)
 
 

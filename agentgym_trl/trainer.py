@@ -366,6 +366,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         output = result.to_trl()
         validate_rollout_output(output, len(rows))
         if self.args.release_memory and self.on_cpu:  # the generation caches are garbage now
+            if isinstance(self.generator, HFGenerator):
+                self.generator.drop_sampling_copy()  # made again for the next rollout: not held while training
             release_memory()
         batch.rollout = result
         if mode == "train" and self.greedy_generator is not None:
@@ -612,6 +614,15 @@ class AgentGRPOTrainer(GRPOTrainer):
         if self.args.release_memory and self.on_cpu:  # activations and gradients' temporaries go back to the OS
             release_memory()
         return loss
+
+    def release_training_memory(self) -> None:
+        """After ``train()``: drop what only training needs (the optimizer's state, the scheduler, the sampling copy)
+        and hand the memory back, so an evaluation in the same process has it; the model stays as trained."""
+        self.accelerator.free_memory()  # Accelerate's own references to the prepared optimizer and scheduler
+        self.optimizer = self.lr_scheduler = None
+        if isinstance(self.generator, HFGenerator):
+            self.generator.drop_sampling_copy()
+        release_memory()
 
     def _log_trajectories(self, result: RolloutResult, mode: str) -> None:
         """Each process appends its own episodes (no gather of whole conversations across ranks)."""

@@ -199,7 +199,8 @@ def main(argv: list[str] | None = None) -> AgentGRPOTrainer:
     evaluate_stage("base", model_path, training_args, stage_args, state, stages)
     if stage_args.clone_episodes:  # a rerun with the same output_dir reuses its warm-up checkpoint
         model_path = behaviour_clone(model_path, training_args.env_ids, os.path.join(out, "warmup"), stage_args,
-                                     bool(training_args.bf16), training_args.seed, training_args.merged_first_turn)
+                                     bool(training_args.bf16), training_args.seed, training_args.merged_first_turn,
+                                     checkpointing=activation_checkpointing(training_args))
         evaluate_stage("warm-up", model_path, training_args, stage_args, state, stages)
 
     # 3. GRPO with the turn curriculum.
@@ -213,6 +214,7 @@ def main(argv: list[str] | None = None) -> AgentGRPOTrainer:
     trainer.train(resume_from_checkpoint=resume_point(training_args))
     trainer.save_model(out)
     trainer.close_envs()
+    trainer.release_training_memory()  # the optimizer's state is not needed to evaluate: the memory goes back
 
     if state.is_main_process:
         print_summary(trainer)
@@ -237,6 +239,12 @@ def evaluate_stage(name: str, model: str, args: AgentGRPOConfig, stage_args: Sta
                                         args.max_context_tokens, bool(args.bf16), args.merged_first_turn, **engine)
         print(f"== {name}: success {stages[name]['success']:.2f} ==", file=sys.stderr)
     state.wait_for_everyone()
+
+
+def activation_checkpointing(args: AgentGRPOConfig) -> bool:
+    """Whether the run recomputes activations in the backward pass (transformers 5.23 names it
+    ``activation_checkpointing``, 5.17 ``gradient_checkpointing``); the warm-up does as GRPO does."""
+    return bool(getattr(args, "activation_checkpointing", None) or args.gradient_checkpointing)
 
 
 def engine_slots(args: AgentGRPOConfig, stage_args: StageArguments) -> int:

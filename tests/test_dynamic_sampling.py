@@ -58,6 +58,7 @@ def test_equal_reward_groups_are_replaced_by_groups_that_teach() -> None:
         "the prompt list TRL logs is changed in place"
     assert (stats.groups_wanted, stats.groups_kept, stats.cap_hit) == (4, 4, False)
     assert stats.groups_drawn == 4 + 3 and played == [[6, 7, 9]]
+    assert stats.groups_teaching == 2 + 2, "groups 1 and 3, then 7 and 9"
     assert stats.metrics()["dynamic/drawn_success"] == pytest.approx((2 * 2 + 2 * 2) / 28)
     assert result.total_s == 2.0, "the refills' time counts in the rollout's time"
 

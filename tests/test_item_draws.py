@@ -31,16 +31,18 @@ ITEMS = [(COUNTDOWN, i) for i in range(20)]
 
 def test_the_teaching_probability_is_the_beta_predictive_one() -> None:
     # Beta(1, 1) is uniform: E[p^2] = 1/3, so a pair differs with probability 1 - 2/3
-    assert teach_probability(0, 0, group_size=2, prior=1.0) == pytest.approx(1 / 3)
+    assert teach_probability(0, 0, group_size=2, prior=2.0) == pytest.approx(1 / 3)
     rng = np.random.default_rng(0)
-    p = rng.beta(2.5, 6.5, size=400_000)  # 2 successes and 6 failures seen under the Jeffreys prior
+    p = rng.beta(2.3, 6.7, size=400_000)  # 2 successes and 6 failures seen under Beta(0.3, 0.7)
     monte_carlo = np.mean(1 - p**4 - (1 - p) ** 4)
-    assert teach_probability(2, 6, group_size=4, prior=0.5) == pytest.approx(monte_carlo, abs=2e-3)
+    assert teach_probability(2, 6, group_size=4, prior=1.0, prior_mean=0.3) == pytest.approx(monte_carlo, abs=2e-3)
     assert beta_moment(3.0, 1.0, 0) == 1.0
-    unseen, mixed = teach_probability(0, 0, 4, 0.5), teach_probability(4, 4, 4, 0.5)
-    always_failed, always_solved = teach_probability(0, 16, 4, 0.5), teach_probability(16, 0, 4, 0.5)
+    unseen, mixed = teach_probability(0, 0, 4, 1.0), teach_probability(4, 4, 4, 1.0)
+    always_failed, always_solved = teach_probability(0, 16, 4, 1.0), teach_probability(16, 0, 4, 1.0)
     assert mixed > unseen > always_failed and always_failed == pytest.approx(always_solved)
     assert always_failed < unseen / 4
+    # in a pool that mostly fails, one group that failed is enough to sink an item
+    assert teach_probability(0, 4, 4, 1.0, prior_mean=0.1) < teach_probability(0, 4, 4, 1.0, prior_mean=0.5) / 2
 
 
 def test_items_that_cannot_teach_are_drawn_rarely_but_never_forgotten() -> None:
