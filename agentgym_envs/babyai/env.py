@@ -263,9 +263,11 @@ class BabyAIEnv(TextEnv):
 
     def _agentgym_command(self, command: str) -> str:
         """The action of AgentGym's table that best follows our oracle's ``command``: the same verb on the same
-        object when it is listed, else the listed action whose primitives start the planned ones the longest
-        way, else a turn."""
+        object when it is listed and starts as planned, else the listed action whose primitives are the longest
+        start of the planned ones, else a turn. Either way the first planned primitive is taken, so the oracle's
+        cost-to-go drops every turn."""
         world, layer = self._require_world(), self.layer
+        plan = world.execute(command).primitives
         for ours, theirs in (
             ("go to ", "go to "),
             ("pick up ", "pickup "),
@@ -276,10 +278,9 @@ class BabyAIEnv(TextEnv):
                 obj, _ = world.resolve(command[len(ours) :])
                 cell = None if obj is None else world.position(obj)
                 for name, target in layer.targets.items():
-                    if name.startswith(theirs) and target == cell and layer.actions[name]:
+                    if name.startswith(theirs) and target == cell and layer.actions[name][:1] == plan[:1]:
                         return name
                 break
-        plan = world.execute(command).primitives
         best, length = None, 0
         for name, primitives in layer.actions.items():
             if primitives and len(primitives) > length and plan[: len(primitives)] == primitives:
