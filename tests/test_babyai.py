@@ -466,3 +466,25 @@ def test_actions_are_spelled_as_agentgym_by_default_and_both_spellings_work() ->
     assert obs_agentgym[1:4] == obs_ours[1:4] and obs_agentgym[4]["valid_action"]
     env.close()
     ours.close()
+
+
+def test_copies_of_our_layer_keep_the_object_names() -> None:
+    """A deepcopy or pickle of our layer in mid-episode steps as the original (names are keyed by object ids)."""
+    import copy
+    import pickle
+
+    env = gym.make(FAMILY_ID, **OURS)
+    rng = np.random.default_rng(0)
+    for index in range(0, 90, 9):
+        env.reset(options={"split": "test", "index": index})
+        for _ in range(3):
+            env.step(env.unwrapped.oracle_action())
+        twins = [copy.deepcopy(env), pickle.loads(pickle.dumps(env))]
+        for _ in range(4):
+            action = env.unwrapped.random_action(rng)
+            expected = env.step(action)
+            for twin in twins:
+                assert twin.step(action)[:4] == expected[:4], index
+            if expected[2] or expected[3]:
+                break
+    env.close()
