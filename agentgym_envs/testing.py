@@ -7,9 +7,11 @@ registered.
 
 from __future__ import annotations
 
+import copy
 import gc
 import json
 import os
+import pickle
 import re
 import sys
 import time
@@ -22,6 +24,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.utils.env_checker import check_env
 
+from agentgym_envs.core.env import EnvCopyError
 from agentgym_envs.core.episode import MAX_TURNS, Trajectory
 from agentgym_envs.core.loop import BaseAgent, Episode, run_episode
 from agentgym_envs.core.tasks import get_task, list_tasks
@@ -133,6 +136,29 @@ def expert_or_random(env: gym.Env, step: int) -> str:
         return base.oracle_action()
     except NotImplementedError:
         return base.random_action(np.random.default_rng(step))
+
+
+def check_copy(env_id: str) -> None:
+    """``copy.deepcopy`` and a pickle round trip of an env in mid-episode: each copy answers the next action
+    exactly as the original does (observation, reward, end), or copying raises ``EnvCopyError`` naming the id."""
+    env = gym.make(env_id)
+    copies = []
+    try:
+        env.reset(seed=0, options={"split": "test", "index": 0})
+        env.step(expert_or_random(env, 0))
+        action = expert_or_random(env, 1)
+        for how in (copy.deepcopy, lambda original: pickle.loads(pickle.dumps(original))):
+            try:
+                copies.append(how(env))
+            except EnvCopyError as error:
+                assert env_id in str(error), f"{env_id}: the copy error does not name the id: {error}"
+        expected = env.step(action)
+        for twin in copies:
+            assert twin.step(action)[:4] == expected[:4], f"{env_id}: a copy stepped differently from the original"
+    finally:
+        for twin in copies:
+            twin.close()
+        env.close()
 
 
 def check_determinism(env_id: str, steps: int = 8) -> None:

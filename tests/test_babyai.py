@@ -25,6 +25,7 @@ from agentgym_envs.babyai.world import TextWorld  # noqa: E402
 from agentgym_envs.core.tasks import load_splits  # noqa: E402
 
 FAMILY_ID = "AgentGym/BabyAI-v0"
+OURS = {"text_layer": "ours"}  # most tests here check our text layer; AgentGym's: test_babyai_agentgym.py
 PAPER_TEST_SIZES = {"GoTo": 55, "Pickup": 15, "ActionObjDoor": 5, "FindObjS7": 5, "OneRoomS20": 5, "SynthLoc": 5}
 
 
@@ -180,7 +181,7 @@ def test_listed_objects_match_the_grid_and_minigrid_view_along_oracle_episodes()
     """Every listed object is at the stated offset in the real grid; every object MiniGrid shows is listed."""
     from minigrid.core.constants import IDX_TO_COLOR, IDX_TO_OBJECT
 
-    env = gym.make(FAMILY_ID)
+    env = gym.make(FAMILY_ID, **OURS)
     checked = 0
     for index in range(0, 90, 7):
         env.reset(options={"split": "test", "index": index})
@@ -247,7 +248,7 @@ def test_toggle_opens_a_locked_door_with_its_key() -> None:
 
 
 def test_toggle_and_go_through_a_door_in_a_real_maze() -> None:
-    env = gym.make("AgentGym/BabyAI-GoTo-v0").unwrapped
+    env = gym.make("AgentGym/BabyAI-GoTo-v0", **OURS).unwrapped
     env.reset(options={"item_id": item_id("BabyAI-GoToObjMazeS7-v0", 0)})
     world = env.world
     action = next(a for a in world.available_actions() if a.startswith("toggle and go through "))
@@ -264,7 +265,7 @@ def test_toggle_and_go_through_a_door_in_a_real_maze() -> None:
 
 
 def test_go_to_when_already_facing_the_target_completes_the_goto() -> None:
-    env = gym.make("AgentGym/BabyAI-GoTo-v0").unwrapped
+    env = gym.make("AgentGym/BabyAI-GoTo-v0", **OURS).unwrapped
     env.reset(options={"item_id": item_id("BabyAI-GoToRedBallNoDists-v0", 0)})
     world = env.world
     ball = next(obj for obj in world.env.grid.grid if obj is not None and obj.type == "ball")
@@ -291,7 +292,7 @@ def test_unreachable_object_is_refused_without_moving() -> None:
 
 # ---- bad input --------------------------------------------------------------------------------------
 def test_bad_input_gets_feedback_and_leaves_the_episode_unchanged() -> None:
-    env = gym.make(FAMILY_ID)
+    env = gym.make(FAMILY_ID, **OURS)
     obs, info = env.reset(options={"split": "test", "index": 0})
     world = env.unwrapped.world
     state = (world.pose, world.env.step_count, world.carrying, world.describe())
@@ -316,7 +317,7 @@ def test_bad_input_gets_feedback_and_leaves_the_episode_unchanged() -> None:
 
 
 def test_capitalisation_extra_spaces_and_react_format_are_accepted() -> None:
-    env = gym.make(FAMILY_ID)
+    env = gym.make(FAMILY_ID, **OURS)
     env.reset(options={"split": "test", "index": 0})
     world = env.unwrapped.world
     target = next(a for a in world.available_actions() if a.startswith("go to "))[len("go to "):]
@@ -342,7 +343,7 @@ def test_actions_valid_only_in_another_state_are_refused() -> None:
 
 
 def test_minigrid_step_limit_truncates_and_the_episode_stays_over() -> None:
-    env = gym.make("AgentGym/BabyAI-GoTo-v0").unwrapped  # no turn cap: run into MiniGrid's own limit
+    env = gym.make("AgentGym/BabyAI-GoTo-v0", **OURS).unwrapped  # no turn cap: run into MiniGrid's own limit
     env.reset(options={"item_id": item_id("BabyAI-GoToObjS6-v1", 0)})
     limit = env.world.env.max_steps
     for turn in range(limit):
@@ -356,7 +357,7 @@ def test_minigrid_step_limit_truncates_and_the_episode_stays_over() -> None:
 
 
 def test_picking_up_the_wrong_object_fails_a_strict_level() -> None:
-    env = gym.make("AgentGym/BabyAI-Pickup-v0").unwrapped
+    env = gym.make("AgentGym/BabyAI-Pickup-v0", **OURS).unwrapped
     for seed in range(TRAIN_FIRST_SEED, TRAIN_FIRST_SEED + 20):
         env.reset(options={"item_id": item_id("BabyAI-PickupDistDebug-v0", seed)})
         targets = {id(obj) for obj in env.world.env.instrs.desc.obj_set}
@@ -375,7 +376,7 @@ def test_a_primitive_action_agent_can_play_through_the_text_interface() -> None:
     from minigrid.utils.baby_ai_bot import BabyAIBot
 
     words = {0: "turn left", 1: "turn right", 2: "move forward", 3: "pick up", 4: "drop", 5: "toggle"}
-    env = gym.make(FAMILY_ID).unwrapped
+    env = gym.make(FAMILY_ID, **OURS).unwrapped
     for level in ("BabyAI-GoToLocalS8N7-v0", "BabyAI-GoToObjMazeS7-v0", "BabyAI-PickupLoc-v0", "BabyAI-FindObjS7-v0"):
         env.reset(options={"item_id": item_id(level, 1)})
         bot = BabyAIBot(env.world.env)
@@ -389,7 +390,7 @@ def test_a_primitive_action_agent_can_play_through_the_text_interface() -> None:
 
 
 def test_oracle_solves_the_test_split_within_the_turn_cap() -> None:
-    env = gym.make(FAMILY_ID)  # with the 20-turn TimeLimit
+    env = gym.make(FAMILY_ID, **OURS)  # with the 20-turn TimeLimit
     items = agentgym_envs.get_task(FAMILY_ID).split("test")
     solved, total_reward_ok = 0, True
     for index in range(len(items)):
@@ -411,7 +412,7 @@ def test_oracle_solves_the_test_split_within_the_turn_cap() -> None:
 
 
 def test_random_agent_plays_valid_actions_and_does_worse_than_the_oracle() -> None:
-    env = gym.make(FAMILY_ID)
+    env = gym.make(FAMILY_ID, **OURS)
     items = agentgym_envs.get_task(FAMILY_ID).split("test")
     rng = np.random.default_rng(0)
     successes = []
@@ -429,12 +430,12 @@ def test_random_agent_plays_valid_actions_and_does_worse_than_the_oracle() -> No
 
 def test_instruction_lists_every_action() -> None:
     """The default instruction has AgentGym's action list; the detailed one (opt-in) explains ours."""
-    env = gym.make("AgentGym/BabyAI-SynthLoc-v0")
+    env = gym.make("AgentGym/BabyAI-SynthLoc-v0", **OURS)
     obs, info = env.reset(options={"split": "test", "index": 0})
     for action in ("turn left", "turn right", "move forward", "go to <obj> <id>", "pick up <obj> <id>", "toggle",
                    "go through <door> <id>", "toggle and go through <door> <id>"):
         assert action in info["instruction"]
-    detailed = gym.make("AgentGym/BabyAI-SynthLoc-v0", detailed_instruction=True)
+    detailed = gym.make("AgentGym/BabyAI-SynthLoc-v0", detailed_instruction=True, **OURS)
     _, info = detailed.reset(options={"split": "test", "index": 0})
     for action in ("turn left", "turn right", "move forward", "go to <object>", "pick up <object>", "drop", "toggle",
                    "go through <door>", "toggle and go through <door>", "check available actions"):
@@ -448,7 +449,7 @@ def test_instruction_lists_every_action() -> None:
 
 def test_actions_are_spelled_as_agentgym_by_default_and_both_spellings_work() -> None:
     """AgentGym lists 'pickup red ball 1' and names doors with their state ('red closed door 1')."""
-    env = gym.make("AgentGym/BabyAI-v0")
+    env = gym.make("AgentGym/BabyAI-v0", **OURS)
     for item in range(200):
         _, info = env.reset(options={"item_id": item})
         doors = [a for a in info["available_actions"] if a.startswith("toggle and go through ")]
@@ -456,7 +457,7 @@ def test_actions_are_spelled_as_agentgym_by_default_and_both_spellings_work() ->
             break
     assert re.fullmatch(r"toggle and go through \w+ (closed|locked) door \d+", doors[0])
     assert not any(a.startswith("pick up ") for a in info["available_actions"])
-    ours = gym.make("AgentGym/BabyAI-v0", agentgym_names=False)
+    ours = gym.make("AgentGym/BabyAI-v0", agentgym_names=False, **OURS)
     _, mine = ours.reset(options={"item_id": item})
     door = doors[0].replace(" closed door", " door").replace(" locked door", " door")
     assert door in mine["available_actions"]
@@ -465,3 +466,25 @@ def test_actions_are_spelled_as_agentgym_by_default_and_both_spellings_work() ->
     assert obs_agentgym[1:4] == obs_ours[1:4] and obs_agentgym[4]["valid_action"]
     env.close()
     ours.close()
+
+
+def test_copies_of_our_layer_keep_the_object_names() -> None:
+    """A deepcopy or pickle of our layer in mid-episode steps as the original (names are keyed by object ids)."""
+    import copy
+    import pickle
+
+    env = gym.make(FAMILY_ID, **OURS)
+    rng = np.random.default_rng(0)
+    for index in range(0, 90, 9):
+        env.reset(options={"split": "test", "index": index})
+        for _ in range(3):
+            env.step(env.unwrapped.oracle_action())
+        twins = [copy.deepcopy(env), pickle.loads(pickle.dumps(env))]
+        for _ in range(4):
+            action = env.unwrapped.random_action(rng)
+            expected = env.step(action)
+            for twin in twins:
+                assert twin.step(action)[:4] == expected[:4], index
+            if expected[2] or expected[3]:
+                break
+    env.close()

@@ -541,3 +541,22 @@ def test_trainer_plays_its_env_ids_on_the_servers(two_servers: Any, tmp_path: An
         assert min(created) >= 1  # both hosts played
     finally:
         trainer.env_pool.close()
+
+
+def test_a_remote_env_refuses_to_be_copied_naming_the_id(two_servers: Any) -> None:
+    """A copy would drive the same server session: deepcopy and pickle raise EnvCopyError naming the id."""
+    import copy
+    import pickle
+
+    from agentgym_envs.core import EnvCopyError
+
+    first, _ = two_servers
+    env = gym.make("AgentGym/Remote-v0", url=first.url, env_id=TEXTCRAFT)
+    try:
+        env.reset(seed=0)
+        for how in (copy.deepcopy, pickle.dumps):
+            with pytest.raises(EnvCopyError, match=f"AgentGym/Remote-v0 serving {TEXTCRAFT}"):
+                how(env)
+        env.step("inventory")  # the original still plays
+    finally:
+        env.close()

@@ -79,6 +79,10 @@ def test_hostile_actions(env_id: str) -> None:
     testing.check_hostile_actions(env_id)
 
 
+def test_copy_steps_as_the_original_or_names_the_id(env_id: str) -> None:
+    testing.check_copy(env_id)
+
+
 def test_close_twice(env_id: str) -> None:
     testing.check_close_twice(env_id)
 

@@ -140,6 +140,19 @@ class TextWorld:
     def _touch(self) -> None:
         self._version += 1
 
+    # ---- copies (deepcopy, pickle) ----------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """The state without what is keyed by ``id()`` (names are re-attached to the copied objects)."""
+        state = self.__dict__.copy()
+        state.pop("_name_of", None)
+        state["_routes_cache"] = state["_actions_cache"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if "_objects" in state:
+            self._name_of = {id(obj): name for name, obj in self._objects.items()}
+
     # ---- perception ---------------------------------------------------------------------------
     def _observe(self, image: np.ndarray) -> None:
         """Mark the visible cells as seen, name newly seen objects and list the visible ones.

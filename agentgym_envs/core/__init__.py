@@ -1,6 +1,6 @@
 """The small shared core: text space, base env, parsers, the task table."""
 
-from agentgym_envs.core.env import Outcome, Start, TextEnv
+from agentgym_envs.core.env import EnvCopyError, Outcome, Start, TextEnv
 from agentgym_envs.core.extras import MissingExtraError, require
 from agentgym_envs.core.parsers import (ParsedAction, clean_text, normalize_command, parse_backtick, parse_react,
                                         parse_tags)
@@ -9,6 +9,7 @@ from agentgym_envs.core.tasks import NAMESPACE, TaskSpec, add_task, get_task, li
 
 __all__ = [
     "NAMESPACE",
+    "EnvCopyError",
     "MissingExtraError",
     "Outcome",
     "ParsedAction",

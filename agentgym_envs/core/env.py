@@ -26,8 +26,10 @@ process, ``_release``. See ``agentgym_envs/textcraft/env.py`` for a complete sma
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import logging
+import pickle
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -56,6 +58,10 @@ class Start:
     instruction: str
     observation: str
     info: dict[str, Any] = field(default_factory=dict)
+
+
+class EnvCopyError(TypeError):
+    """``copy.deepcopy`` or ``pickle`` of an env whose engine cannot be copied; the message names the id."""
 
 
 @dataclass
@@ -176,6 +182,38 @@ class TextEnv(gym.Env[str, str]):
     def accepts_item(self, item_id: int) -> bool:
         """Whether ``item_id`` names an episode of this env (by default: it is in one of its splits)."""
         return item_id in self._split_of
+
+    # ---- copies --------------------------------------------------------------------------------
+    def __deepcopy__(self, memo: dict[int, Any]) -> TextEnv:
+        """A copy that steps exactly as this env from here on (tree search, best-of-n); an env whose engine
+        holds live resources (a process, a connection, a browser) raises ``EnvCopyError`` naming its id."""
+        twin = type(self).__new__(type(self))
+        memo[id(self)] = twin
+        try:
+            state = copy.deepcopy(self.__dict__, memo)
+        except Exception as error:
+            raise EnvCopyError(self._copy_refusal(error)) from error
+        twin.__dict__.update(state)
+        return twin
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What pickling keeps (the env's whole state); an env that cannot be pickled says so by its id."""
+        state = self.__dict__.copy()
+        state.pop("_pickle_checking", None)
+        if self.__dict__.get("_pickle_checking"):
+            return state
+        try:  # try now, so the error names the id rather than an inner object
+            self._pickle_checking = True
+            pickle.dumps(state)
+        except Exception as error:
+            raise EnvCopyError(self._copy_refusal(error)) from error
+        finally:
+            self.__dict__.pop("_pickle_checking", None)
+        return state
+
+    def _copy_refusal(self, error: BaseException) -> str:
+        return (f"{self.task.env_id} cannot be copied or pickled: its engine holds live resources ({error}). To "
+                "branch an episode, make a new env, reset it with the same item and seed, and replay the actions.")
 
     # ---- Gymnasium API ------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import gymnasium as gym
 import numpy as np
 
-from agentgym_envs.core.env import ansi_frame
+from agentgym_envs.core.env import EnvCopyError, ansi_frame
 from agentgym_envs.core.extras import require
 from agentgym_envs.core.net import is_loopback
 from agentgym_envs.core.safety import valid_utf8
@@ -204,6 +204,18 @@ class RemoteEnv(gym.Env[str, str]):
             raise
         self.observation_space = TextSpace(created["observation_max_length"])
         self.action_space = TextSpace(created["action_max_length"])
+
+    # ---- copies -----------------------------------------------------------------------------------
+    def __deepcopy__(self, memo: dict[int, Any]) -> RemoteEnv:
+        raise EnvCopyError(self._copy_refusal())
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise EnvCopyError(self._copy_refusal())
+
+    def _copy_refusal(self) -> str:
+        served = f" serving {self.env_id}" if self.env_id else ""
+        return (f"AgentGym/Remote-v0{served} cannot be copied or pickled: a copy would drive the same server session. "
+                "To branch an episode, make a new env, reset it with the same item and seed, and replay the actions.")
 
     # ---- Gymnasium API --------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
