@@ -5,8 +5,8 @@ stage, and what each stage scored, written to ``results/main_job.json`` (``main_
     python benchmarks/bench_main_job.py                     # ~10 minutes on 2 cores; extra arguments go to grpo.py
     python benchmarks/bench_main_job.py --use_vllm true     # the same job with the vLLM engine process
 
-The job runs in a child process; a sampler reads the resident memory of every process of its tree
-every 0.2 s (the trainer, and the vLLM engine when there is one), and the job's own stage lines
+The job runs in a child process under GNU time (``/usr/bin/time -v``: ``gnu_time_max_rss_gb`` is the peak of
+its largest process); a sampler reads the resident memory of every process of its tree every 0.2 s (the trainer, and the vLLM engine when there is one), and the job's own stage lines
 ("== evaluating the base model", "warm-up data", ...) split the run into stages: base evaluation,
 warm-up (collect + behaviour cloning), warm-up evaluation, GRPO, final evaluation. The stages' scores
 come from the run's own ``stages.json`` and metrics.
@@ -72,13 +72,26 @@ class TreeMemory(threading.Thread):
             time.sleep(0.2)
 
 
+def gnu_time_max_rss_gb(report: Path) -> float | None:
+    """``/usr/bin/time -v``'s "Maximum resident set size" (kB: the largest single process of the job), in GB."""
+    if not report.exists():
+        return None
+    for line in report.read_text().splitlines():
+        if "Maximum resident set size" in line:
+            return round(int(line.rsplit(":", 1)[1]) * 1024 / 2**30, 2)
+    return None
+
+
 def main() -> None:
     extra = sys.argv[1:]
     use_vllm = "--use_vllm" in extra and extra[extra.index("--use_vllm") + 1].lower() == "true"
     shutil.rmtree(OUTPUT_DIR, ignore_errors=True)  # a fresh run: no reused warm-up or evaluation
     command = ["accelerate", "launch", "examples/grpo.py", *extra]
+    timing = OUTPUT_DIR.parent / "main_job.time"  # GNU time's report: the largest process's peak, as the issue measures
+    timing.parent.mkdir(parents=True, exist_ok=True)
+    timed_command = (["/usr/bin/time", "-v", "-o", str(timing)] if Path("/usr/bin/time").exists() else []) + command
     started = time.perf_counter()
-    job = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    job = subprocess.Popen(timed_command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            errors="replace")
     memory = TreeMemory(job.pid)
     memory.start()
@@ -111,6 +124,7 @@ def main() -> None:
         "wall_clock": f"{int(seconds // 60)}:{int(seconds % 60):02d}",
         "wall_s": round(seconds, 1),
         "peak_rss_gb": round(max(p.get("total_gb", 0.0) for p in memory.peaks.values()), 2),
+        "gnu_time_max_rss_gb": gnu_time_max_rss_gb(timing),
         "stage_time_and_memory": stages_timed,
         "stages": stages,
         "grpo_steps": steps,
