@@ -178,8 +178,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[AgentGRPOConfig, StageArg
     cli_fields = {arg.split("=")[0].removeprefix("--") for arg in argv if arg.startswith("--")}
     parser = Parser((AgentGRPOConfig, StageArguments, ModelConfig), cli_fields=cli_fields)
     defaults = dict(DEFAULTS)
-    if fields_given(argv) & BUDGET_FIELDS:
+    given = fields_given(argv)
+    if given & BUDGET_FIELDS:
         defaults.pop("max_turns_schedule")
+    if "beta" in given:  # skipping zero-advantage rows is exact only at beta 0 (the config refuses it otherwise)
+        defaults.pop("skip_zero_advantage")
     parser.set_defaults(**defaults)
     try:
         training_args, stage_args, model_args = parser.parse_args_and_config(args=argv)
