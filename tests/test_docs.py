@@ -277,6 +277,19 @@ def test_relative_links_resolve(document: Path) -> None:
     assert not broken, f"{document.relative_to(ROOT)}: broken links {broken}"
 
 
+def test_links_stay_in_the_site() -> None:
+    """A page of the site (docs/) links only to pages and figures in docs/: a relative link to a repository file
+    (``../README.md``, ``../examples/...``) resolves in a checkout but is a 404 on the built site."""
+    site = (ROOT / "docs").resolve()
+    leaving = []
+    for document in sorted(site.rglob("*.md")):
+        for target in LINK.findall(FENCE_ANY.sub("", document.read_text(encoding="utf-8"))):
+            path = target.partition("#")[0]
+            if path and not re.match(r"^[a-z]+:", path) and site not in (document.parent / path).resolve().parents:
+                leaving.append(f"{document.relative_to(ROOT)} -> {target}")
+    assert not leaving, f"links that leave the site (name the file as `code` instead): {leaving}"
+
+
 def test_readme_is_a_front_page() -> None:
     """At most ~250 lines, the two fresh-machine commands first, and a link to every docs page."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
