@@ -60,6 +60,13 @@ class Rule:
         return re.search(self.pattern, snippet.code) is not None
 
 
+#: the docs' training examples load SmolLM2; the tests train them on the tiny random model of tests/tiny_model.py
+SMOLLM2 = ("model = AutoModelForCausalLM.from_pretrained(default_model_path())\n"
+           "tokenizer = AutoTokenizer.from_pretrained(default_model_path())")
+TINY_MODEL = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+              "from tiny_model import tiny_model, tiny_tokenizer\n"
+              "tokenizer = tiny_tokenizer(); model = tiny_model(tokenizer)")
+
 RULES = [
     # the quick start's setup and jobs
     Rule(r"^bash scripts/setup\.sh && accelerate launch examples/grpo\.py$", skip=LONG_RUN),
@@ -106,6 +113,9 @@ RULES = [
     # a human at the terminal: one move, then the terminal closes (Ctrl-D ends the game with 130)
     Rule(r"^agentgym play AgentGym/TextCraft-Depth2-v0$", stdin="inventory\n", exit_codes=(130,)),
     Rule(r"^agentgym serve ", serve=True, needs=("fastapi", "uvicorn")),
+    Rule(r"\"Qwen/Qwen3-0\.6B\"", skip="downloads Qwen3; covered by tests/test_trl_recipes.py (a tiny model, Qwen3's "
+                                     "template)"),
+    Rule(r"from_pretrained\(default_model_path\(\)\)", replace=((SMOLLM2, TINY_MODEL),), needs=("trl",)),
     Rule(r"check_text_env\(\"AgentGym/MyEnv-v0\"\)", replace=(("AgentGym/MyEnv-v0", "AgentGym/TextCraft-Depth1-v0"),)),
     Rule(r"AgentGym/WebArena-v0", needs=("selenium",)),
     Rule(r"scripts/behaviour_fingerprint\.py",
