@@ -147,19 +147,41 @@ def plan_jobs(env_ids: Sequence[str], split: str, n_samples: int, max_turns: Seq
     return list(dict.fromkeys(jobs))  # an env or budget named twice (or None = the cap given again) plays once
 
 
+def run_differences(out_dir: str | Path, run_info: dict[str, Any], known_only: bool = False) -> list[str]:
+    """How the run recorded in ``out_dir`` differs from ``run_info`` (``{"agent": ..., "split": ...}``): one
+    ``"setting: was -> now"`` per differing setting, none when the folder holds no run or the same one.
+
+    ``known_only`` compares only the settings ``run_info`` names (``agentgym eval`` checks the ones its flags say
+    before it loads the agent, which adds the rest, e.g. the weights' fingerprint).
+    """
+    path = Path(out_dir) / RUN_FILE
+    if not path.is_file():
+        return []
+    previous = json.loads(path.read_text(encoding="utf-8"))
+    was = {**(previous.get("agent") or {}), "split": previous.get("split")}
+    now = {**run_info["agent"], "split": run_info["split"]}
+    names = now if known_only else sorted(set(was) | set(now), key=lambda name: (name == "split", name))
+    return [f"{name}: {_shown(was.get(name))} -> {_shown(now.get(name))}" for name in names
+            if was.get(name) != now.get(name)]
+
+
+def _shown(value: Any) -> str:
+    text = "(unset)" if value is None else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def foreign_run_error(out_dir: str | Path, changes: Sequence[str]) -> ForeignRun:
+    """The refusal of a folder that holds another run, naming what differs."""
+    return ForeignRun(f"{out_dir} holds a run of another agent or settings (it differs in {'; '.join(changes)}); "
+                      "give another --out to start a new run, or the run's own settings to resume it")
+
+
 def _check_run_file(out_dir: Path, run_info: dict[str, Any]) -> None:
     path = out_dir / RUN_FILE
     if path.is_file():
-        previous = json.loads(path.read_text(encoding="utf-8"))
-        if previous.get("agent") != run_info["agent"] or previous.get("split") != run_info["split"]:
-            was, now = previous.get("agent") or {}, run_info["agent"]
-            changed = sorted(key for key in set(was) | set(now) if was.get(key) != now.get(key))
-            if previous.get("split") != run_info["split"]:
-                changed.append("split")
-            raise ForeignRun(
-                f"{out_dir} holds a run of another agent or split (it differs in {', '.join(changed)}: "
-                f"{previous.get('agent')}, {previous.get('split')}); give another --out to start a new run"
-            )
+        changes = run_differences(out_dir, run_info)
+        if changes:
+            raise foreign_run_error(out_dir, changes)
     else:
         out_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(run_info, indent=1) + "\n", encoding="utf-8")
