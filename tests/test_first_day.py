@@ -169,6 +169,14 @@ def test_grpo_help_groups_the_projects_options_first(grpo) -> None:
     text = parser.format_help()
     assert text.index("--max_turns ") < text.index("--clone_episodes") < text.index("--learning_rate ")
     assert "(default: " in text
+    first = next(action for action in parser._action_groups[2]._group_actions)
+    assert "deprecated" not in (first.help or "").lower(), first.option_strings  # not --gradient_checkpointing
+    parser.set_defaults(**grpo.DEFAULTS)
+    grpo.note_main_job_defaults(parser, grpo.DEFAULTS)
+    text = " ".join(parser.format_help().split())
+    assert "With no arguments: the project's main job" in text
+    assert "(AgentGRPOConfig's default: 0.001; the main job's below) (default: 0.0)" in text  # --beta
+    assert text.index("--env_ids") < text.index("--beta ") < text.index("--gradient_checkpointing ")
 
 
 # 7. endpoint retries are logged, a refused connection fails at once
