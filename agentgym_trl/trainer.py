@@ -557,7 +557,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         if unsupported:  # these terms are normalised per call in TRL: splitting would change the loss
             if not self._micro_batching_warned:
                 logger.warning("micro_batch_tokens and skip_zero_advantage are ignored with %s: each batch trains "
-                               "whole", unsupported)
+                               "whole", " and ".join(unsupported))
                 self._micro_batching_warned = True
             return None
         lengths = row_lengths(inputs)

@@ -169,3 +169,16 @@ def test_a_missing_module_is_named_in_grammatical_english() -> None:
         require("agentgym_no_such_module", extra="server")
     assert str(error.value).startswith("The Python module 'agentgym_no_such_module' is not installed (it comes with "
                                        "the [server] extra). Install it with: pip install 'agentgym-rl[server]'")
+
+
+def test_textspace_holds_any_text_where_gymnasiums_text_does_not() -> None:
+    """docs/envs/index.md: why the spaces are TextSpace, not spaces.Text."""
+    from gymnasium import spaces
+
+    from agentgym_envs.core import TextSpace
+
+    reply = "Thought: wood first.\nAction: get 1 oak log — ok?"
+    assert TextSpace(100).contains(reply) and not spaces.Text(100).contains("Action: get 1 oak log")
+    assert not TextSpace(10).contains(reply) and not TextSpace(100).contains(b"bytes")
+    sample = TextSpace(100, seed=0).sample()
+    assert sample.replace("\n", " ").isprintable() and len(sample) <= 64
