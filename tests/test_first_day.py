@@ -327,6 +327,31 @@ def test_eval_bar_shows_turns_playing_episodes_and_tokens_per_second(tmp_path, m
     assert calls  # the evaluation's bar is fed every env step
 
 
+
+def test_eval_bar_moves_within_a_turn(tmp_path, monkeypatch) -> None:
+    """Issue 49: a model's turn can take a minute; the bar ticks meanwhile, with the seconds since the last steps."""
+    import time
+    from types import SimpleNamespace
+
+    from agentgym_envs.agents import make_agent
+    from agentgym_envs.evaluation import runner
+
+    shown = []
+    progress = runner.TurnProgress(SimpleNamespace(set_postfix=lambda fields: shown.append(dict(fields))), 0.05)
+    progress.start_batch(2)
+    with progress.ticking():
+        time.sleep(0.4)  # a slow turn: no env step ends
+    assert len(shown) >= 3 and shown[-1]["turn"] == "0" and shown[-1]["last step"].endswith(" s ago")
+    ticks = []
+    monkeypatch.setattr(runner.TurnProgress, "tick", lambda self: ticks.append(1))
+    monkeypatch.setattr(runner, "PROGRESS_INTERVAL_S", 0.01)
+    slow = make_agent("oracle")
+    act = slow.act
+    slow.act = lambda episodes: (time.sleep(0.05), act(episodes))[1]
+    runner.evaluate(slow, ["AgentGym/Maze-v0"], tmp_path, limit=1, progress=True)
+    assert ticks  # evaluate ticks the bar while the agent thinks
+
+
 # 4. the flag the docs name gives the feedback an invalid action lacks by default
 @pytest.mark.parametrize("env_id, kwargs", [("AgentGym/Maze-v0", {"extra_feedback": True}),
                                             ("AgentGym/TextCraft-Depth1-v0", {"lenient_crafting": True})])

@@ -11,8 +11,10 @@ batch's records to the log at once and writes ``summary.json``, also when interr
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,10 @@ class UnfinishedBatch(EvalError):
         self.finished = finished
 
 
+#: how often the eval bar is refreshed, within a turn too
+PROGRESS_INTERVAL_S = 1.0
+
+
 class TurnProgress:
     """An ``on_step`` callback that shows a batch's progress turn by turn on the eval bar (turn, episodes still
     playing, model tokens per second), so a model taking seconds a turn never looks stuck at ``0/N``."""
@@ -54,13 +60,14 @@ class TurnProgress:
 
     def start_batch(self, size: int) -> None:
         """A new batch of ``size`` episodes: its clock, turn and token counts start again."""
-        self.started = self.shown = time.perf_counter()
+        self.started = self.shown = self.turn_started = time.perf_counter()
         self.active, self.turn = size, 0
         self.tokens: dict[int, int] = {}
 
     def __call__(self, episode: Any, observation: str, reward: float, ended: bool) -> None:
         trajectory = episode.trajectory
-        self.turn = max(self.turn, len(trajectory.actions))
+        if len(trajectory.actions) > self.turn:  # the first step of a new turn: the next turn's clock starts
+            self.turn, self.turn_started = len(trajectory.actions), time.perf_counter()
         self.tokens[id(episode)] = trajectory.tokens or 0
         if ended:
             self.active -= 1
@@ -69,9 +76,35 @@ class TurnProgress:
             self.shown = now
             self.show(now)
 
+    def tick(self) -> None:
+        """Between steps (``ticking``): show the progress again, with the seconds the running turn has taken."""
+        now = time.perf_counter()
+        if now - self.shown >= self.interval:
+            self.shown = now
+            self.show(now)
+
+    @contextmanager
+    def ticking(self) -> Iterator[None]:
+        """While the block runs, ``tick`` every ``interval`` seconds from a thread, so the bar moves within a turn
+        (a model's turn can take a minute) and not only when its steps end."""
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(self.interval):
+                self.tick()
+
+        thread = threading.Thread(target=run, name="agentgym-eval-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
     def show(self, now: float) -> None:
-        """Update the progress bar's turn, episodes playing and tokens per second."""
-        fields = {**self.postfix, "turn": str(self.turn), "playing": str(self.active)}
+        """Update the progress bar: turns done, episodes playing, seconds since the last turn's steps, tokens/s."""
+        fields = {**self.postfix, "turn": str(self.turn), "playing": str(self.active),
+                  "last step": f"{now - self.turn_started:.0f} s ago"}
         tokens = sum(self.tokens.values())
         if tokens:
             fields["tok/s"] = f"{tokens / max(now - self.started, 1e-9):.1f}"
@@ -229,14 +262,15 @@ def evaluate(agent: Agent, env_ids: Sequence[str], out_dir: str | Path, *, split
     successes, finished = sum(bool(r["info"]["success"]) for r in saved), len(saved)
     interrupted = False
     bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc="eval", unit="ep", disable=not progress)
-    turns = TurnProgress(bar) if progress else None
+    turns = TurnProgress(bar, PROGRESS_INTERVAL_S) if progress else None
     try:
         for batch in _batches(pending, agent.batch_size):
             pool.drop_other_budgets({batch[0].max_turns})
             if turns is not None:
                 turns.start_batch(len(batch))
             try:
-                records = play_records(agent, pool, batch, merged_first_turn, on_step=turns)
+                with turns.ticking() if turns is not None else nullcontext():
+                    records = play_records(agent, pool, batch, merged_first_turn, on_step=turns)
             except UnfinishedBatch as error:  # the episodes that ended are kept: a rerun plays only the others
                 log.append(error.finished)
                 raise
