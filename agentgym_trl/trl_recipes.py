@@ -87,8 +87,10 @@ def env_rollout_func(
                 do_sample=True, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k or 0)
 
             def unwrap():
-                return unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
-                                                   gather_deepspeed3_params=args.ds3_gather_for_generation)
+                return unwrap_model_for_generation(
+                    trainer.model_wrapped, trainer.accelerator, gather_deepspeed3_params=args.ds3_gather_for_generation,
+                    generation_kwargs=getattr(trainer, "generation_kwargs", None),
+                    gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs)
 
             pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else encoder.closer_id
             state.update(trainer=trainer, encoder=encoder,
