@@ -80,7 +80,7 @@ def test_make_fails_without_the_extra() -> None:
             "    print(isinstance(error, agentgym_envs.MissingExtraError), error)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}).stdout
-    assert out.startswith("True AgentGym/BabyAI-v0 needs 'minigrid'")
+    assert out.startswith("True AgentGym/BabyAI-v0 needs the Python module 'minigrid', which is not installed.")
     assert "pip install 'agentgym-rl[babyai]'" in out
 
 
