@@ -16,6 +16,7 @@ from agentgym_envs.core.episode import MAX_TURNS
 from agentgym_envs.core.loop import Agent, BaseAgent, Episode, Reply, run_episode
 from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_env_option, add_opening_argument, check_env_kwargs
 from agentgym_envs.core.tables import render_table
+from agentgym_envs.registration import REMOTE_ENV_ID
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -35,6 +36,8 @@ def cmd_list(args: argparse.Namespace) -> int:
                      str(len(spec.split("test"))), str(spec.max_turns), installed))
     print(render_table(("id", "scenario", "sub-task", "train", "test", "turns", "installed"), rows,
                        justify=("left", "left", "left", "right", "right", "right", "left")))
+    print(f"\nAlso {REMOTE_ENV_ID}: any id above, served by `agentgym serve` on another machine "
+          f"(gym.make(\"{REMOTE_ENV_ID}\", url=..., env_id=...); docs/server.md).")
     return 0
 
 
@@ -76,6 +79,8 @@ def cmd_play(args: argparse.Namespace) -> int:
         if not episode.info.get("valid_action", True):
             print("(invalid action: nothing happened)")
 
+    if args.agent == "human":
+        print("(type an action and press Enter; Ctrl-D or Ctrl-C stops: every line, 'quit' too, goes to the game)")
     try:
         trajectory = run_episode(env, Narrated(agent), item_id, seed=args.seed, on_step=show)
     except (EOFError, KeyboardInterrupt):

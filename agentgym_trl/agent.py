@@ -213,6 +213,7 @@ class ModelAgent(BaseAgent):
         stop = None
         if not output.stopped:
             t.cut_turns += 1
+            t.cut.append(len(t.turn_ends) + 1)  # this turn's number (turn_ends gets it below)
             if self.mask_truncated_turns and output.ids:
                 del t.env_mask[-len(output.ids) :]
                 t.env_mask.extend([0] * len(output.ids))

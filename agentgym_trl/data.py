@@ -61,7 +61,7 @@ def env_rows(
         if spec is None:
             raise ValueError(
                 f"{env_id} is not an {NAMESPACE} task, so it has no item splits: pass a train_dataset with "
-                "'env_id' and 'item_id' columns for it"
+                "'env_id' and 'item_id' columns for it (docs/own_env.md: train on your own env)"
             )
         items = spec.split(split)
         if not items:

@@ -162,7 +162,8 @@ TRL_PRIVATE_MEMBERS = (
 def env_reward(completions: list, env_reward: list[float] | None = None, **kwargs: Any) -> list[float]:
     """The env's outcome reward of each episode (sum of its rewards = final score in [0, 1])."""
     if env_reward is None:
-        raise ValueError("env_reward needs the rollout's 'env_reward' field: use it with AgentGRPOTrainer")
+        raise ValueError("env_reward needs the rollout's 'env_reward' field: use it with AgentGRPOTrainer, "
+                         "or with GRPOTrainer(rollout_func=agentgym_trl.trl_recipes.env_rollout_func(...))")
     return [float(r) for r in env_reward]
 
 
@@ -590,7 +591,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         if unsupported:  # these terms are normalised per call in TRL: splitting would change the loss
             if not self._micro_batching_warned:
                 logger.warning("micro_batch_tokens and skip_zero_advantage are ignored with %s: each batch trains "
-                               "whole", unsupported)
+                               "whole", " and ".join(unsupported))
                 self._micro_batching_warned = True
             return None
         lengths = row_lengths(inputs)

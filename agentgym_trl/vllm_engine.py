@@ -125,6 +125,10 @@ class EngineStats:
     weight_load_s: float = 0.0
 
 
+#: while the engine starts, a line on stderr every this many seconds says it still is
+STARTING_NOTE_S = 10.0
+
+
 class VLLMEngine:
     """One vLLM process serving one client; started by the constructor, stopped by ``close()`` (or at exit)."""
 
@@ -179,11 +183,20 @@ class VLLMEngine:
             index = torch.cuda.current_device()
             visible = [part for part in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if part]
             env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
+        started = time.monotonic()
+        # vLLM takes 15-30 s to start: say so, and that it is still going, instead of a silence
+        print(f"starting the vLLM engine process for {self.model} (usually 15-30 s; its log: {self._log_path})",
+              file=sys.stderr, flush=True)
         with open(self._log_path, "wb") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                              start_new_session=True)
-        deadline = time.monotonic() + options.start_timeout_s
+        deadline = started + options.start_timeout_s
+        next_note = started + STARTING_NOTE_S
         while self._connection is None:
+            if time.monotonic() >= next_note:
+                print(f"  still starting the vLLM engine ({time.monotonic() - started:.0f} s)", file=sys.stderr,
+                      flush=True)
+                next_note += STARTING_NOTE_S
             if self._process.poll() is not None:
                 raise EngineError(f"the vLLM engine {exit_status(self._process)} while starting:\n"
                                   f"{self.log_excerpt()}")
@@ -193,6 +206,8 @@ class VLLMEngine:
             if os.path.exists(address):
                 try:
                     self._connection = Client(address, family="AF_UNIX", authkey=authkey.encode())
+                    print(f"  the vLLM engine is ready ({time.monotonic() - started:.0f} s)", file=sys.stderr,
+                          flush=True)
                     continue
                 except (ConnectionRefusedError, FileNotFoundError):
                     pass

@@ -57,7 +57,7 @@ from agentgym_trl.vllm_engine import EngineOptions  # noqa: E402
 DEFAULTS = dict(
     output_dir="runs/grpo-default",
     env_ids=["AgentGym/TextCraft-Depth1-v0"],
-    max_turns_schedule="0:3,5:4",  # ScalingInter in miniature: 3 turns, then 4 from step 5 on
+    max_turns_schedule="0:3,5:4",  # ScalingInter in miniature: 3 turns for steps 1-5, then 4 (logged step 6 on)
     max_steps=10,
     per_device_train_batch_size=8,  # two tasks x a group of 4 rollouts per step
     num_generations=4,
@@ -122,6 +122,9 @@ class Parser(TrlParser):
     def __init__(self, *args, cli_fields: set[str] = frozenset(), **kwargs) -> None:
         # the usage line would list all ~300 flags (230 lines) before any help
         kwargs.setdefault("usage", "%(prog)s [--config FILE.yaml] [--OPTION VALUE ...]  (the project's options first)")
+        kwargs.setdefault("description", "With no arguments: the project's main job (docs/training.md). The defaults "
+                                         "shown are the main job's; where AgentGRPOConfig's own differs, the option "
+                                         "says so.")
         super().__init__(*args, **kwargs)
         self.cli_fields = set(cli_fields)
         # --help: the project's groups first, then TRL's and transformers' (argparse prints groups in list order)
@@ -138,7 +141,12 @@ class Parser(TrlParser):
         hints = get_type_hints(dtype)
         owners = [cls for cls in dtype.__mro__ if dataclasses.is_dataclass(cls)]
         groups = {}
-        for field in dataclasses.fields(dtype):
+
+        def late(field) -> tuple[bool, bool]:  # a group lists its own options first, overrides and deprecated last
+            declared = [cls for cls in owners if field.name in cls.__dict__.get("__annotations__", {})]
+            return "deprecated" in str(field.metadata.get("help", "")).lower()[:40], len(declared) > 1
+
+        for field in sorted(dataclasses.fields(dtype), key=late):
             if not field.init:
                 continue
             owner = next((cls for cls in owners if field.name in cls.__dict__.get("__annotations__", {})), dtype)
@@ -159,6 +167,19 @@ class Parser(TrlParser):
             print(f"note: --{' --'.join(sorted(on_cli))} on the command line replaces {', '.join(replaced)} "
                   "of the --config file", file=sys.stderr)
         return super().set_defaults_with_config(**config)
+
+
+def note_main_job_defaults(parser: Parser, defaults: dict) -> None:
+    """--help shows the main job's defaults; an option whose AgentGRPOConfig / StageArguments default differs
+    says so (``--beta``: 0.0 for the main job, the paper's 0.001 in the config)."""
+    import dataclasses
+
+    own = {field.name: field.default for dtype in (AgentGRPOConfig, StageArguments)
+           for field in dataclasses.fields(dtype) if field.default is not dataclasses.MISSING}
+    for action in parser._actions:
+        if action.dest in defaults and action.dest in own and own[action.dest] != defaults[action.dest]:
+            note = f"(AgentGRPOConfig's default: {own[action.dest]!r}; the main job's below)".replace("%", "%%")
+            action.help = f"{action.help or ''} {note}".strip()
 
 
 def check_report_to(args: AgentGRPOConfig) -> None:
@@ -184,6 +205,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[AgentGRPOConfig, StageArg
     if "beta" in given:  # skipping zero-advantage rows is exact only at beta 0 (the config refuses it otherwise)
         defaults.pop("skip_zero_advantage")
     parser.set_defaults(**defaults)
+    note_main_job_defaults(parser, defaults)
     try:
         training_args, stage_args, model_args = parser.parse_args_and_config(args=argv)
     except ScheduleError as error:  # e.g. two budgets on the command line: one line, not a traceback

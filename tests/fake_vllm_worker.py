@@ -40,6 +40,7 @@ def main() -> None:
         noise(3)
         sys.stdout.flush()
         os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(float(os.environ.get("FAKE_VLLM_START_DELAY", "0")))  # vLLM's start takes a while
     with Listener(args.address, family="AF_UNIX", authkey=os.environb[b"AGENTGYM_VLLM_AUTHKEY"]) as listener:
         print("fake worker ready", flush=True)
         with listener.accept() as connection:

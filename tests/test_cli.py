@@ -17,7 +17,9 @@ def test_list_shows_every_id(capsys) -> None:
     assert family["test"] == 100 and textcraft["AgentGym/TextCraft-Depth4-v0"]["turns"] == 30
     assert family["sub-task"] is None and depth1["sub-task"] == "Depth1" and depth1["train"] > 0
     assert all(row["installed"] is True and row["install"] is None for row in textcraft.values())
-    assert main(["list"]) == 0 and "AgentGym/TextCraft-Depth2-v0" in capsys.readouterr().out
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "AgentGym/TextCraft-Depth2-v0" in out and "Also AgentGym/Remote-v0: any id above" in out
 
 
 def test_play_with_the_oracle(capsys) -> None:
@@ -38,6 +40,7 @@ def test_play_as_a_human(monkeypatch, capsys) -> None:
     assert main(["play", "AgentGym/TextCraft-Depth1-v0", "--item-id", "0"]) == 130
     out = capsys.readouterr().out
     assert "Inventory: You are not carrying anything." in out and "Could not execute dance" in out
+    assert "Ctrl-D or Ctrl-C stops" in out.splitlines()[0]  # said before the game starts
 
 
 def test_solve_reports_success_rate(capsys) -> None:

@@ -156,3 +156,29 @@ def test_render_ansi_shows_last_action_and_observation() -> None:
     env.step("inventory")
     assert env.render() == "> inventory\nInventory: You are not carrying anything.\n"
     env.close()
+
+
+def test_a_missing_module_is_named_in_grammatical_english() -> None:
+    """Issue 49: "needs 'a', 'b', which is not installed" and a server told "this environment needs 'fastapi'"."""
+    from agentgym_envs.core.extras import MissingExtraError, not_installed, require
+
+    assert not_installed(["english_words", "wordfreq"]) == (
+        "the Python modules 'english_words' and 'wordfreq', which are not installed")
+    assert not_installed(["wordfreq"]) == "the Python module 'wordfreq', which is not installed"
+    with pytest.raises(MissingExtraError) as error:
+        require("agentgym_no_such_module", extra="server")
+    assert str(error.value).startswith("The Python module 'agentgym_no_such_module' is not installed (it comes with "
+                                       "the [server] extra). Install it with: pip install 'agentgym-rl[server]'")
+
+
+def test_textspace_holds_any_text_where_gymnasiums_text_does_not() -> None:
+    """docs/envs/index.md: why the spaces are TextSpace, not spaces.Text."""
+    from gymnasium import spaces
+
+    from agentgym_envs.core import TextSpace
+
+    reply = "Thought: wood first.\nAction: get 1 oak log — ok?"
+    assert TextSpace(100).contains(reply) and not spaces.Text(100).contains("Action: get 1 oak log")
+    assert not TextSpace(10).contains(reply) and not TextSpace(100).contains(b"bytes")
+    sample = TextSpace(100, seed=0).sample()
+    assert sample.replace("\n", " ").isprintable() and len(sample) <= 64

@@ -80,3 +80,11 @@ def test_callback_warns_loudly_on_truncation_and_writes_json_lines(tmp_path, cap
     assert "60% of the episodes at step 2 hit a token limit" in caplog.text and "max_turn_tokens" in caplog.text
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [line["step"] for line in lines] == [1, 2] and lines[1][TRUNCATED_METRIC] == 0.6
+
+
+def test_a_stage_starts_after_its_step_count_of_finished_steps() -> None:
+    """docs/training.md: the main job's ``0:3,5:4`` gives logged steps 1-5 three turns and steps 6-10 four (a step's
+    budget is read at ``global_step`` = the steps finished before it; the logs number that step global_step + 1)."""
+    schedule = TurnSchedule.parse("0:3,5:4")
+    budgets = {global_step + 1: schedule.at(global_step) for global_step in range(10)}
+    assert [logged for logged, turns in budgets.items() if turns == 4] == [6, 7, 8, 9, 10]

@@ -60,6 +60,13 @@ class Rule:
         return re.search(self.pattern, snippet.code) is not None
 
 
+#: the docs' training examples load SmolLM2; the tests train them on the tiny random model of tests/tiny_model.py
+SMOLLM2 = ("model = AutoModelForCausalLM.from_pretrained(default_model_path())\n"
+           "tokenizer = AutoTokenizer.from_pretrained(default_model_path())")
+TINY_MODEL = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+              "from tiny_model import tiny_model, tiny_tokenizer\n"
+              "tokenizer = tiny_tokenizer(); model = tiny_model(tokenizer)")
+
 RULES = [
     # the quick start's setup and jobs
     Rule(r"^bash scripts/setup\.sh && accelerate launch examples/grpo\.py$", skip=LONG_RUN),
@@ -106,6 +113,9 @@ RULES = [
     # a human at the terminal: one move, then the terminal closes (Ctrl-D ends the game with 130)
     Rule(r"^agentgym play AgentGym/TextCraft-Depth2-v0$", stdin="inventory\n", exit_codes=(130,)),
     Rule(r"^agentgym serve ", serve=True, needs=("fastapi", "uvicorn")),
+    Rule(r"\"Qwen/Qwen3-0\.6B\"", skip="downloads Qwen3; covered by tests/test_trl_recipes.py (a tiny model, Qwen3's "
+                                     "template)"),
+    Rule(r"from_pretrained\(default_model_path\(\)\)", replace=((SMOLLM2, TINY_MODEL),), needs=("trl",)),
     Rule(r"check_text_env\(\"AgentGym/MyEnv-v0\"\)", replace=(("AgentGym/MyEnv-v0", "AgentGym/TextCraft-Depth1-v0"),)),
     Rule(r"AgentGym/WebArena-v0", needs=("selenium",)),
     Rule(r"scripts/behaviour_fingerprint\.py",
@@ -275,6 +285,19 @@ def test_relative_links_resolve(document: Path) -> None:
         elif anchor and resolved.suffix == ".md" and anchor not in anchors_of(resolved):
             broken.append(target)
     assert not broken, f"{document.relative_to(ROOT)}: broken links {broken}"
+
+
+def test_links_stay_in_the_site() -> None:
+    """A page of the site (docs/) links only to pages and figures in docs/: a relative link to a repository file
+    (``../README.md``, ``../examples/...``) resolves in a checkout but is a 404 on the built site."""
+    site = (ROOT / "docs").resolve()
+    leaving = []
+    for document in sorted(site.rglob("*.md")):
+        for target in LINK.findall(FENCE_ANY.sub("", document.read_text(encoding="utf-8"))):
+            path = target.partition("#")[0]
+            if path and not re.match(r"^[a-z]+:", path) and site not in (document.parent / path).resolve().parents:
+                leaving.append(f"{document.relative_to(ROOT)} -> {target}")
+    assert not leaving, f"links that leave the site (name the file as `code` instead): {leaving}"
 
 
 def test_readme_is_a_front_page() -> None:

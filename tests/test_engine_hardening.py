@@ -72,6 +72,16 @@ def test_an_engine_starts_and_closes_under_a_long_tmpdir(tmp_path, monkeypatch, 
     assert not any(folder.exists() for folder in folders)
 
 
+def test_a_starting_engine_says_so_until_it_is_ready(fake_engine, monkeypatch, capfd) -> None:
+    """No silence while vLLM starts (issue 49): a line when it starts, one every STARTING_NOTE_S, one when ready."""
+    monkeypatch.setattr(vllm_engine, "STARTING_NOTE_S", 0.2)
+    monkeypatch.setenv("FAKE_VLLM_START_DELAY", "0.7")
+    engine = fake_engine()
+    err = capfd.readouterr().err
+    assert f"starting the vLLM engine process for {engine.model}" in err and str(engine._log_path) in err
+    assert "still starting the vLLM engine" in err and "the vLLM engine is ready" in err.splitlines()[-1]
+
+
 def test_an_engine_that_fails_to_start_says_how_it_ended_and_quotes_the_error_first(fake_engine) -> None:
     with pytest.raises(EngineError) as error:
         fake_engine("crash")

@@ -225,6 +225,34 @@ def test_a_run_folder_of_another_agent_is_not_mixed_in(tmp_path) -> None:
         evaluate(make_agent("random"), [DEPTH1], tmp_path, limit=1, progress=False)
 
 
+def test_a_folder_of_other_settings_is_refused_before_the_agent_loads(tmp_path, monkeypatch, capsys) -> None:
+    """`agentgym eval` names each differing setting and never loads the model for a refusal (issue 49)."""
+    from agentgym_envs.evaluation import commands
+
+    out = tmp_path / "run"
+    (out).mkdir()
+    model = {"kind": "model", "model": "/m", "weights": "abc", "temperature": 0.0, "engine": "hf",
+             "max_turn_tokens": 256, "max_context_tokens": 4096, "bf16": False}
+    (out / "run.json").write_text(json.dumps({"agent": model, "split": "test"}))
+
+    class Loaded(Exception):
+        pass
+
+    def load(args):
+        raise Loaded
+
+    monkeypatch.setattr(commands, "make_eval_agent", load)
+    command = ["eval", "--model", "/m", "--env", DEPTH1, "--out", str(out), "--no-progress"]
+    assert main([*command, "--n-samples", "4", "--max-turn-tokens", "64", "--split", "train"]) == 2
+    error = capsys.readouterr().err
+    assert "temperature: 0.0 -> 1.0" in error and "max_turn_tokens: 256 -> 64" in error
+    assert "split: test -> train" in error and "engine" not in error
+    with pytest.raises(Loaded):  # the same settings pass (the agent then checks the weights)
+        main(command)
+    assert main(["eval", "--agent", "random", "--env", DEPTH1, "--out", str(out), "--no-progress"]) == 2
+    assert "kind: model -> random" in capsys.readouterr().err
+
+
 # ---- a local HF model through run_rollout --------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> Path:

@@ -80,7 +80,7 @@ def test_make_fails_without_the_extra() -> None:
             "    print(isinstance(error, agentgym_envs.MissingExtraError), error)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}).stdout
-    assert out.startswith("True AgentGym/BabyAI-v0 needs 'minigrid'")
+    assert out.startswith("True AgentGym/BabyAI-v0 needs the Python module 'minigrid', which is not installed.")
     assert "pip install 'agentgym-rl[babyai]'" in out
 
 
@@ -169,6 +169,14 @@ def test_grpo_help_groups_the_projects_options_first(grpo) -> None:
     text = parser.format_help()
     assert text.index("--max_turns ") < text.index("--clone_episodes") < text.index("--learning_rate ")
     assert "(default: " in text
+    first = next(action for action in parser._action_groups[2]._group_actions)
+    assert "deprecated" not in (first.help or "").lower(), first.option_strings  # not --gradient_checkpointing
+    parser.set_defaults(**grpo.DEFAULTS)
+    grpo.note_main_job_defaults(parser, grpo.DEFAULTS)
+    text = " ".join(parser.format_help().split())
+    assert "With no arguments: the project's main job" in text
+    assert "(AgentGRPOConfig's default: 0.001; the main job's below) (default: 0.0)" in text  # --beta
+    assert text.index("--env_ids") < text.index("--beta ") < text.index("--gradient_checkpointing ")
 
 
 # 7. endpoint retries are logged, a refused connection fails at once
@@ -317,6 +325,31 @@ def test_eval_bar_shows_turns_playing_episodes_and_tokens_per_second(tmp_path, m
     assert main(["eval", "--agent", "oracle", "--env", "AgentGym/Maze-v0", "--limit", "1",
                  "--out", str(tmp_path / "bar")]) == 0
     assert calls  # the evaluation's bar is fed every env step
+
+
+
+def test_eval_bar_moves_within_a_turn(tmp_path, monkeypatch) -> None:
+    """Issue 49: a model's turn can take a minute; the bar ticks meanwhile, with the seconds since the last steps."""
+    import time
+    from types import SimpleNamespace
+
+    from agentgym_envs.agents import make_agent
+    from agentgym_envs.evaluation import runner
+
+    shown = []
+    progress = runner.TurnProgress(SimpleNamespace(set_postfix=lambda fields: shown.append(dict(fields))), 0.05)
+    progress.start_batch(2)
+    with progress.ticking():
+        time.sleep(0.4)  # a slow turn: no env step ends
+    assert len(shown) >= 3 and shown[-1]["turn"] == "0" and shown[-1]["last step"].endswith(" s ago")
+    ticks = []
+    monkeypatch.setattr(runner.TurnProgress, "tick", lambda self: ticks.append(1))
+    monkeypatch.setattr(runner, "PROGRESS_INTERVAL_S", 0.01)
+    slow = make_agent("oracle")
+    act = slow.act
+    slow.act = lambda episodes: (time.sleep(0.05), act(episodes))[1]
+    runner.evaluate(slow, ["AgentGym/Maze-v0"], tmp_path, limit=1, progress=True)
+    assert ticks  # evaluate ticks the bar while the agent thinks
 
 
 # 4. the flag the docs name gives the feedback an invalid action lacks by default

@@ -281,6 +281,9 @@ def test_per_turn_token_limit_ends_cleanly_and_policies() -> None:
     # the episodes played on, but the cut turns are still counted (they drive the truncation warning)
     assert sum(t.cut_turns for t in stepped.trajectories) > 0
     assert all(t.token_truncated == (t.cut_turns > 0) for t in stepped.trajectories)
+    for t in stepped.trajectories:  # which turns were cut reaches the record (the viewer marks them)
+        assert len(t.cut) == t.cut_turns and all(1 <= turn <= t.turns for turn in t.cut)
+        assert t.to_record().get("cut", []) == t.cut
 
 
 def test_context_limit_ends_cleanly() -> None:

@@ -696,3 +696,13 @@ def test_sheet_rows_and_columns_stay_within_a_to_z(sheet: SheetService) -> None:
     assert max(len(row) for row in sheet.get_all_values()) == 26
     with pytest.raises(ToolError, match="at most 26 columns"):
         sheet.insert_cols([["h"]], 1)
+
+
+def test_agentgyms_examples_line_is_kept_without_upstreams_example() -> None:
+    """docs/envs/tools.md: the line is AgentGym's; its worked example (for upstream's web APIs) is left out."""
+    for detailed in (False, True):
+        env = gym.make("AgentGym/Weather-v0", detailed_instruction=detailed)
+        _, info = env.reset(options={"split": "test", "index": 0})
+        assert ("Please refer to the format of examples below" in info["instruction"]) is not detailed
+        assert "Here is an example" not in info["instruction"]
+        env.close()

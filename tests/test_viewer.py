@@ -186,3 +186,19 @@ def test_non_finite_numbers_do_not_empty_the_page(run_dir, browser, tmp_path) ->
     driver.get(write_viewer(run).as_uri())
     assert int(driver.find_element(By.ID, "total").text) == len(records)
     assert "return NaN" in driver.find_elements(By.CSS_SELECTOR, "#list details.episode")[0].text
+
+
+def test_a_turn_cut_by_the_token_limit_is_marked(run_dir, browser, tmp_path) -> None:
+    """Issue 49: the viewer says which turns a token limit cut (the record's ``cut``)."""
+    from selenium.webdriver.common.by import By
+
+    records = [json.loads(line) for line in (run_dir / "trajectories.jsonl").read_text().splitlines()]
+    records[0]["cut"] = [1]
+    run = tmp_path / "cut"
+    run.mkdir()
+    (run / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    driver = browser.driver
+    driver.get(write_viewer(run).as_uri())
+    cards = driver.find_elements(By.CSS_SELECTOR, "#list details.episode")
+    texts = [open_episode(driver, card).text for card in cards[:2]]
+    assert texts[0].count("cut at the token limit") == 1 and "cut at the token limit" not in texts[1]

@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
-from agentgym_envs.core.extras import MissingExtraError
+from agentgym_envs.core.extras import MissingExtraError, not_installed
 from agentgym_envs.core.parsers import ParsedAction, parse_react
 from agentgym_envs.core.safety import valid_utf8
 from agentgym_envs.core.spaces import TextSpace
@@ -112,8 +112,8 @@ class TextEnv(gym.Env[str, str]):
             raise ValueError(f"{task_id} belongs to family {self.task.family!r}, not {self.family!r}")
         if not self.task.extra_installed():  # at make, not at the first reset (Gymnasium's convention)
             missing = [module for module in self.task.requires if importlib.util.find_spec(module) is None]
-            raise MissingExtraError(f"{task_id} needs {', '.join(map(repr, missing))}, which is not installed. "
-                                    f"Install it with: {self.task.install_hint}")
+            raise MissingExtraError(f"{task_id} needs {not_installed(missing)}. Install it with: "
+                                    f"{self.task.install_hint}")
         self.render_mode = render_mode
         self.default_split = default_split
         self.observation_space = TextSpace(self.max_observation_length)

@@ -17,6 +17,7 @@ it or its record. The record (``Trajectory.to_record``) is one JSON object per e
 ``prompt_messages``    how many leading messages are the opening (the prompt, never trained on)
 ``final_observation``  the env's answer to the last action (not shown to the agent), or null
 ``actions``            every response, one per turn (a response cut by a token limit included)
+``cut``                the turns (1 = the first) whose response a token limit cut, when any was (model agents)
 ``rewards``, ``valid``, ``scores``
                        per env step: reward, ``info["valid_action"]``, ``info["score"]``
 ``return``             the sum of ``rewards`` (the outcome score in [0, 1])
@@ -119,6 +120,7 @@ class Trajectory:
     logprobs: list[float] = field(default_factory=list)
     turn_ends: list[int] = field(default_factory=list)
     cut_turns: int = 0
+    cut: list[int] = field(default_factory=list)  # which turns (1-based) a token limit cut
     template_fallbacks: int = 0
 
     # ---- what the loop records -----------------------------------------------------------------
@@ -224,5 +226,6 @@ class Trajectory:
             "info": {"success": self.success, "score": self.score, "stop_reason": self.stop_reason},
             "timing": {name: round(value, 4) for name, value in self.timing.items()},
             "time": now_iso(),
+            **({"cut": list(self.cut)} if self.cut else {}),
             **extra,
         }

@@ -18,8 +18,16 @@ class MissingExtraError(ImportError, DependencyNotInstalled):
 
 
 def _missing(what: str, extra: str) -> MissingExtraError:
-    return MissingExtraError(f"this environment needs {what}, which is not installed. "
+    return MissingExtraError(f"{what} is not installed (it comes with the [{extra}] extra). "
                              f"Install it with: pip install 'agentgym-rl[{extra}]'")
+
+
+def not_installed(modules: list[str]) -> str:
+    """``"the Python module 'a', which is not installed"``, or ``"the Python modules 'a' and 'b', which are ..."``."""
+    names = [repr(module) for module in modules]
+    if len(names) == 1:
+        return f"the Python module {names[0]}, which is not installed"
+    return f"the Python modules {', '.join(names[:-1])} and {names[-1]}, which are not installed"
 
 
 def require(module: str, extra: str) -> ModuleType:
@@ -27,7 +35,7 @@ def require(module: str, extra: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as error:
-        raise _missing(f"the Python module {module!r}", extra) from error
+        raise _missing(f"The Python module {module!r}", extra) from error
 
 
 def distribution_version(distribution: str, extra: str) -> str:
@@ -39,4 +47,4 @@ def distribution_version(distribution: str, extra: str) -> str:
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError as error:
-        raise _missing(f"the package {distribution!r}", extra) from error
+        raise _missing(f"The package {distribution!r}", extra) from error

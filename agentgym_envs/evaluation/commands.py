@@ -21,7 +21,14 @@ from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_env_option, a
 from agentgym_envs.core.loop import Agent
 from agentgym_envs.evaluation.metrics import format_scaling, format_table, has_scaling
 from agentgym_envs.evaluation.plots import PlotError, plot_run
-from agentgym_envs.evaluation.runner import SUMMARY_FILE, EvalError, ForeignRun, evaluate
+from agentgym_envs.evaluation.runner import (
+    SUMMARY_FILE,
+    EvalError,
+    ForeignRun,
+    evaluate,
+    foreign_run_error,
+    run_differences,
+)
 from agentgym_envs.evaluation.viewer import write_viewer
 from agentgym_envs.server.hosts import SERVERS_VARIABLE, served_envs
 
@@ -55,6 +62,25 @@ def temperature_of(args: argparse.Namespace) -> float:
     if args.temperature is not None:
         return args.temperature
     return 0.0 if args.n_samples == 1 else 1.0
+
+
+def flag_settings(args: argparse.Namespace, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """The run settings the flags alone say (a subset of what the agent will describe, known before it loads), so a
+    folder that holds another run is refused at once instead of after a model loads."""
+    temperature = temperature_of(args)
+    if args.endpoint:
+        settings: dict[str, Any] = {"kind": "endpoint", "model": args.model, "temperature": temperature,
+                                    "max_tokens": args.max_turn_tokens}
+    elif args.model:
+        settings = {"kind": "model", "temperature": temperature, "engine": args.engine,
+                    "max_turn_tokens": args.max_turn_tokens, "max_context_tokens": args.max_context_tokens}
+        if args.bf16 is not None:
+            settings["bf16"] = args.bf16
+    else:
+        settings = {"kind": args.agent, **({"seed": args.seed} if args.agent == "random" else {})}
+    settings["env_kwargs"] = dict(env_kwargs) if env_kwargs else None
+    settings["merged_first_turn"] = True if args.merged_first_turn else None
+    return settings
 
 
 def make_eval_agent(args: argparse.Namespace) -> Agent:
@@ -116,6 +142,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             check_env_kwargs(env_id, env_kwargs)
     except ValueError as error:
         return fail(str(error))
+    changes = run_differences(out, {"agent": flag_settings(args, env_kwargs), "split": args.split}, known_only=True)
+    if changes:  # before a model loads (tens of seconds), not after
+        return fail(str(foreign_run_error(out, changes)))
     agent = None
     previous_handler = _stop_on_sigterm()
     try:

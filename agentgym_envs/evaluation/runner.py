@@ -11,8 +11,10 @@ batch's records to the log at once and writes ``summary.json``, also when interr
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,10 @@ class UnfinishedBatch(EvalError):
         self.finished = finished
 
 
+#: how often the eval bar is refreshed, within a turn too
+PROGRESS_INTERVAL_S = 1.0
+
+
 class TurnProgress:
     """An ``on_step`` callback that shows a batch's progress turn by turn on the eval bar (turn, episodes still
     playing, model tokens per second), so a model taking seconds a turn never looks stuck at ``0/N``."""
@@ -54,13 +60,14 @@ class TurnProgress:
 
     def start_batch(self, size: int) -> None:
         """A new batch of ``size`` episodes: its clock, turn and token counts start again."""
-        self.started = self.shown = time.perf_counter()
+        self.started = self.shown = self.turn_started = time.perf_counter()
         self.active, self.turn = size, 0
         self.tokens: dict[int, int] = {}
 
     def __call__(self, episode: Any, observation: str, reward: float, ended: bool) -> None:
         trajectory = episode.trajectory
-        self.turn = max(self.turn, len(trajectory.actions))
+        if len(trajectory.actions) > self.turn:  # the first step of a new turn: the next turn's clock starts
+            self.turn, self.turn_started = len(trajectory.actions), time.perf_counter()
         self.tokens[id(episode)] = trajectory.tokens or 0
         if ended:
             self.active -= 1
@@ -69,9 +76,35 @@ class TurnProgress:
             self.shown = now
             self.show(now)
 
+    def tick(self) -> None:
+        """Between steps (``ticking``): show the progress again, with the seconds the running turn has taken."""
+        now = time.perf_counter()
+        if now - self.shown >= self.interval:
+            self.shown = now
+            self.show(now)
+
+    @contextmanager
+    def ticking(self) -> Iterator[None]:
+        """While the block runs, ``tick`` every ``interval`` seconds from a thread, so the bar moves within a turn
+        (a model's turn can take a minute) and not only when its steps end."""
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(self.interval):
+                self.tick()
+
+        thread = threading.Thread(target=run, name="agentgym-eval-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
     def show(self, now: float) -> None:
-        """Update the progress bar's turn, episodes playing and tokens per second."""
-        fields = {**self.postfix, "turn": str(self.turn), "playing": str(self.active)}
+        """Update the progress bar: turns done, episodes playing, seconds since the last turn's steps, tokens/s."""
+        fields = {**self.postfix, "turn": str(self.turn), "playing": str(self.active),
+                  "last step": f"{now - self.turn_started:.0f} s ago"}
         tokens = sum(self.tokens.values())
         if tokens:
             fields["tok/s"] = f"{tokens / max(now - self.started, 1e-9):.1f}"
@@ -147,19 +180,41 @@ def plan_jobs(env_ids: Sequence[str], split: str, n_samples: int, max_turns: Seq
     return list(dict.fromkeys(jobs))  # an env or budget named twice (or None = the cap given again) plays once
 
 
+def run_differences(out_dir: str | Path, run_info: dict[str, Any], known_only: bool = False) -> list[str]:
+    """How the run recorded in ``out_dir`` differs from ``run_info`` (``{"agent": ..., "split": ...}``): one
+    ``"setting: was -> now"`` per differing setting, none when the folder holds no run or the same one.
+
+    ``known_only`` compares only the settings ``run_info`` names (``agentgym eval`` checks the ones its flags say
+    before it loads the agent, which adds the rest, e.g. the weights' fingerprint).
+    """
+    path = Path(out_dir) / RUN_FILE
+    if not path.is_file():
+        return []
+    previous = json.loads(path.read_text(encoding="utf-8"))
+    was = {**(previous.get("agent") or {}), "split": previous.get("split")}
+    now = {**run_info["agent"], "split": run_info["split"]}
+    names = now if known_only else sorted(set(was) | set(now), key=lambda name: (name == "split", name))
+    return [f"{name}: {_shown(was.get(name))} -> {_shown(now.get(name))}" for name in names
+            if was.get(name) != now.get(name)]
+
+
+def _shown(value: Any) -> str:
+    text = "(unset)" if value is None else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def foreign_run_error(out_dir: str | Path, changes: Sequence[str]) -> ForeignRun:
+    """The refusal of a folder that holds another run, naming what differs."""
+    return ForeignRun(f"{out_dir} holds a run of another agent or settings (it differs in {'; '.join(changes)}); "
+                      "give another --out to start a new run, or the run's own settings to resume it")
+
+
 def _check_run_file(out_dir: Path, run_info: dict[str, Any]) -> None:
     path = out_dir / RUN_FILE
     if path.is_file():
-        previous = json.loads(path.read_text(encoding="utf-8"))
-        if previous.get("agent") != run_info["agent"] or previous.get("split") != run_info["split"]:
-            was, now = previous.get("agent") or {}, run_info["agent"]
-            changed = sorted(key for key in set(was) | set(now) if was.get(key) != now.get(key))
-            if previous.get("split") != run_info["split"]:
-                changed.append("split")
-            raise ForeignRun(
-                f"{out_dir} holds a run of another agent or split (it differs in {', '.join(changed)}: "
-                f"{previous.get('agent')}, {previous.get('split')}); give another --out to start a new run"
-            )
+        changes = run_differences(out_dir, run_info)
+        if changes:
+            raise foreign_run_error(out_dir, changes)
     else:
         out_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(run_info, indent=1) + "\n", encoding="utf-8")
@@ -207,14 +262,15 @@ def evaluate(agent: Agent, env_ids: Sequence[str], out_dir: str | Path, *, split
     successes, finished = sum(bool(r["info"]["success"]) for r in saved), len(saved)
     interrupted = False
     bar = tqdm(total=len(jobs), initial=len(jobs) - len(pending), desc="eval", unit="ep", disable=not progress)
-    turns = TurnProgress(bar) if progress else None
+    turns = TurnProgress(bar, PROGRESS_INTERVAL_S) if progress else None
     try:
         for batch in _batches(pending, agent.batch_size):
             pool.drop_other_budgets({batch[0].max_turns})
             if turns is not None:
                 turns.start_batch(len(batch))
             try:
-                records = play_records(agent, pool, batch, merged_first_turn, on_step=turns)
+                with turns.ticking() if turns is not None else nullcontext():
+                    records = play_records(agent, pool, batch, merged_first_turn, on_step=turns)
             except UnfinishedBatch as error:  # the episodes that ended are kept: a rerun plays only the others
                 log.append(error.finished)
                 raise

@@ -26,7 +26,7 @@ VIEW_FILE = "trajectories.html"
 
 # Fields the page needs; the rest of a record (timing, ...) is dropped to keep the page small.
 VIEW_FIELDS = ("env_id", "subtask", "item_id", "sample", "max_turns", "agent", "messages", "prompt_messages",
-               "final_observation", "rewards", "valid", "return", "turns", "tokens", "info", "step", "mode")
+               "final_observation", "rewards", "valid", "cut", "return", "turns", "tokens", "info", "step", "mode")
 
 STYLE = """
 :root {
@@ -159,7 +159,8 @@ function rewardTag(ep, turn, msg) {
   const valid = !ep.valid || ep.valid[turn - 1] !== false;
   if (!valid) msg.classList.add('invalid');
   const cls = 'reward' + (reward > 0 ? ' pos' : '') + (valid ? '' : ' invalid');
-  return el('span', cls, (valid ? '' : 'invalid action  ') + 'reward ' + reward.toFixed(3));
+  const cut = Array.isArray(ep.cut) && ep.cut.includes(turn) ? 'cut at the token limit  ' : '';
+  return el('span', cls, cut + (valid ? '' : 'invalid action  ') + 'reward ' + reward.toFixed(3));
 }
 
 function conversation(ep) {
