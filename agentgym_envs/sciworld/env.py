@@ -127,8 +127,8 @@ class SciWorldEnv(TextEnv):
     """A ScienceWorld task (type and variation) in the simulator's own text, in a JVM the env owns.
 
     Actions:
-        ScienceWorld's commands (``look around``, ``open door to kitchen``, ``pick up thermometer``, ``focus on
-        ...``, ``wait``, ...) as the simulator parses them. An empty command and ``check valid actions`` go to
+        ScienceWorld's commands (``look around``, ``open door to kitchen``, ``pick up thermometer``,
+        ``focus on ...``, ``wait``, ...) as the simulator parses them. An empty command and ``check valid actions`` go to
         the simulator, which answers "No known action matches that input." (``extra_feedback=True``: an empty
         command is refused with an explanation and ``check valid actions`` lists the valid commands).
 
