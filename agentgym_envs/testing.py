@@ -223,6 +223,10 @@ def check_bad_actions(env_id: str) -> None:
     """Malformed and foreign responses give ``valid_action=False`` feedback; the episode stays playable."""
     spec = get_task(env_id)
     env = gym.make(env_id).unwrapped  # no TimeLimit: the episode must survive all the bad turns
+    kwargs = getattr(type(env), "bad_action_check_kwargs", {})
+    if kwargs:  # an upstream game that counts bad actions as moves: checked with its option that does not
+        env.close()
+        env = gym.make(env_id, **kwargs).unwrapped
     try:
         obs, info = env.reset(seed=0, options={"split": "test", "index": 0})
         responses = dict(BAD_RESPONSES)

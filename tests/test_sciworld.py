@@ -136,7 +136,7 @@ def test_observation_reward_and_info(family_env: gym.Env) -> None:
 def test_bad_input_gets_feedback(family_env: gym.Env) -> None:
     family_env.reset(options={"item_id": load_splits("sciworld")["Find"]["test"][0]})
     cases = {
-        "": "empty",
+        "": "No known action matches that input.",  # AgentGym's server sends the empty command to the simulator
         "Action: " + "open " * 80: "characters long",
         "Action: 拿起温度计": "plain English",
         "Action: reset task": "not available",
@@ -146,7 +146,14 @@ def test_bad_input_gets_feedback(family_env: gym.Env) -> None:
         obs, reward, terminated, truncated, info = family_env.step(response)
         assert expected in obs, f"{response[:30]!r} -> {obs[:200]!r}"
         assert info["valid_action"] is False and reward == 0.0 and not terminated and not truncated
-    obs, _, _, _, info = family_env.step("Action: check valid actions")
+    obs, _, _, _, info = family_env.step("Action: check valid actions")  # not a simulator command
+    assert obs == "No known action matches that input." and not info["valid_action"]
+    ours = gym.make(FAMILY_ID, extra_feedback=True)
+    ours.reset(options={"item_id": load_splits("sciworld")["Find"]["test"][0]})
+    obs, _, _, _, info = ours.step("")
+    assert "empty" in obs and not info["valid_action"]
+    obs, _, _, _, info = ours.step("Action: check valid actions")
+    ours.close()
     lines = obs.splitlines()
     assert info["valid_action"] and lines[0] == "Valid actions:" and len(lines) > 5 and "reset task" not in lines
     for item in load_splits("sciworld")["Find"]["test"]:  # a start room with several doors

@@ -3,6 +3,7 @@ splits."""
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -51,12 +52,25 @@ def test_agentgym_game_guesses_invalid_words_and_the_six_attempts(env) -> None:
     guess = "crane" if answer != "crane" else "house"
     obs, reward, terminated, _, info = env.step(f"Thought:\nA common opener.\n\nAction:\n{' '.join(guess)}")
     assert obs == agentgym_feedback(guess, answer) and info["valid_action"] and reward == 0.0 and not terminated
-    for response in ("guess crane", "CRANE", "cat", "qzxvw", "Action: c r a n e s"):
+    for response in ("guess crane", "CRANE", "cat", "qzxvw"):
         obs, reward, terminated, _, info = env.step(response)
         assert obs == "invalid word" and not info["valid_action"] and reward == 0.0 and not terminated
-    assert info["guesses_left"] == 5  # an invalid word uses no attempt here (LMRL-Gym: it does; docs/fidelity.md)
-    env = env.unwrapped
-    wrong = [w for w in ["house", "water", "apple", "light", "music", "world"] if w not in (answer, guess)][:5]
+    assert info["guesses_left"] == 1  # an invalid word uses an attempt, as in LMRL-Gym
+    obs, reward, terminated, _, info = env.step("Action: c r a n e s")  # the sixth attempt ends the game
+    assert obs == "invalid word" and terminated and not info["success"] and reward == 0.0
+
+
+def test_free_invalid_guesses_keeps_the_six_attempts_for_words() -> None:
+    from agentgym_envs.wordle.env import agentgym_feedback
+
+    env = gym.make("AgentGym/Wordle-v0", free_invalid_guesses=True).unwrapped
+    env.reset(options={"split": "test", "index": 2})
+    answer = env.answer
+    for response in ("guess crane", "CRANE", "cat", "qzxvw", "Action: c r a n e s", "house!"):
+        obs, reward, terminated, _, info = env.step(response)
+        assert obs == "invalid word" and not info["valid_action"] and reward == 0.0 and not terminated
+    assert info["guesses_left"] == 6
+    wrong = [w for w in ["house", "water", "apple", "light", "music", "world", "crane"] if w != answer][:6]
     for word in wrong:
         obs, reward, terminated, _, info = env.step(" ".join(word))
     assert obs == agentgym_feedback(wrong[-1], answer) and terminated and not info["success"] and reward == 0.0

@@ -31,7 +31,8 @@ import numpy as np
 from agentgym_envs.alfworld import generator
 from agentgym_envs.alfworld.engine import AlfredEngine
 from agentgym_envs.alfworld.expert import TOOLS, Goal, World, next_command, parse_goal
-from agentgym_envs.core import Outcome, Start, TextEnv, normalize_command, require
+from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, normalize_command, require
+from agentgym_envs.core.parsers import agentgym_react_action, parse_react
 
 INSTRUCTION = """Solve a task by interacting with a household. Imagine you are an intelligent agent in a household \
 environment whose target is to carry out actions that complete the task goal. At the start you are given a detailed \
@@ -121,7 +122,8 @@ class ALFWorldEnv(TextEnv):
     Actions:
         ALFWorld's commands (``go to X``, ``take X from Y``, ``put X in/on Y``, ``open X``, ``close X``, ``use X``,
         ``clean/heat/cool X with Y``, ``examine X``, ``inventory``, ``look``), run only as admissible commands
-        are spelled; the admissible ones are in ``info["available_actions"]``.
+        are spelled; the admissible ones are in ``info["available_actions"]``. Anything else, an empty
+        action included, gets TextWorld's "Nothing happens." (``extra_feedback=True``: an explanation).
 
     Rewards:
         1 when the task's goal holds (the episode ends), else 0.
@@ -192,6 +194,15 @@ class ALFWorldEnv(TextEnv):
         # AgentGym joins the intro's paragraphs with one newline and lists the actions with commas
         intro = "\n".join(part for part in intro.split("\n\n"))
         return Start(INSTRUCTION, f"{intro}\nAVAILABLE ACTIONS: {','.join(self.engine.admissible_commands)}", info)
+
+    def _parse(self, response: str) -> ParsedAction:
+        """Our ReAct parsing; by default a response in which AgentGym's client finds no action (nothing
+        after the last ``Action:``, or no ``Action:`` in a longer text) is sent as the empty command, which
+        TextWorld answers "Nothing happens." (``extra_feedback=True``: our parser's explanation)."""
+        parsed = parse_react(response)
+        if not parsed.ok and not self.extra_feedback and not agentgym_react_action(response):
+            return ParsedAction("")
+        return parsed
 
     def _act(self, action: str) -> Outcome:
         if not self.extra_feedback:

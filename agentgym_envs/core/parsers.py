@@ -102,6 +102,16 @@ def parse_react(response: str) -> ParsedAction:
     return ParsedAction(action)
 
 
+def agentgym_react_action(response: str) -> str:
+    """The action AgentGym's ReAct client sends its server for ``response``: the text after the last
+    ``Action:``, stripped; with no ``Action:`` at all, nothing (the whole text when it holds ``search[``
+    or ``click[``). An empty result is still sent, and the server's engine answers it."""
+    before, marker, after = response.rpartition("Action:")
+    if not marker:
+        return response.strip() if "search[" in response or "click[" in response else ""
+    return after.strip()
+
+
 REACT_HINT = "Answer in the format:\nThought: <your reasoning>\n\nAction:\n<one action>"
 
 

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from agentgym_envs.core import Outcome, Start, TextEnv, normalize_command, require
+from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, normalize_command, require
+from agentgym_envs.core.parsers import agentgym_react_action, parse_react
 from agentgym_envs.sciworld.catalog import TaskType, decode
 from agentgym_envs.sciworld.jvm import JvmConfig, ScienceWorldJvm, SimulatorCrashed, SimulatorRejected
 
@@ -126,8 +127,10 @@ class SciWorldEnv(TextEnv):
     """A ScienceWorld task (type and variation) in the simulator's own text, in a JVM the env owns.
 
     Actions:
-        ScienceWorld's commands (``look around``, ``open door to kitchen``, ``pick up thermometer``, ``focus on
-        ...``, ``wait``, ...) as the simulator parses them; ``check valid actions`` lists them.
+        ScienceWorld's commands (``look around``, ``open door to kitchen``, ``pick up thermometer``,
+        ``focus on ...``, ``wait``, ...) as the simulator parses them. An empty command and ``check valid actions`` go to
+        the simulator, which answers "No known action matches that input." (``extra_feedback=True``: an empty
+        command is refused with an explanation and ``check valid actions`` lists the valid commands).
 
     Rewards:
         The increase of the simulator's 0-100 score, normalised (``info["score"]`` keeps it): an episode's rewards
@@ -200,14 +203,24 @@ class SciWorldEnv(TextEnv):
         # as AgentGym's client joins them; its "look around" step has no trailing newline
         return Start(INSTRUCTION, f"{description}\n{room.rstrip()}", info)
 
+    def _parse(self, response: str) -> ParsedAction:
+        """Our ReAct parsing; by default a response in which AgentGym's client finds no action (nothing
+        after the last ``Action:``, or no ``Action:`` in a longer text) is the empty command, which its
+        server sends to the simulator (``extra_feedback=True``: our parser's explanation)."""
+        parsed = parse_react(response)
+        if not parsed.ok and not self.extra_feedback and not agentgym_react_action(response):
+            return ParsedAction("")
+        return parsed
+
     def _act(self, action: str) -> Outcome:
         if self._lost is not None:
             return self._lost_outcome()
         command = normalize_command(action)
-        problem = self._reject(command)
+        # AgentGym's server sends an empty command and "check valid actions" to the simulator as they are
+        problem = self._reject(command) if command or self.extra_feedback else None
         if problem is not None:
             return self._keep(problem, valid=False)
-        if command in _LIST_COMMANDS:
+        if command in _LIST_COMMANDS and self.extra_feedback:
             return self._list_valid_actions()
         try:
             if self._awaiting_choice and not command.isdigit():

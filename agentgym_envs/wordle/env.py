@@ -5,9 +5,9 @@ Wordle behind AgentGym's ``agentenv-lmrlgym`` server): the one-line instruction 
 wordle player.", the acknowledgement, AgentGym's rules with the complete vocabulary as the first
 observation, guesses written as letters (``c r a n e``; the spaces are optional), feedback as five
 letters (``b y g g b``: absent, elsewhere in the word, in place; LMRL-Gym marks every copy of a
-letter that the word holds elsewhere ``y``), "invalid word" for anything not in the vocabulary
-(LMRL-Gym counts it as one of the six attempts; here it costs a turn of the cap of 8 but no
-attempt, as no bad action ends an episode). Reward 1 for finding the word. The vocabulary is our
+letter that the word holds elsewhere ``y``), "invalid word" for anything not in the vocabulary,
+counted as one of the six attempts as LMRL-Gym counts it (``free_invalid_guesses=True``: it
+costs a turn of the turn cap but no attempt). Reward 1 for finding the word. The vocabulary is our
 answer list where AgentGym's server plays the 39 words of LMRL-Gym's ``tweet_words.txt``.
 
 ``extra_feedback=True`` gives our game: our instruction, feedback in words with Wordle's rule for
@@ -139,17 +139,26 @@ class WordleEnv(TextEnv):
 
     Actions:
         A guess written as letters (``c r a n e``; spaces optional; ``extra_feedback=True``: ``guess crane``).
+        A word outside the vocabulary gets "invalid word" and uses one of the six attempts, as in
+        LMRL-Gym (``free_invalid_guesses=True``: it uses none).
 
     Rewards:
         1 when the word is found (the episode ends); 0 when the attempts run out.
     """
 
+    #: What ``agentgym_envs.testing.check_bad_actions`` makes: a bad action must leave the episode playable.
+    bad_action_check_kwargs = {"free_invalid_guesses": True}
+
     family = "wordle"
 
-    def __init__(self, task_id: str, render_mode: str | None = None, extra_feedback: bool = False):
+    def __init__(self, task_id: str, render_mode: str | None = None, extra_feedback: bool = False,
+                 free_invalid_guesses: bool = False):
         """``extra_feedback=True``: our instruction, feedback in words, ``guess <word>`` over a full
-        dictionary and rejected guesses that cost no guess, instead of AgentGym's game."""
+        dictionary and rejected guesses that cost no guess, instead of AgentGym's game.
+        ``free_invalid_guesses=True``: in AgentGym's game an invalid word uses no attempt (LMRL-Gym
+        counts it as one of the six, and the sixth ends the episode)."""
         super().__init__(task_id, render_mode=render_mode)
+        self.free_invalid_guesses = free_invalid_guesses
         answers()  # load the word lists now: a missing extra fails at make() with the pip hint
         self.extra_feedback = extra_feedback
         self.answer = ""
@@ -198,11 +207,15 @@ class WordleEnv(TextEnv):
 
     def _act_as_agentgym(self, action: str) -> Outcome:
         """LMRL-Gym's step: the guess without spaces must be five letters a-z from the vocabulary,
-        else "invalid word". An invalid word uses no attempt here (LMRL-Gym counts it; a bad action
-        never ends an episode of ours): the turn cap bounds those."""
+        else "invalid word", which uses an attempt as in LMRL-Gym (the sixth ends the episode with
+        reward 0) unless ``free_invalid_guesses``."""
         word = action.replace(" ", "")
         if len(word) != WORD_LENGTH or not all("a" <= c <= "z" for c in word) or word not in _vocabulary():
-            return Outcome(INVALID_WORD, valid=False, info={"guesses_left": MAX_GUESSES - self.attempts})
+            if self.free_invalid_guesses:
+                return Outcome(INVALID_WORD, valid=False, info={"guesses_left": MAX_GUESSES - self.attempts})
+            self.attempts += 1
+            left = MAX_GUESSES - self.attempts
+            return Outcome(INVALID_WORD, valid=False, done=left == 0, info={"guesses_left": left})
         self.attempts += 1
         left = MAX_GUESSES - self.attempts
         out_of_attempts = left == 0
