@@ -96,7 +96,8 @@ def main() -> None:
     start = make_start(args.seed)
     arms = {arm: run_arm(arm, start, args.steps, args.seed, args.extra) for arm in args.arms.split(",")}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    result = {"commit": commit.strip(), "start": "the main job's warm-up (examples/grpo.py defaults: 64 oracle episodes, 40 SFT steps)",
+    result = {"commit": commit.strip(),
+              "start": "the main job's warm-up (examples/grpo.py defaults: 64 oracle episodes, 40 SFT steps)",
               "items": "AgentGym/TextCraft-Depth1-v0 train split", "steps": args.steps, "seed": args.seed,
               "arms": arms}
     if set(ARMS) <= set(arms):

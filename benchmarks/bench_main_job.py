@@ -6,7 +6,8 @@ stage, and what each stage scored, written to ``results/main_job.json`` (``main_
     python benchmarks/bench_main_job.py --use_vllm true     # the same job with the vLLM engine process
 
 The job runs in a child process under GNU time (``/usr/bin/time -v``: ``gnu_time_max_rss_gb`` is the peak of
-its largest process); a sampler reads the resident memory of every process of its tree every 0.2 s (the trainer, and the vLLM engine when there is one), and the job's own stage lines
+its largest process); a sampler reads the resident memory of every process of its tree every 0.2 s (the
+trainer, and the vLLM engine when there is one), and the job's own stage lines
 ("== evaluating the base model", "warm-up data", ...) split the run into stages: base evaluation,
 warm-up (collect + behaviour cloning), warm-up evaluation, GRPO, final evaluation. The stages' scores
 come from the run's own ``stages.json`` and metrics.

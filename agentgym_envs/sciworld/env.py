@@ -128,9 +128,10 @@ class SciWorldEnv(TextEnv):
 
     Actions:
         ScienceWorld's commands (``look around``, ``open door to kitchen``, ``pick up thermometer``,
-        ``focus on ...``, ``wait``, ...) as the simulator parses them. An empty command and ``check valid actions`` go to
-        the simulator, which answers "No known action matches that input." (``extra_feedback=True``: an empty
-        command is refused with an explanation and ``check valid actions`` lists the valid commands).
+        ``focus on ...``, ``wait``, ...) as the simulator parses them. An empty command and
+        ``check valid actions`` go to the simulator, which answers "No known action matches that input."
+        (``extra_feedback=True``: an empty command is refused with an explanation and ``check valid actions``
+        lists the valid commands).
 
     Rewards:
         The increase of the simulator's 0-100 score, normalised (``info["score"]`` keeps it): an episode's rewards
