@@ -382,11 +382,9 @@ class AgentGRPOConfig(GRPOConfig):
         if self.learnability_prior <= 0 or not 0 < self.learnability_floor <= 1:
             raise ValueError(f"learnability_prior must be positive and learnability_floor in (0, 1], got "
                              f"{self.learnability_prior} and {self.learnability_floor}")
-        by_groups = [name for name, on in (("dynamic_sampling", self.dynamic_sampling),
-                                           ("item_draws='learnability'", self.item_draws == "learnability")) if on]
-        if by_groups and rollout_batch % self.num_generations:
-            raise ValueError(f"{' and '.join(by_groups)} draw whole groups: each process's rollout batch (per_device_"
-                             "train_batch_size x steps_per_generation) must be a multiple of num_generations")
+        if self.dynamic_sampling and rollout_batch % self.num_generations:
+            raise ValueError("dynamic_sampling replaces whole groups: each process's rollout batch (per_device_train_"
+                             "batch_size x steps_per_generation) must be a multiple of num_generations")
         self.train_items()  # raises on a bad file
         if self.env_workers < 1:
             raise ValueError(f"env_workers must be at least 1, got {self.env_workers}")

@@ -55,11 +55,14 @@ def replace_row(row: dict[str, Any], new: dict[str, Any]) -> None:
         row["prompt"] = prompt
 
 
-def assign_items(rows: list[dict[str, Any]], items: Sequence[ItemKey], group_size: int) -> None:
-    """Give each group of ``rows`` (consecutive ``group_size`` rows) the next item of ``items``, in place."""
-    if len(rows) != len(items) * group_size:
-        raise ValueError(f"{len(items)} items for {len(rows)} rows in groups of {group_size}")
-    for row, new in zip(rows, group_rows(items, group_size), strict=True):
+def assign_items(rows: list[dict[str, Any]], items: Sequence[ItemKey], group_size: int, offset: int = 0) -> None:
+    """Give ``rows`` the items of consecutive groups of ``group_size`` rows, in place. ``rows`` start ``offset``
+    rows into the batch the groups span (a process's share of the global batch: a group may span processes)."""
+    planned = group_rows(items, group_size)[offset:offset + len(rows)]
+    if len(planned) != len(rows):
+        raise ValueError(f"{len(items)} items in groups of {group_size} do not cover rows {offset}-"
+                         f"{offset + len(rows) - 1}")
+    for row, new in zip(rows, planned, strict=True):
         replace_row(row, new)
 
 
@@ -153,17 +156,19 @@ class LearnabilityDrawer(ItemDrawer):
         """Per item, its draw weight: the teaching probability, never below the floor."""
         return np.maximum(self.teach_probabilities(), self.floor)
 
-    def for_step(self, step: int, process: int = 0) -> Callable[[int], list[ItemKey]]:
+    def for_step(self, step: int, process: int | None = 0) -> Callable[[int], list[ItemKey]]:
         """A ``draw(count)`` drawing by weight, without replacement within the step while items remain.
 
         Args:
             step: the global step being rolled out.
-            process: this process's index.
+            process: this process's index (its refills); None for the draw every process makes alike (the global
+                batch's groups, which may span processes).
 
         Returns:
             ``draw(count)``: ``count`` (env id, item id) pairs; the weights are those at this call.
         """
-        rng = np.random.default_rng([self.seed, step, process])
+        # (a seed list ending in 0 draws as the list without it: processes count from 1 here, the global draw is 0)
+        rng = np.random.default_rng([self.seed, step, 0 if process is None else process + 1])
         weights = self.weights()
         left = np.ones(len(self.items), dtype=bool)
 

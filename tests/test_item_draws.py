@@ -65,6 +65,8 @@ def test_draws_repeat_per_seed_step_and_process_without_repeats_within_a_step() 
     assert drawer.for_step(5)(6) == drawer.for_step(5)(6)
     assert drawer.for_step(5)(6) != drawer.for_step(6)(6)
     assert drawer.for_step(5, process=1)(6) != drawer.for_step(5)(6)
+    assert drawer.for_step(5, process=None)(6) == drawer.for_step(5, process=None)(6) != drawer.for_step(5)(6), \
+        "the global batch's draw is the same on every process"
 
 
 def test_estimates_survive_a_checkpoint(tmp_path) -> None:
@@ -84,8 +86,12 @@ def test_assigning_items_rewrites_whole_groups_in_place() -> None:
     assign_items(rows, [(COUNTDOWN, 8), (COUNTDOWN, 9)], 3)
     assert [row["item_id"] for row in rows] == [8, 8, 8, 9, 9, 9]
     assert rows[4]["prompt"] is prompts[4] and "item 9" in rows[4]["prompt"][0]["content"]
-    with pytest.raises(ValueError, match="2 items for 6 rows"):
+    with pytest.raises(ValueError, match="do not cover rows 0-5"):
         assign_items(rows, [(COUNTDOWN, 1), (COUNTDOWN, 2)], 2)
+    # a process's half of a global batch whose group of 4 spans two processes of 2 rows each
+    second = group_rows([(COUNTDOWN, 1)], 2)
+    assign_items(second, [(COUNTDOWN, 5)], 4, offset=2)
+    assert [row["item_id"] for row in second] == [5, 5]
 
 
 def test_bad_learnability_settings_are_refused(tmp_path) -> None:
@@ -93,8 +99,6 @@ def test_bad_learnability_settings_are_refused(tmp_path) -> None:
         make_config(tmp_path, item_draws="greedy")
     with pytest.raises(ValueError, match="learnability_floor"):
         make_config(tmp_path, item_draws="learnability", learnability_floor=0.0)
-    with pytest.raises(ValueError, match="multiple of num_generations"):
-        make_config(tmp_path, item_draws="learnability", per_device_train_batch_size=6, num_generations=4)
 
 
 def test_training_draws_by_learnability_counts_every_episode_and_resumes_its_estimates(tmp_path) -> None:
