@@ -112,8 +112,8 @@ class TextEnv(gym.Env[str, str]):
             raise ValueError(f"{task_id} belongs to family {self.task.family!r}, not {self.family!r}")
         if not self.task.extra_installed():  # at make, not at the first reset (Gymnasium's convention)
             missing = [module for module in self.task.requires if importlib.util.find_spec(module) is None]
-            raise MissingExtraError(f"{task_id} needs {not_installed(missing)}. Install it with: "
-                                    f"{self.task.install_hint}")
+            needs = not_installed(missing) if missing else "a program that is not installed"  # e.g. Chromium
+            raise MissingExtraError(f"{task_id} needs {needs}. Install it with: {self.task.install_hint}")
         self.render_mode = render_mode
         self.default_split = default_split
         self.observation_space = TextSpace(self.max_observation_length)
