@@ -87,6 +87,11 @@ RULES = [
                                      "tests/test_server.py"),
     # long runs: training, behaviour cloning, the learning experiment
     Rule(r"^python examples/grpo\.py --max_steps 6", skip=LONG_RUN),
+    Rule(r"^agentgym eval --model default --env AgentGym/TextCraft-Depth1-v0 --limit 4",
+         skip="loads and samples SmolLM2 as tests/test_trainer_example.py::test_default_run_with_the_pypi_model "
+              "does"),
+    Rule(r"^agentgym view runs/eval/default-model", skip="views the evaluation above (skipped); covered by "
+                                                        "tests/test_viewer.py"),
     Rule(r"^agentgym plot runs/grpo-", skip="plots a training run (long run); covered by "
                                             "tests/test_eval.py::test_training_plots_show_every_metric_and_env"),
     Rule(r"^accelerate launch examples/sft\.py", skip="long run; covered by tests/test_sft.py"),
