@@ -32,24 +32,21 @@ def test_a_prompt_names_its_row_and_a_foreign_prompt_is_refused() -> None:
         row_of_prompt([{"role": "user", "content": "What is 2 + 2?"}])
 
 
+def one_step_config(tmp_path, **settings):
+    """TRL's own GRPOConfig for one CPU step in a group of 4, with ``settings`` on top."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(output_dir=str(tmp_path / "run"), max_steps=1, num_generations=4, report_to="none",
+                      save_strategy="no", use_cpu=True, bf16=False, logging_steps=1, seed=0,
+                      dataloader_num_workers=0, **settings)
+
+
 def test_trls_grpo_trainer_trains_on_multi_turn_episodes(tmp_path) -> None:
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     tokenizer = tiny_tokenizer("chatml")
     rollout = env_rollout_func(max_turns=3, max_turn_tokens=12, max_context_tokens=1500)
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "run"),
-        max_steps=1,
-        per_device_train_batch_size=8,
-        num_generations=4,
-        report_to="none",
-        save_strategy="no",
-        use_cpu=True,
-        bf16=False,
-        logging_steps=1,
-        seed=0,
-        dataloader_num_workers=0,
-    )
+    args = one_step_config(tmp_path, per_device_train_batch_size=8)
     # a plain gym.register()ed env: items 1, 2, 4, 5 take 2 or 3 turns, and a random reply's reward varies
     rows = Dataset.from_list([{"prompt": placeholder_prompt(COUNTDOWN, i)} for i in (1, 2, 4, 5)])
     trainer = GRPOTrainer(
@@ -97,7 +94,7 @@ def test_trls_grpo_trainer_takes_the_env_as_its_environment_factory(tmp_path) ->
     rollout from its row and trains a step (a random model seldom writes a well-formed tool call)."""
     import copy
 
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
     from trl.chat_template_utils import qwen3_chat_template
 
     from agentgym_trl import build_env_dataset
@@ -107,21 +104,8 @@ def test_trls_grpo_trainer_takes_the_env_as_its_environment_factory(tmp_path) ->
     rows = build_env_dataset([TEXTCRAFT], max_items_per_env=4).map(
         lambda row: {"prompt": [{"role": "user", "content": ""}]}
     )
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "run"),
-        max_steps=1,
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=16,
-        max_tool_calling_iterations=2,
-        report_to="none",
-        save_strategy="no",
-        use_cpu=True,
-        bf16=False,
-        logging_steps=1,
-        seed=0,
-        dataloader_num_workers=0,
-    )
+    args = one_step_config(tmp_path, per_device_train_batch_size=4, max_completion_length=16,
+                           max_tool_calling_iterations=2)
     trainer = GRPOTrainer(
         tiny_model(tokenizer),
         args=args,
