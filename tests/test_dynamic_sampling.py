@@ -194,6 +194,8 @@ def test_a_slow_rollout_reports_its_progress_turn_by_turn(tmp_path, capfd) -> No
     assert lines, "no progress line"
     assert all(" episodes playing, " in line and line.endswith(" s") and "tok/s" in line for line in lines)
     assert any("/8 episodes playing" in line for line in lines)
+    rates = [float(line.split(" tok/s")[0].rsplit(", ", 1)[1]) for line in lines]
+    assert rates[-1] > 0, "tokens are counted while the episodes play, not only when they end"
     quiet = make_trainer(tmp_path, Dataset.from_list([{"env_id": SLOW_COUNTDOWN, "item_id": 2}] * 2),
                          env_ids=[SLOW_COUNTDOWN], max_steps=1, max_turns=3, bf16=False, rollout_progress_s=0)
     quiet.train()

@@ -315,7 +315,7 @@ def test_eval_bar_shows_turns_playing_episodes_and_tokens_per_second(tmp_path, m
     progress = runner.TurnProgress(bar, interval=0.0)
     progress.postfix = {"success": "0.50"}
     progress.start_batch(2)
-    first, second = (SimpleNamespace(trajectory=SimpleNamespace(actions=["a"], tokens=30)) for _ in range(2))
+    first, second = (SimpleNamespace(trajectory=SimpleNamespace(actions=["a"], model_tokens=30)) for _ in range(2))
     progress(first, "obs", 0.0, False)
     progress(second, "obs", 1.0, True)
     assert shown[-1]["success"] == "0.50" and shown[-1]["turn"] == "1" and shown[-1]["playing"] == "1"

@@ -68,7 +68,7 @@ class TurnProgress:
         trajectory = episode.trajectory
         if len(trajectory.actions) > self.turn:  # the first step of a new turn: the next turn's clock starts
             self.turn, self.turn_started = len(trajectory.actions), time.perf_counter()
-        self.tokens[id(episode)] = trajectory.tokens or 0
+        self.tokens[id(episode)] = trajectory.model_tokens  # counted turn by turn, not only when it ends
         if ended:
             self.active -= 1
         now = time.perf_counter()
