@@ -549,8 +549,44 @@ def test_bird_speaks_sqlgym_by_default() -> None:
     env.reset(options={"split": "test", "index": 1})
     obs, reward, terminated, truncated, info = env.step("Action: ```sql\nSELECT * FROM no_such_table\n```")
     assert obs == "no such table: no_such_table" and reward == 0.0 and not info["valid_action"]
-    assert truncated and not terminated  # SqlGym's single attempt: here the turn cap of 1 ends it
+    assert terminated  # SqlGym ends the episode on an error too
     env.close()
+
+
+def test_bird_refuses_as_sqlite_does_by_default_and_in_our_words_on_request() -> None:
+    """SqlGym runs the statement on a read-only connection: SQLite's and Python's own words, every step
+    ends the episode, an empty statement is ``[]``; ``extra_feedback=True`` explains and lets the turn cap decide."""
+    cases = {
+        "DROP TABLE enrollments": ("attempt to write a readonly database", "Only SELECT queries are allowed"),
+        "SELECT 1; SELECT 2": ("You can only execute one statement at a time.", "Give exactly one SQL statement"),
+        "": ("[]", "The SQL statement is empty."),
+    }
+    plain = gym.make("AgentGym/BIRD-v0").unwrapped
+    ours = gym.make("AgentGym/BIRD-v0", extra_feedback=True, max_episode_steps=3).unwrapped
+    for sql, (upstream, explained) in cases.items():
+        plain.reset(options={"split": "test", "index": 1})
+        obs, reward, terminated, _, info = plain.step(f"Thought: try.\n\nAction: ```sql\n{sql}\n```")
+        assert obs == upstream and reward == 0.0 and terminated, (sql, obs)
+        ours.reset(options={"split": "test", "index": 1})
+        obs, reward, terminated, _, info = ours.step(f"Thought: try.\n\nAction: ```sql\n{sql}\n```")
+        assert obs.startswith(explained) and not terminated and not info["valid_action"], (sql, obs)
+    plain.reset(options={"split": "test", "index": 1})
+    assert plain.step("```sql\nCREATE TEMP TABLE t (a)\n```")[0] == "[]"  # SQLite lets TEMP tables be
+    plain.reset(options={"split": "test", "index": 1})  # a new connection, as SqlGym's reset: the table is gone
+    assert plain.step("```sql\nSELECT * FROM t\n```")[0] == "no such table: t"
+    assert plain.runner("university").db.execute("SELECT COUNT(*) FROM enrollments").fetchone()[0] > 0
+    plain.close()
+    ours.close()
+
+
+def test_bird_describes_composite_keys_as_sqlgym_reads_birds_tables_json() -> None:
+    """BIRD's tables.json lists a composite key as a nested list, which SqlGym's ``column_id in primary_keys``
+    never matches: no column named; ``full_primary_keys=True`` names them."""
+    for full, sentence in ((False, "grade.  is the primary key."), (True, "grade. student_id, section_id is the")):
+        env = gym.make("AgentGym/BIRD-v0", full_primary_keys=full)
+        obs, _ = env.reset(options={"split": "test", "index": 1})
+        assert "Table enrollments has columns such as student_id, section_id, " + sentence in obs
+        env.close()
 
 
 def test_sqlgym_describes_a_real_database_in_words(tmp_path: Path) -> None:

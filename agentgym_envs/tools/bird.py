@@ -1,28 +1,34 @@
-"""``AgentGym/BIRD-v0``: BIRD-style text-to-SQL, one read-only query per episode.
+"""``AgentGym/BIRD-v0``: BIRD-style text-to-SQL, one query per episode, stepped as AgentGym's SqlGym server.
 
-The agent sees a database schema, a question and BIRD's "evidence" hint, and answers with one
-SQL statement. The statement runs read-only under a time limit (``ReadOnlySQL``); the episode
-ends with reward 1 when its result equals the gold query's result as a set of rows (SqlGym's
-``set(predicted) == set(gold)``, BIRD's execution accuracy; ``round_floats=True`` compares floats
-to 4 decimals), 0 otherwise. A statement that cannot run
-(syntax error, a write, more than one statement, the time limit) returns SQLite's error text,
-is marked invalid and leaves the database unchanged; the turn cap of 1 makes the episode a
-single attempt under ``gym.make`` (pass ``max_episode_steps`` to allow retries).
+The agent sees a database and a question and answers with one SQL statement. By default the
+episode reads and steps as AgentGym's SqlGym server (the ``sqlgym`` package, 0.1.2) and its client:
+
+- SqlGym's instruction and "Ok.", then the database described in words followed by the question
+  (no evidence) as the first observation;
+- the SQL is the client's: the text after the last ```sql of the response, up to the next ```, stripped;
+- the statement runs on a read-only connection, as SqlGym opens BIRD's files: the observation is the
+  rows as Python prints them (cut at 100 characters, then "...") or the error's own text (SQLite's
+  ``attempt to write a readonly database`` for a write, Python's ``You can only execute one statement
+  at a time.`` for two statements); an empty statement returns ``[]``;
+- every step ends the episode (an error too), with reward 1 when the rows equal the gold query's as a
+  set (SqlGym's ``set(predicted) == set(gold)``, BIRD's execution accuracy; ``round_floats=True``
+  compares floats to 4 decimals), 0 otherwise.
+
+What remains ours (``docs/fidelity.md``): the statement runs under a time limit and size limits
+(TEMP tables' too), ``ATTACH`` (so ``VACUUM``) and extension loading are refused, and each
+foreign-key sentence of the description names the key's own columns (SqlGym names the column after
+each, an upstream bug that misleads the agent).
+
+Opt-in: ``extra_feedback=True`` (errors are marked invalid and leave the episode to the turn cap,
+refusals explained in our words, an empty statement refused), ``full_primary_keys=True`` (composite
+primary keys named in the description), ``detailed_instruction=True`` (our instruction, the CREATE
+statements with the evidence, lenient SQL extraction, our verdict; ``extra_feedback`` on).
 
 The real BIRD dev set can be used instead of the generated databases:
 
     env = gym.make("AgentGym/BIRD-v0", bird_dir="/data/bird/dev")   # dev.json + dev_databases/<db_id>/<db_id>.sqlite
 
 Its items are then numbered 0 .. n-1, all in the "test" split.
-
-By default the episode reads as AgentGym's SqlGym server (the ``sqlgym`` package) writes it:
-SqlGym's instruction and "Ok.", the database described in words followed by the question (no
-evidence) as the first observation, the SQL taken from the response as AgentGym's client takes it
-(the last ```sql block), and the result as Python prints the rows (cut at 100 characters) or
-SQLite's error. A result ends the episode; an error is marked invalid and, as SqlGym's single
-attempt, ends it only through the turn cap of 1 (truncated, where SqlGym terminates). ``detailed_instruction=True``
-gives our
-instruction, the CREATE statements with the evidence, and our verdict.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -116,10 +123,16 @@ def sqlgym_action(response: str) -> str:
     return response.split("```sql")[-1].split("```")[0].strip()
 
 
-def describe_schema(db: sqlite3.Connection, db_id: str) -> str:
+def describe_schema(db: sqlite3.Connection, db_id: str, full_primary_keys: bool = False) -> str:
     """The database in words as SqlGym gives it (its ``serialize_schema_natural_language`` layout, lower-cased
     names): tables, each table's columns and primary key, then the foreign keys. SqlGym reads BIRD's
-    ``tables.json``; here the names come from the database itself."""
+    ``tables.json``; here the names come from the database itself.
+
+    As SqlGym reads BIRD's ``tables.json`` (a composite key is a nested list there, which its
+    ``column_id in primary_keys`` never matches), a table with a composite primary key names none,
+    `` is the primary key.`` as for a table without one; ``full_primary_keys=True`` names its columns.
+    Each foreign-key sentence names the key's own columns; SqlGym names the column after each (it
+    looks them up in a list that skips ``*``): kept, see ``docs/fidelity.md``."""
     tables = [r[0] for r in db.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
     parts = [f"{db_id} contains tables such as {', '.join(t.lower() for t in tables)}."]
@@ -129,6 +142,8 @@ def describe_schema(db: sqlite3.Connection, db_id: str) -> str:
         columns = db.execute(f"PRAGMA table_info({quoted})").fetchall()  # (cid, name, type, notnull, default, pk)
         parts.append(f"Table {table.lower()} has columns such as {', '.join(c[1].lower() for c in columns)}.")
         primary = [c[1].lower() for c in sorted(columns, key=lambda c: c[5]) if c[5]]
+        if len(primary) > 1 and not full_primary_keys:
+            primary = []
         parts.append(f"{', '.join(primary)} is the primary key.")
         for fk in db.execute(f"PRAGMA foreign_key_list({quoted})").fetchall():  # (id, seq, table, from, to, ...)
             target = fk[4]
@@ -256,19 +271,47 @@ def _schema(db_id: str) -> str:
     return bird_data.schema_text(bird_data.database(db_id))
 
 
+#: The shared in-memory copies behind ``read_only_copy``: each connection keeps its copy alive.
+_SHARED_COPIES: dict[str, sqlite3.Connection] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def read_only_copy(db_id: str) -> tuple[sqlite3.Connection, bool]:
+    """A new connection to generated database ``db_id`` opened read-only, as SqlGym opens BIRD's files
+    (``mode=ro``), so SQLite itself refuses writes, in its own words: one in-memory copy per process
+    (SQLite's ``memdb`` VFS), shared read-only by every env. Returns the connection and whether it is
+    read-only; an SQLite without ``memdb`` (before 3.36) gives a private clone instead (``False``: it
+    needs ``ReadOnlySQL``'s full guard, whose refusals are in our words)."""
+    uri = f"file:/agentgym-bird-{db_id}?vfs=memdb"
+    try:
+        with _SHARED_LOCK:
+            if db_id not in _SHARED_COPIES:
+                keeper = sqlite3.connect(uri, uri=True, check_same_thread=False)
+                bird_data.database(db_id).backup(keeper)
+                _SHARED_COPIES[db_id] = keeper
+        return sqlite3.connect(uri + "&mode=ro", uri=True, check_same_thread=False), True
+    except sqlite3.Error:
+        return clone(bird_data.database(db_id)), False
+
+
 class BirdEnv(TextEnv):
     """Text-to-SQL: one SELECT per episode, graded by execution result against the gold query.
 
     Actions:
-        One read-only SQL statement: the last ``sql`` code block of the response (a bare statement too).
+        One SQL statement, run read-only: the last ``sql`` code block of the response (from its opening
+        fence up to the next fence; the whole response when it has none).
 
     Rewards:
         1 when the statement's rows equal the gold query's as a set (``round_floats=True``: floats to 4
-        decimals), and the episode ends; 0 otherwise.
+        decimals), 0 otherwise; the first statement ends the episode (with ``extra_feedback=True`` one
+        that fails leaves it to the turn cap).
     """
 
     family = "tools"
     acknowledgement = "Ok."  # SqlGym's conversations in AgentGym answer the instruction with this
+    #: SqlGym ends the episode on any statement (an error too): the conformance check of bad actions
+    #: (which must leave the episode playable) runs with the option under which they do not.
+    bad_action_check_kwargs = {"extra_feedback": True}
 
     def __init__(
         self,
@@ -278,13 +321,25 @@ class BirdEnv(TextEnv):
         sql_timeout: float = 3.0,
         detailed_instruction: bool = False,
         round_floats: bool = False,
+        extra_feedback: bool | None = None,
+        full_primary_keys: bool = False,
     ):
-        """``detailed_instruction=True``: our instruction, the schema as CREATE statements with BIRD's
-        evidence, lenient SQL extraction and our verdict, instead of SqlGym's. Results compare as
-        SqlGym compares them, ``set(predicted) == set(gold)``; ``round_floats=True`` rounds floats to
-        4 decimals on both sides first (so ``0.1 + 0.2`` equals ``0.3``)."""
+        """By default every step is SqlGym's (see the module's docstring).
+
+        ``detailed_instruction=True``: our instruction, the schema as CREATE statements with BIRD's
+        evidence, lenient SQL extraction and our verdict, instead of SqlGym's (and ``extra_feedback``
+        on unless given). ``extra_feedback=True``: an SQL error does not end the episode (it is marked
+        invalid; the turn cap decides, so pass ``max_episode_steps`` for retries), a refused write or a
+        second statement is explained in our words ("Only SELECT queries are allowed ...", "Give
+        exactly one SQL statement per action."), and an empty statement is refused instead of run.
+        ``full_primary_keys=True``: the description names every column of a composite primary key
+        (SqlGym, reading BIRD's ``tables.json``, names none). Results compare as SqlGym compares them,
+        ``set(predicted) == set(gold)``; ``round_floats=True`` rounds floats to 4 decimals on both
+        sides first (so ``0.1 + 0.2`` equals ``0.3``)."""
         super().__init__(task_id, render_mode=render_mode)
         self.detailed_instruction = detailed_instruction
+        self.extra_feedback = bool(detailed_instruction if extra_feedback is None else extra_feedback)
+        self.full_primary_keys = bool(full_primary_keys)
         self.round_floats = bool(round_floats)
         self.offset = ENVS["BIRD"][0]
         self.sql_timeout = sql_timeout
@@ -307,17 +362,29 @@ class BirdEnv(TextEnv):
         return self.offset <= item_id < self.offset + ITEMS_PER_ENV
 
     def runner(self, db_id: str) -> ReadOnlySQL:
-        """This env's guarded connection to ``db_id`` (a private clone, or the real file read-only)."""
+        """This env's guarded connection to ``db_id``: the real file read-only, or for a generated database
+        a read-only copy (by default, as SqlGym opens BIRD's files) or a private clone (``extra_feedback``)."""
         if db_id not in self._runners:
+            plain = not self.extra_feedback  # SQLite's own answers on a read-only connection
             if self.examples is not None:
                 path = next(e.db_path for e in self.examples if e.db_id == db_id)
                 db = open_read_only(path)
+            elif plain:
+                db, plain = read_only_copy(db_id)  # a clone where SQLite has no memdb: our guard's refusals
             else:
                 db = clone(bird_data.database(db_id))
-            self._runners[db_id] = ReadOnlySQL(db, timeout=self.sql_timeout)
+            self._runners[db_id] = ReadOnlySQL(db, timeout=self.sql_timeout, plain=plain)
         return self._runners[db_id]
 
+    def _fresh_connection(self, db_id: str) -> None:
+        """SqlGym connects anew at every reset: TEMP tables and settings of an earlier episode are gone."""
+        old = self._runners.pop(db_id, None)
+        if old is not None:
+            old.close()
+
     def _start(self, item_id: int, rng: np.random.Generator) -> Start:
+        if not self.extra_feedback and self.current is not None:
+            self._fresh_connection(self.current.db_id)
         if self.examples is not None:
             example = self.examples[item_id]
             self.current = _Item(example.db_id, example.question, example.evidence, example.sql, example.difficulty)
@@ -350,24 +417,28 @@ class BirdEnv(TextEnv):
             if self.examples is not None:
                 db = open_read_only(next(e.db_path for e in self.examples if e.db_id == db_id))
                 try:
-                    self._descriptions[db_id] = describe_schema(db, db_id)
+                    self._descriptions[db_id] = describe_schema(db, db_id, self.full_primary_keys)
                 finally:
                     db.close()
             else:
-                self._descriptions[db_id] = describe_schema(bird_data.database(db_id), db_id)
+                self._descriptions[db_id] = describe_schema(bird_data.database(db_id), db_id, self.full_primary_keys)
         return self._descriptions[db_id]
 
     def _parse(self, response: str) -> ParsedAction:
         if self.detailed_instruction:
             return parse_sql_response(response)
-        return ParsedAction(sqlgym_action(clean_text(response)))
+        if self.extra_feedback:
+            return ParsedAction(sqlgym_action(clean_text(response)))
+        return ParsedAction(sqlgym_action(response))  # the client's split, on the response as it came
 
     def _act(self, action: str) -> Outcome:
         assert self.current is not None, "call reset() first"
         try:
             result = self.runner(self.current.db_id).run(action, distinct=True)
         except QueryError as error:
-            if not self.detailed_instruction:  # SqlGym's text; the turn cap of 1 still makes this the only attempt
+            if not self.extra_feedback:  # SqlGym: the error's text, reward 0, the episode over
+                return Outcome(str(error).removeprefix("SQL error: "), done=True, valid=False)
+            if not self.detailed_instruction:
                 return Outcome(str(error).removeprefix("SQL error: "), valid=False)
             return Outcome(f"Error: {error}", valid=False)
         success = results_match(result.row_set, self._gold, self.round_floats)

@@ -87,13 +87,28 @@ def _bounded_printf(helper: sqlite3.Connection) -> Callable[..., Any]:
     return printf
 
 
-def _explain(message: str, timeout: float) -> str:
-    """SQLite's message, reworded where the cause is our guard rather than the SQL itself."""
+def _authorize_plain(action: int, arg1: str | None, arg2: str | None, db_name: str | None, source: str | None) -> int:
+    """For a connection that is read-only itself (``plain=True``): allow what it allows, bar extension loading,
+    ``ATTACH`` (which could write a file: ``VACUUM INTO``) and raising the cap on TEMP tables."""
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_ATTACH:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() == "max_page_count" and arg2 is not None:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def _explain(message: str, timeout: float, plain: bool = False) -> str:
+    """SQLite's message, reworded where the cause is our guard rather than the SQL itself; with
+    ``plain`` only then (a refused write, a second statement: SQLite's and Python's own words)."""
     lower = message.lower()
     if "user-defined function raised exception" in lower:  # only our bounded printf() raises
         return f"SQL error: printf()/format() widths and precisions are limited to {MAX_PRINTF_WIDTH}."
     if "interrupted" in lower:
         return f"The query was interrupted: it ran longer than the {timeout:g} s time limit."
+    if plain:
+        return message
     if "one statement" in lower:
         return "Give exactly one SQL statement per action."
     if any(word in lower for word in ("authoriz", "prohibited", "readonly", "read-only")):
@@ -131,6 +146,13 @@ class ReadOnlySQL:
       one row (``max_columns * max_length``) in memory;
     * ``printf()`` / ``format()`` refuse huge widths, the one built-in whose single step outlasts
       the time limit (see ``_bounded_printf``).
+
+    ``plain=True`` is only for a connection that is read-only itself (opened with SQLite's ``mode=ro``, as
+    SqlGym opens BIRD's files): the statement runs as SQLite runs it there, so a write fails with
+    SQLite's "attempt to write a readonly database", a statement without rows (an empty one, ``BEGIN``,
+    a ``TEMP`` table) returns no rows, and errors are SQLite's and Python's own text; the time limit,
+    the size limits (TEMP tables' too), the printf bound and the refusal of ``ATTACH`` (so of ``VACUUM``)
+    and of extension loading stay.
     """
 
     def __init__(
@@ -141,18 +163,23 @@ class ReadOnlySQL:
         max_length: int = 100_000,
         max_bytes: int = 64_000_000,
         max_columns: int = 256,
+        plain: bool = False,
     ):
         self.db = db
         self.timeout = timeout
         self.max_rows = max_rows
         self.max_bytes = max_bytes
-        db.execute("PRAGMA query_only = ON")
+        self.plain = plain
+        if plain:  # a read-only connection refuses writes itself; TEMP tables, which SQLite lets be, are capped
+            db.execute(f"PRAGMA temp.max_page_count = {max(1, max_bytes // 4096)}")
+        else:
+            db.execute("PRAGMA query_only = ON")
         if hasattr(db, "setlimit"):
             db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_length)
             db.setlimit(sqlite3.SQLITE_LIMIT_COLUMN, max_columns)
             db.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 100_000)
             db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-        db.set_authorizer(_authorize)
+        db.set_authorizer(_authorize_plain if plain else _authorize)
         self._printf_helper = sqlite3.connect(":memory:", check_same_thread=False)
         printf = _bounded_printf(self._printf_helper)
         for name in ("printf", "format"):
@@ -217,8 +244,8 @@ class ReadOnlySQL:
         """Execute one read-only statement; raises ``QueryError`` with SQLite's message otherwise.
         ``distinct=True`` reads the whole result for ``QueryResult.row_set`` (result sets compared
         as sets, the rows kept for display still capped)."""
-        statement = sql.strip()
-        if not statement:
+        statement = sql if self.plain else sql.strip()
+        if not statement.strip() and not self.plain:
             raise QueryError("The SQL statement is empty.")
         started = time.perf_counter()
         self._deadline = started + self.timeout
@@ -226,18 +253,20 @@ class ReadOnlySQL:
         cursor = None
         try:
             cursor = self.db.execute(statement)
-            if cursor.description is None:
+            if cursor.description is None and not self.plain:
                 raise QueryError("Only SELECT queries are allowed; the database is read-only.")
-            columns = [d[0] for d in cursor.description]
+            columns = [d[0] for d in cursor.description or ()]
             row_set = None
-            if distinct:
+            if cursor.description is None:  # plain: a statement without rows (SQLite's fetchall() is [])
+                rows, row_set = [], frozenset() if distinct else None
+            elif distinct:
                 rows, row_set = self._fetch_distinct(cursor)
             else:
                 rows = self._fetch(cursor)
         except (sqlite3.Error, sqlite3.Warning) as error:  # Warning: older Pythons' 'one statement' error
-            raise QueryError(_explain(str(error), self.timeout)) from None
+            raise QueryError(_explain(str(error), self.timeout, self.plain)) from None
         except (OverflowError, MemoryError, ValueError) as error:
-            raise QueryError(f"SQL error: {error}") from None
+            raise QueryError(str(error) if self.plain else f"SQL error: {error}") from None
         finally:
             if cursor is not None:
                 cursor.close()
