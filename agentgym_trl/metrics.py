@@ -64,6 +64,7 @@ def episode_stats(trajectory: Trajectory) -> dict[str, Any]:
         "model_tokens": trajectory.model_tokens,
         "completion_tokens": len(trajectory.completion_ids),
         "budget": int(trajectory.max_turns),
+        "prefix": len(trajectory.prefix_actions),  # oracle actions replayed before the first turn (reverse curriculum)
     }
 
 
