@@ -95,6 +95,11 @@ class AgentGRPOConfig(GRPOConfig):
     (the paper's KL coefficient); ``max_completion_length`` = ``max_context_tokens`` (a multi-turn
     completion holds every turn and observation). ``mask_truncated_completions`` is replaced by
     ``mask_truncated_turns`` (TRL's flag looks only at the last token of the whole episode).
+
+    ``oracle_prefix_schedule`` (with ``oracle_prefix_success`` / ``oracle_prefix_window``) starts training
+    episodes after the oracle's first k actions, k moving from late to early (R³; ``reverse_curriculum.py``).
+    To keep every ``checkpoint-N`` for a learning curve, set ``save_strategy="steps"`` and ``save_steps`` and leave
+    ``save_total_limit`` at None (``learning_curve.py`` evaluates them afterwards).
     """
 
     env_ids: list[str] = field(

@@ -33,11 +33,10 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from agentgym_trl.curriculum import ScheduleError, parse_stage_pairs
+from agentgym_trl.metrics import ORACLE_PREFIX_K, SUCCESS_AT_PREFIX
 
 logger = logging.getLogger(__name__)
 
-PREFIX_K = "curriculum/oracle_prefix_k"
-SUCCESS_AT_K = "agent/success_k{}"
 STATE_FILE = "oracle_prefix.json"
 
 
@@ -131,9 +130,9 @@ class OraclePrefixCurriculum(TrainerCallback):
         by_k: dict[int, list[float]] = defaultdict(list)
         for s in stats:
             by_k[int(s.get("prefix", 0))].append(float(s["success"]))
-        metrics = {PREFIX_K: float(self.k)}
+        metrics = {ORACLE_PREFIX_K: float(self.k)}
         for k, successes in sorted(by_k.items()):
-            metrics[SUCCESS_AT_K.format(k)] = sum(successes) / len(successes)
+            metrics[SUCCESS_AT_PREFIX.format(k)] = sum(successes) / len(successes)
         if self.success_threshold is not None and self.stage + 1 < len(self.schedule.stages):
             self.recent = (self.recent + [float(s["success"]) for s in stats])[-self.window:]
             if len(self.recent) >= self.window and sum(self.recent) / len(self.recent) >= self.success_threshold:

@@ -25,8 +25,8 @@ from agentgym_envs.core.loop import EnvPool, EpisodeStart, play_batch  # noqa: E
 from agentgym_envs.core.tasks import get_task  # noqa: E402
 from agentgym_trl import ScheduleError, env_rows  # noqa: E402
 from agentgym_trl.learning_curve import evaluate_checkpoints  # noqa: E402
-from agentgym_trl.reverse_curriculum import (  # noqa: E402
-    PREFIX_K, STATE_FILE, OraclePrefixCurriculum, PrefixSchedule)
+from agentgym_trl.metrics import ORACLE_PREFIX_K as PREFIX_K  # noqa: E402
+from agentgym_trl.reverse_curriculum import STATE_FILE, OraclePrefixCurriculum, PrefixSchedule  # noqa: E402
 
 TEXTCRAFT = "AgentGym/TextCraft-Depth1-v0"
 NO_ORACLE = "AgentGymTest/NoOracle-v0"

@@ -8,7 +8,9 @@ remote server does not serialise the batch), and each answer is recorded on the 
 all run this loop; only their agents differ.
 
 One budget rule: the turn budget is the env's own ``TimeLimit`` (``EnvPool`` makes each env with
-``max_episode_steps`` = the episode's budget), so nothing counts turns twice. An episode ends when
+``max_episode_steps`` = the episode's budget), so nothing counts turns twice. An oracle prefix
+(``EpisodeStart.prefix``, ``core/oracle_prefix.py``) is replayed right after the reset as history; the env's step
+budget is then the agent's turns plus the prefix. An episode ends when
 
 * the env terminates it (``terminated``), or truncates it (``max_turns`` when the budget is used up,
   else ``env_truncated``);
