@@ -24,7 +24,7 @@ from agentgym_envs.core.episode import MAX_TURNS, TERMINATED  # noqa: E402
 from agentgym_envs.core.loop import EnvPool, EpisodeStart, play_batch  # noqa: E402
 from agentgym_envs.core.tasks import get_task  # noqa: E402
 from agentgym_trl import ScheduleError, env_rows  # noqa: E402
-from agentgym_trl.learning_curve import evaluate_checkpoints  # noqa: E402
+from agentgym_trl.learning_curve import main as learning_curve_main  # noqa: E402
 from agentgym_trl.metrics import ORACLE_PREFIX_K as PREFIX_K  # noqa: E402
 from agentgym_trl.reverse_curriculum import STATE_FILE, OraclePrefixCurriculum, PrefixSchedule  # noqa: E402
 
@@ -178,9 +178,15 @@ def test_two_steps_log_k_and_kept_checkpoints_give_a_learning_curve(tmp_path) ->
     for step in (1, 2):  # every checkpoint kept, with the trainer's own state beside the model
         for name in ("trainer_state.json", "item_estimates.json", STATE_FILE, "tokenizer.json"):
             assert (run / f"checkpoint-{step}" / name).is_file(), (step, name)
+    resumed = make_trainer(tmp_path, rows, env_ids=[TEXTCRAFT], oracle_prefix_schedule="0:1,1:0", max_steps=2,
+                           max_turns=1, max_turn_tokens=8, max_context_tokens=1500, item_draws="learnability",
+                           save_strategy="no")
+    resumed.train(resume_from_checkpoint=str(run / "checkpoint-1"))
+    assert [h[PREFIX_K] for h in resumed.state.log_history if PREFIX_K in h and h["step"] > 1] == [0.0]
+    resumed.close_envs()
     items = get_task(TEXTCRAFT).first_items("test", 2)
-    curve = evaluate_checkpoints(run, [TEXTCRAFT], held_out={"test": items}, max_turns=1, max_turn_tokens=8,
-                                 max_context_tokens=1500, bf16=False)
+    curve = learning_curve_main([str(run), "--env_ids", TEXTCRAFT, "--items", *map(str, items), "--max_turns", "1",
+                                 "--max_turn_tokens", "8", "--max_context_tokens", "1500", "--bf16", "false"])
     assert json.loads((run / "learning_curve.json").read_text()) == curve
     assert [p["step"] for p in curve["steps"]] == [1, 2]
     for point in curve["steps"]:
