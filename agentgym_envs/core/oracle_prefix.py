@@ -55,15 +55,6 @@ class PrefixStep:
     ended: bool  # the env terminated or truncated the episode at this step
 
 
-def has_oracle(env: gym.Env) -> bool:
-    """Whether the env answers ``oracle_action`` (it must have been reset)."""
-    try:
-        env.unwrapped.oracle_action()
-    except NotImplementedError:
-        return False
-    return True
-
-
 def oracle_steps(env: gym.Env, k: int) -> list[PrefixStep]:
     """Play up to ``k`` oracle actions on a freshly reset env; stops early when the episode ends (the last step is
     then marked ``ended``)."""
@@ -104,9 +95,10 @@ def clamp_prefixes(starts: Sequence[Any], acquire: Callable[[str, int], gym.Env]
             clamped.append(start)
             continue
         key = (start.env_id, start.item_id, start.reset_seed, start.prefix)
-        if key not in cache:
-            cache[key] = _probe(start, acquire, release)
-        clamped.append(replace(start, prefix=cache[key]) if cache[key] != start.prefix else start)
+        prefix = cache[key] if key in cache else _probe(start, acquire, release)
+        if start.item_id is not None:  # a plain reset's item is the env's choice: not an answer to keep
+            cache[key] = prefix
+        clamped.append(replace(start, prefix=prefix) if prefix != start.prefix else start)
     return clamped
 
 
@@ -117,13 +109,13 @@ def _probe(start: Any, acquire: Callable[[str, int], gym.Env], release: Callable
     try:
         options = None if start.item_id is None else {"item_id": int(start.item_id)}
         env.reset(seed=start.reset_seed, options=options)
-        if not has_oracle(env):
-            if start.env_id not in _warned_no_oracle:
-                _warned_no_oracle.add(start.env_id)
-                logger.warning("%s has no oracle: its episodes start from the beginning (oracle prefix 0)",
-                               start.env_id)
-            return 0
         steps = oracle_steps(env, start.prefix)
+    except NotImplementedError:  # the env has no oracle (before any step: the env is as reset)
+        release(start.env_id, steps_cap, env)
+        if start.env_id not in _warned_no_oracle:
+            _warned_no_oracle.add(start.env_id)
+            logger.warning("%s has no oracle: its episodes start from the beginning (oracle prefix 0)", start.env_id)
+        return 0
     except Exception:
         env.close()
         raise
