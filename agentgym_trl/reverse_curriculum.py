@@ -9,7 +9,8 @@ new turns get the budget of the turn schedule; ``k`` is clamped per item so that
 * **by steps**: ``"0:2,10:1,20:0"`` = ``k=2`` for the first 10 optimizer steps, 1 for the next 10, then 0.
   A stage's step is the number of optimizer steps finished before it, as in the turn schedule;
 * **by measured success** as well, with ``oracle_prefix_success=0.6``: a stage also ends early once the success
-  of the last ``oracle_prefix_window`` training episodes played at it reaches the threshold; the steps of the
+  of the last ``oracle_prefix_window`` training episodes played at it (every one: dynamic sampling's refills
+  too, not only the kept groups, whose outcomes are mixed by design) reaches the threshold; the steps of the
   schedule are then the latest starts of its stages (write large ones to move by success alone).
 
 Every episode of a step has the same ``k`` (so the episodes of a GRPO group share their start); evaluations

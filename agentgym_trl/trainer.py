@@ -391,6 +391,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         learnability = isinstance(self.item_drawer, LearnabilityDrawer)
         drawn: list[ItemKey] = []
         outcomes: list[tuple[str, int, bool]] = []
+        prefixed: list[dict[str, Any]] = []  # every episode played, refills too (the reverse curriculum's success)
 
         def draw_items(count: int) -> list[ItemKey]:
             items = draw(count)
@@ -400,6 +401,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         def play(batch_rows: list[dict[str, Any]]) -> RolloutResult:
             played = self._play(batch_rows, self.generator, budget)
             outcomes.extend((t.env_id, t.item_id, bool(t.success)) for t in played.trajectories)  # before refills
+            prefixed.extend(episode_stats(t) for t in played.trajectories)
             return played
 
         if learnability:  # the global batch's groups, drawn alike on every process (a group may span processes)
@@ -416,6 +418,9 @@ class AgentGRPOTrainer(GRPOTrainer):
                 more=self.generator.any_active,  # under ZeRO-3 / FSDP every rank plays as many refill batches
             )
             for name, value in stats.metrics().items():
+                self._metrics["train"][name].append(value)
+        if self.oracle_prefix is not None:  # k and success per k over every episode played; may move k by success
+            for name, value in self.oracle_prefix.observe(gather_object(prefixed)).items():
                 self._metrics["train"][name].append(value)
         if learnability:  # every rank counts every rank's episodes, so all keep the same estimates
             summary = self.item_drawer.summary(drawn)
@@ -664,8 +669,6 @@ class AgentGRPOTrainer(GRPOTrainer):
         fallbacks = sum(t.template_fallbacks for t in result.trajectories)
         values = {**rollout_metrics(stats), **timing_metrics(result.total_s, result.generation_s, result.env_s,
                                                               fallbacks)}
-        if mode == "train" and self.oracle_prefix is not None:  # k and success per k; may move k on by success
-            values.update(self.oracle_prefix.observe(stats))
         for name, value in values.items():
             self._metrics[mode][name].append(value)
 
