@@ -17,7 +17,7 @@ torch.set_num_threads(1)
 
 import agent_envs  # noqa: E402, F401  (registers the test envs)
 from agent_envs import COUNTDOWN, CountdownEnv  # noqa: E402
-from test_trainer import make_trainer  # noqa: E402
+from test_trainer import countdown_rows, make_trainer  # noqa: E402
 
 from agentgym_envs.agents import BaseAgent, OracleAgent  # noqa: E402
 from agentgym_envs.core.episode import MAX_TURNS, TERMINATED  # noqa: E402
@@ -113,7 +113,10 @@ def test_a_prefix_is_clamped_to_leave_one_action_and_is_not_part_of_the_budget(c
 
 
 def test_the_prefix_is_prompt_and_stays_out_of_the_loss(tmp_path) -> None:
-    trainer = make_trainer(tmp_path, oracle_prefix_schedule="0:2", max_context_tokens=300, truncated_turn="step")
+    # dynamic sampling's refills (items of the same 3-action shape) start after the same prefix
+    trainer = make_trainer(tmp_path, countdown_rows([2, 5, 8, 11]), oracle_prefix_schedule="0:2",
+                           max_context_tokens=300, truncated_turn="step", dynamic_sampling=True,
+                           dynamic_sampling_max_batches=2, beta=0.0)
     trainer.model.train()
     rows = [{"env_id": COUNTDOWN, "item_id": 2, "prompt": [{"role": "user", "content": "x"}]} for _ in range(4)]
     rows += [{"env_id": COUNTDOWN, "item_id": 5, "prompt": [{"role": "user", "content": "x"}]} for _ in range(4)]
@@ -130,6 +133,9 @@ def test_the_prefix_is_prompt_and_stays_out_of_the_loss(tmp_path) -> None:
         trained = (inputs["completion_mask"][row] * inputs["tool_mask"][row]).bool()
         completion = inputs["completion_ids"][row][inputs["completion_mask"][row].bool()].tolist()
         assert completion == t.completion_ids and int(trained.sum()) == t.model_tokens  # only the new turn's tokens
+    metrics = trainer._metrics["train"]
+    assert list(metrics[PREFIX_K]) == [2.0] and len(metrics["agent/success_k2"]) == 1
+    assert not any(name.startswith("agent/success_k") and name != "agent/success_k2" for name in metrics)
     trainer.close_envs()
 
 
