@@ -171,9 +171,9 @@ def test_the_schedule_parses_and_moves_by_steps_and_by_success(tmp_path) -> None
 
 def test_two_steps_log_k_and_kept_checkpoints_give_a_learning_curve(tmp_path) -> None:
     rows = Dataset.from_list(env_rows([TEXTCRAFT], max_items_per_env=2))
-    trainer = make_trainer(tmp_path, rows, env_ids=[TEXTCRAFT], oracle_prefix_schedule="0:1,1:0", max_steps=2,
-                           max_turns=1, max_turn_tokens=8, max_context_tokens=1500, item_draws="learnability",
-                           save_strategy="steps", save_steps=1)
+    settings = dict(env_ids=[TEXTCRAFT], oracle_prefix_schedule="0:1,1:0", max_steps=2, max_turns=1, beta=0.0,
+                    max_turn_tokens=8, max_context_tokens=1500, item_draws="learnability")
+    trainer = make_trainer(tmp_path, rows, save_strategy="steps", save_steps=1, **settings)
     trainer.train()
     logs = [h for h in trainer.state.log_history if PREFIX_K in h]
     assert [h[PREFIX_K] for h in logs] == [1.0, 0.0]
@@ -184,9 +184,7 @@ def test_two_steps_log_k_and_kept_checkpoints_give_a_learning_curve(tmp_path) ->
     for step in (1, 2):  # every checkpoint kept, with the trainer's own state beside the model
         for name in ("trainer_state.json", "item_estimates.json", STATE_FILE, "tokenizer.json"):
             assert (run / f"checkpoint-{step}" / name).is_file(), (step, name)
-    resumed = make_trainer(tmp_path, rows, env_ids=[TEXTCRAFT], oracle_prefix_schedule="0:1,1:0", max_steps=2,
-                           max_turns=1, max_turn_tokens=8, max_context_tokens=1500, item_draws="learnability",
-                           save_strategy="no")
+    resumed = make_trainer(tmp_path, rows, save_strategy="no", **settings)
     resumed.train(resume_from_checkpoint=str(run / "checkpoint-1"))
     assert [h[PREFIX_K] for h in resumed.state.log_history if PREFIX_K in h and h["step"] > 1] == [0.0]
     resumed.close_envs()
