@@ -3,7 +3,8 @@
 ``AgentGRPOTrainer(model, args=AgentGRPOConfig(env_ids=[...], turn_rounds=[10, 20, 30], turn_round_steps=100))``
 trains on the envs' train items; ``ModelAgent`` plays the envs through the one episode loop of
 ``agentgym_envs.core.loop`` (``run_rollout`` is the trainer's batch of it); ``TurnSchedule`` /
-``TurnBudgetCallback`` are the curriculum.
+``TurnBudgetCallback`` are the curriculum; ``PrefixSchedule`` / ``OraclePrefixCurriculum`` the reverse curriculum
+from the oracle's demonstrations (R³, ``oracle_prefix_schedule``).
 """
 
 from agentgym_envs.core.episode import Trajectory
@@ -16,6 +17,7 @@ from agentgym_trl.data import build_env_dataset, check_env_ids, env_rows
 from agentgym_trl.eval import evaluate_model
 from agentgym_trl.generation import HFGenerator, TurnOutput, VLLMGenerator
 from agentgym_trl.metrics import MetricsFileCallback
+from agentgym_trl.reverse_curriculum import OraclePrefixCurriculum, PrefixSchedule
 from agentgym_trl.rollout import RolloutResult, run_rollout, validate_rollout_output
 from agentgym_trl.trainer import AgentGRPOTrainer, env_reward
 
@@ -28,6 +30,8 @@ __all__ = [
     "HFGenerator",
     "MetricsFileCallback",
     "ModelAgent",
+    "OraclePrefixCurriculum",
+    "PrefixSchedule",
     "RolloutResult",
     "ScheduleError",
     "Trajectory",

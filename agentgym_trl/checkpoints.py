@@ -91,4 +91,22 @@ def last_complete_checkpoint(output_dir: str) -> str | None:
     return None
 
 
-__all__ = ["TRAINER_STATE", "incomplete_reason", "last_complete_checkpoint"]
+def complete_checkpoints(output_dir: str) -> list[tuple[int, str]]:
+    """Every complete ``checkpoint-N`` in ``output_dir`` as ``(N, folder)``, oldest first (a run saved with
+    ``--save_strategy steps --save_steps N`` and no ``save_total_limit`` keeps them all: a learning curve's
+    points, ``agentgym_trl/learning_curve.py``); incomplete ones are skipped with a warning."""
+    if not os.path.isdir(output_dir):
+        return []
+    found = sorted((int(m.group(1)), os.path.join(output_dir, name)) for name in os.listdir(output_dir)
+                   if (m := _CHECKPOINT.match(name)) and os.path.isdir(os.path.join(output_dir, name)))
+    complete = []
+    for step, folder in found:
+        reason = incomplete_reason(folder)
+        if reason is None:
+            complete.append((step, folder))
+        else:
+            logger.warning("skipping incomplete checkpoint %s (%s)", folder, reason)
+    return complete
+
+
+__all__ = ["TRAINER_STATE", "complete_checkpoints", "incomplete_reason", "last_complete_checkpoint"]

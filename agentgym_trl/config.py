@@ -19,6 +19,7 @@ from agentgym_trl.data import check_env_ids
 from agentgym_trl.estimators import ESTIMATORS, Estimator, estimator_named, names_where
 from agentgym_trl.fast_training import LOSS_NORMALISERS, bf16_is_fast
 from agentgym_trl.item_draws import ITEM_DRAWS
+from agentgym_trl.reverse_curriculum import OraclePrefixCurriculum
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +95,11 @@ class AgentGRPOConfig(GRPOConfig):
     (the paper's KL coefficient); ``max_completion_length`` = ``max_context_tokens`` (a multi-turn
     completion holds every turn and observation). ``mask_truncated_completions`` is replaced by
     ``mask_truncated_turns`` (TRL's flag looks only at the last token of the whole episode).
+
+    ``oracle_prefix_schedule`` (with ``oracle_prefix_success`` / ``oracle_prefix_window``) starts training
+    episodes after the oracle's first k actions, k moving from late to early (R³; ``reverse_curriculum.py``).
+    To keep every ``checkpoint-N`` for a learning curve, set ``save_strategy="steps"`` and ``save_steps`` and leave
+    ``save_total_limit`` at None (``learning_curve.py`` evaluates them afterwards).
     """
 
     env_ids: list[str] = field(
@@ -123,6 +129,26 @@ class AgentGRPOConfig(GRPOConfig):
     )
     turn_round_steps: int | None = field(
         default=None, metadata={"help": "Optimizer steps per round of --turn_rounds (the paper uses 100)."}
+    )
+    oracle_prefix_schedule: str | None = field(
+        default=None,
+        metadata={"help": "Reverse curriculum from the oracle's demonstrations (R3): training episodes start from the "
+                  "state reached after the oracle's first k actions, shown as the conversation so far (prompt, not "
+                  "trained on; not counted in the turn budget; k clamped per item so one action remains). Stages "
+                  "'step:k,...' with k never increasing, e.g. '0:2,10:1,20:0'. Evaluations start from the "
+                  "beginning. Logged as curriculum/oracle_prefix_k and agent/success_k<k> (see "
+                  "agentgym_trl/reverse_curriculum.py)."},
+    )
+    oracle_prefix_success: float | None = field(
+        default=None,
+        metadata={"help": "With oracle_prefix_schedule: also move to the next stage once the success of the last "
+                  "oracle_prefix_window training episodes at the current one reaches this (the schedule's steps are "
+                  "then the latest starts of its stages)."},
+    )
+    oracle_prefix_window: int = field(
+        default=32,
+        metadata={"help": "oracle_prefix_success: how many of the latest episodes of a stage its success is "
+                  "taken over."},
     )
     eval_max_turns: int | None = field(
         default=None, metadata={"help": "Turn budget for evaluation; default: each env's evaluation cap."}
@@ -357,6 +383,7 @@ class AgentGRPOConfig(GRPOConfig):
             self.env_ids = [part for part in self.env_ids.replace(",", " ").split() if part]
         check_env_ids(self.env_ids)
         self.turn_schedule()  # raises on a bad schedule
+        self._check_oracle_prefix()
         if self.max_turn_tokens < 1:
             raise ValueError(f"max_turn_tokens must be at least 1, got {self.max_turn_tokens}")
         if self.max_turn_tokens >= self.max_context_tokens:
@@ -534,6 +561,12 @@ class AgentGRPOConfig(GRPOConfig):
         """Whether the trainer replaces TRL's group advantages (everything but plain outcome GRPO)."""
         return not (estimator_named(self.advantage_estimator).same_as_trl and self.turn_credit == "none"
                     and self.turn_reward == "outcome" and self.invalid_action_penalty == 0.0)
+
+    def _check_oracle_prefix(self) -> None:
+        """A bad oracle prefix schedule, or its options without one, fail here (``reverse_curriculum.py``)."""
+        if self.oracle_prefix_schedule is None and self.oracle_prefix_success is not None:
+            raise ScheduleError("oracle_prefix_success needs oracle_prefix_schedule")
+        OraclePrefixCurriculum.from_config(self)  # raises on a bad schedule, threshold or window
 
     def turn_schedule(self) -> TurnSchedule:
         """The schedule from whichever of max_turns_schedule / turn_rounds / max_turns is set (only one may be)."""

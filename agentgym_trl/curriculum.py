@@ -34,6 +34,36 @@ class ScheduleError(ValueError):
     """A turn schedule that makes no sense (the message says what to fix)."""
 
 
+def parse_stage_pairs(spec: str | Sequence[Sequence[int]], what: str, form: str,
+                      example: str) -> tuple[tuple[int, int], ...]:
+    """``(step, value)`` pairs from ``"0:10,100:20"`` (the command-line form) or a list of pairs.
+
+    Args:
+        spec: the schedule as written.
+        what: its name in errors (``"turn schedule"``).
+        form: one stage as the error shows it (``"step:max_turns"``).
+        example: a whole schedule as the error shows it.
+    """
+    if isinstance(spec, str):
+        pairs = []
+        for part in spec.replace(";", ",").split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                step, value = part.split(":")
+                pairs.append((int(step), int(value)))
+            except ValueError:
+                raise ScheduleError(
+                    f"cannot read stage {part!r} of the {what} {spec!r}; write '{form},...', e.g. '{example}'"
+                ) from None
+        return tuple(pairs)
+    try:
+        return tuple((int(step), int(value)) for step, value in spec)
+    except (TypeError, ValueError):
+        raise ScheduleError(f"a {what} is a list of ({form.replace(':', ', ')}) pairs, got {spec!r}") from None
+
+
 @dataclass(frozen=True)
 class TurnSchedule:
     """Stages ``(first_step, max_turns)``: starts at step 0, steps strictly increase, budgets never decrease."""
@@ -80,25 +110,7 @@ class TurnSchedule:
     @classmethod
     def parse(cls, spec: str | Sequence[Sequence[int]]) -> TurnSchedule:
         """``"0:10,100:20"`` (the command-line form) or a list of ``(step, max_turns)`` pairs."""
-        if isinstance(spec, str):
-            pairs = []
-            for part in spec.replace(";", ",").split(","):
-                part = part.strip()
-                if not part:
-                    continue
-                try:
-                    step, turns = part.split(":")
-                    pairs.append((int(step), int(turns)))
-                except ValueError:
-                    raise ScheduleError(
-                        f"cannot read stage {part!r} of the turn schedule {spec!r}; write 'step:max_turns,...', "
-                        "e.g. '0:10,100:20,200:30'"
-                    ) from None
-            return cls(tuple(pairs))
-        try:
-            return cls(tuple((int(step), int(turns)) for step, turns in spec))
-        except (TypeError, ValueError):
-            raise ScheduleError(f"a turn schedule is a list of (step, max_turns) pairs, got {spec!r}") from None
+        return cls(parse_stage_pairs(spec, "turn schedule", "step:max_turns", "0:10,100:20,200:30"))
 
     # ---- queries -------------------------------------------------------------------------------
     def stage_index(self, step: int) -> int:

@@ -48,6 +48,8 @@ DYNAMIC_DRAWN_EPISODES = "dynamic/drawn_episodes"  # every episode played for th
 ITEMS_ESTIMATE_SPREAD = "items/estimate_spread"  # learnability draws (item_draws.py): spread of per-item success
 ITEMS_PLAYED_FRAC = "items/played_frac"  # share of the train items played at least once so far
 ITEMS_DRAWN_TEACH = "items/drawn_teach_prob"  # mean predicted probability that a drawn group teaches
+ORACLE_PREFIX_K = "curriculum/oracle_prefix_k"  # reverse curriculum (reverse_curriculum.py): the step's scheduled k
+SUCCESS_AT_PREFIX = "agent/success_k{}"  # success of the step's episodes that replayed k oracle actions (.format(k))
 
 
 def episode_stats(trajectory: Trajectory) -> dict[str, Any]:
@@ -64,6 +66,7 @@ def episode_stats(trajectory: Trajectory) -> dict[str, Any]:
         "model_tokens": trajectory.model_tokens,
         "completion_tokens": len(trajectory.completion_ids),
         "budget": int(trajectory.max_turns),
+        "prefix": len(trajectory.prefix_actions),  # oracle actions replayed before the first turn (reverse curriculum)
     }
 
 

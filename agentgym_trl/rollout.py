@@ -93,8 +93,10 @@ def validate_rollout_output(output: Mapping[str, Sequence], expected: int) -> No
             raise ValueError(f"trajectory {index}: empty prompt")
 
 
-def episode_starts(rows: Sequence[Mapping[str, Any]], max_turns: int | Sequence[int]) -> list[EpisodeStart]:
-    """One start per row (``{"env_id", "item_id"[, "seed"]}``); the sample index counts repeats of an item."""
+def episode_starts(rows: Sequence[Mapping[str, Any]], max_turns: int | Sequence[int],
+                   oracle_prefix: int = 0) -> list[EpisodeStart]:
+    """One start per row (``{"env_id", "item_id"[, "seed"]}``); the sample index counts repeats of an item.
+    ``oracle_prefix``: start each after the oracle's first k actions (``agentgym_envs/core/oracle_prefix.py``)."""
     budgets = [int(max_turns)] * len(rows) if isinstance(max_turns, int) else [int(b) for b in max_turns]
     if len(budgets) != len(rows) or any(b < 1 for b in budgets):
         raise ValueError(f"max_turns must be a positive int or one per row, got {max_turns!r}")
@@ -105,7 +107,7 @@ def episode_starts(rows: Sequence[Mapping[str, Any]], max_turns: int | Sequence[
         seen[group] = seen.get(group, -1) + 1  # the index within the GRPO group of this item
         seed = row.get("seed")
         starts.append(EpisodeStart(group[0], group[1], budget, seed=None if seed is None else int(seed),
-                                   sample=seen[group]))
+                                   sample=seen[group], prefix=int(oracle_prefix)))
     return starts
 
 
@@ -123,6 +125,7 @@ def run_rollout(
     mask_truncated_turns: bool = False,
     merged_first_turn: bool = False,
     on_step: Any = None,
+    oracle_prefix: int = 0,
 ) -> RolloutResult:
     """Play one episode per row with the model and return their tokens and outcomes.
 
@@ -130,11 +133,14 @@ def run_rollout(
     ``merged_first_turn``, with one user turn holding the instruction and the first observation.
     ``max_turns``: one budget, or one per row. A reset that fails raises ``RuntimeError``.
     ``on_step(episode, observation, reward, ended)`` is called after every env step (e.g. ``RolloutProgress``).
+    ``oracle_prefix``: each episode starts after the oracle's first k actions, shown as the conversation so far
+    (prompt tokens: not trained on) and not counted in ``max_turns`` (``agentgym_envs/core/oracle_prefix.py``).
     """
     agent = ModelAgent(generator, encoder, max_turn_tokens=max_turn_tokens, max_context_tokens=max_context_tokens,
                        truncated_turn=truncated_turn, mask_truncated_turns=mask_truncated_turns, name="policy")
     try:
-        trajectories, stats = play_batch(episode_starts(rows, max_turns), agent, env_pool, executor=executor,
+        trajectories, stats = play_batch(episode_starts(rows, max_turns, oracle_prefix), agent, env_pool,
+                                         executor=executor,
                                          agentgym_order=not merged_first_turn, on_step=on_step)
     except EpisodeError as error:
         raise RuntimeError(f"rollout failed: {error}") from error

@@ -56,9 +56,11 @@ class StageArguments:
 
 def held_out_success(model: str, env_ids: list[str], out_dir: str | os.PathLike, stage: StageArguments,
                      max_turns: int, max_turn_tokens: int, max_context_tokens: int, bf16: bool,
-                     merged_first_turn: bool = False, engine: str = "hf", engine_options: Any = None) -> dict[str, Any]:
+                     merged_first_turn: bool = False, engine: str = "hf", engine_options: Any = None,
+                     split: str = "test", items: list[int] | None = None) -> dict[str, Any]:
     """Success of ``model`` on the first ``eval_items`` test items of each env, with a 95% interval over items
-    (``engine="vllm"``: sampled by the shared vLLM engine, the one training uses)."""
+    (``engine="vllm"``: sampled by the shared vLLM engine, the one training uses); ``items``: these item ids of
+    ``split`` instead (e.g. a held-out part of the train split)."""
     from agentgym_envs.evaluation.metrics import item_successes, success_interval
     from agentgym_envs.evaluation.records import load_run
     from agentgym_trl.eval import evaluate_model
@@ -67,7 +69,7 @@ def held_out_success(model: str, env_ids: list[str], out_dir: str | os.PathLike,
                             limit=stage.eval_items, temperature=stage.eval_temperature,
                             batch_size=max(8, stage.eval_items), max_turn_tokens=max_turn_tokens,
                             max_context_tokens=max_context_tokens, bf16=bf16, merged_first_turn=merged_first_turn,
-                            engine=engine, engine_options=engine_options)
+                            engine=engine, engine_options=engine_options, split=split, items=items)
     records = load_run(report.out_dir)
     per_item = item_successes(records)
     interval = success_interval(per_item)

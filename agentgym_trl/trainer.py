@@ -109,6 +109,7 @@ from agentgym_trl.metrics import (
 )
 from agentgym_trl.model_card import agent_section, base_model_of, complete_model_card
 from agentgym_trl.models import is_reloadable, save_plain_copy
+from agentgym_trl.reverse_curriculum import OraclePrefixCurriculum
 from agentgym_trl.rollout import RolloutProgress, RolloutResult, run_rollout, validate_rollout_output
 from agentgym_trl.scoring import AdvantageAdapter, ScoringBatch, distinct_items
 from agentgym_trl.trl_vllm import TRLVLLMGenerator, check_server_context
@@ -210,6 +211,9 @@ class AgentGRPOTrainer(GRPOTrainer):
             model = _make_reloadable(model, args.output_dir)  # TRL loads the KL reference / its vLLM from the folder
         self.curriculum = TurnBudgetCallback(self.schedule, args.truncation_warning_threshold)
         callbacks = [self.curriculum, self.step_guard, *(callbacks or [])]
+        self.oracle_prefix = OraclePrefixCurriculum.from_config(args)  # reverse curriculum (R3), None when off
+        if self.oracle_prefix is not None:
+            callbacks.append(self.oracle_prefix)
         if args.metrics_file:  # the JSON-lines copy of the logs, when asked (report_to gets them regardless)
             callbacks.append(MetricsFileCallback(os.path.join(args.output_dir, args.metrics_file)))
         funcs = [env_reward]
@@ -359,7 +363,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         if mode == "train":
             budget: int | list[int] = self.curriculum.budget
             eval_budgets = {self._eval_budget(env_id) for env_id in self.args.env_ids}
-            self.env_pool.drop_other_budgets({budget, *eval_budgets})  # envs of finished curriculum stages go
+            prefix_steps = {budget + k for k in range(self._oracle_prefix_k() + 1)}  # budget + replayed oracle steps
+            self.env_pool.drop_other_budgets({budget, *eval_budgets, *prefix_steps})  # finished stages' envs go
             result = self._play_train_batch(rows, budget)
         else:
             budget = [self._eval_budget(str(r["env_id"])) for r in rows]
@@ -386,6 +391,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         learnability = isinstance(self.item_drawer, LearnabilityDrawer)
         drawn: list[ItemKey] = []
         outcomes: list[tuple[str, int, bool]] = []
+        prefixed: list[dict[str, Any]] = []  # every episode played, refills too (the reverse curriculum's success)
 
         def draw_items(count: int) -> list[ItemKey]:
             items = draw(count)
@@ -395,6 +401,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         def play(batch_rows: list[dict[str, Any]]) -> RolloutResult:
             played = self._play(batch_rows, self.generator, budget)
             outcomes.extend((t.env_id, t.item_id, bool(t.success)) for t in played.trajectories)  # before refills
+            prefixed.extend(episode_stats(t) for t in played.trajectories)
             return played
 
         if learnability:  # the global batch's groups, drawn alike on every process (a group may span processes)
@@ -412,6 +419,9 @@ class AgentGRPOTrainer(GRPOTrainer):
             )
             for name, value in stats.metrics().items():
                 self._metrics["train"][name].append(value)
+        if self.oracle_prefix is not None:  # k and success per k over every episode played; may move k by success
+            for name, value in self.oracle_prefix.observe(gather_object(prefixed)).items():
+                self._metrics["train"][name].append(value)
         if learnability:  # every rank counts every rank's episodes, so all keep the same estimates
             summary = self.item_drawer.summary(drawn)
             self.item_drawer.observe(gather_object(outcomes))
@@ -419,6 +429,10 @@ class AgentGRPOTrainer(GRPOTrainer):
                               (ITEMS_DRAWN_TEACH, "drawn_teach")):
                 self._metrics["train"][name].append(summary[key])
         return result
+
+    def _oracle_prefix_k(self) -> int:
+        """The oracle actions training episodes start after (reverse curriculum); 0 in evaluations and when off."""
+        return self.oracle_prefix.k if self.oracle_prefix is not None and self.model.training else 0
 
     def _eval_budget(self, env_id: str) -> int:
         return self.args.eval_max_turns or env_turn_cap(env_id)
@@ -432,7 +446,8 @@ class AgentGRPOTrainer(GRPOTrainer):
                            max_turn_tokens=self.args.max_turn_tokens, max_context_tokens=self.args.max_context_tokens,
                            executor=self.env_executor, truncated_turn=self.args.truncated_turn,
                            mask_truncated_turns=self.args.mask_truncated_turns,
-                           merged_first_turn=self.args.merged_first_turn, on_step=progress)
+                           merged_first_turn=self.args.merged_first_turn, on_step=progress,
+                           oracle_prefix=self._oracle_prefix_k())
 
     # ---- advantage estimators other than TRL's GRPO ------------------------------------------------
     def _greedy_rollout(self, rows: Sequence[dict[str, Any]], budget: int) -> list[float]:
@@ -513,6 +528,8 @@ class AgentGRPOTrainer(GRPOTrainer):
             torch.save(self.value_head.state_dict(), os.path.join(output_dir, VALUE_HEAD_FILE))
         if isinstance(self.item_drawer, LearnabilityDrawer) and self.args.should_save:
             self.item_drawer.save(output_dir)  # a resumed run draws from what this one learned of the items
+        if self.oracle_prefix is not None and self.args.should_save:
+            self.oracle_prefix.save(output_dir)  # the stage measured success moved to
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
         """Train; ``resume_from_checkpoint=True`` (or ``"last"``) resumes from the newest *complete* checkpoint in
@@ -533,6 +550,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         if isinstance(self.item_drawer, LearnabilityDrawer) and not self.item_drawer.load(resume_from_checkpoint):
             logger.warning("%s holds no item estimates: learnability draws start from the prior",
                            resume_from_checkpoint)
+        if self.oracle_prefix is not None:
+            self.oracle_prefix.load(resume_from_checkpoint)
 
     # ---- the loss in micro-batches ---------------------------------------------------------------
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,

@@ -2,8 +2,8 @@
 
 ``AgentGymTest/Countdown-v0``: item ``i`` needs ``1 + i % 3`` turns; the last turn succeeds (reward 1)
 when the response has an even number of characters, so a random model gets mixed rewards within a
-group. Item 999 raises on its first step (an engine crash). ``AgentGymTest/SlowCountdown-v0`` sleeps
-``0.3`` s per step (a slow engine or remote server).
+group; the oracle answers "ok", which succeeds. Item 999 raises on its first step (an engine crash).
+``AgentGymTest/SlowCountdown-v0`` sleeps ``0.3`` s per step (a slow engine or remote server).
 """
 
 from __future__ import annotations
@@ -53,6 +53,10 @@ class CountdownEnv(gym.Env[str, str]):
             return "Episode over.", float(success), True, False, info
         info = {"success": False, "valid_action": valid, "item_id": self.item_id}
         return f"Tick {self.turn} of {self.target}.", 0.0, False, False, info
+
+    def oracle_action(self) -> str:
+        """An even-length reply: every turn of the oracle's solution (``target`` of them) plays it."""
+        return "ok"
 
 
 def register() -> None:

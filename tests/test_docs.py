@@ -123,6 +123,11 @@ RULES = [
     Rule(r"from_pretrained\(default_model_path\(\)\)", replace=((SMOLLM2, TINY_MODEL),), needs=("trl",)),
     Rule(r"check_text_env\(\"AgentGym/MyEnv-v0\"\)", replace=(("AgentGym/MyEnv-v0", "AgentGym/TextCraft-Depth1-v0"),)),
     Rule(r"AgentGym/WebArena-v0", needs=("selenium",)),
+    Rule(r"--oracle_prefix_schedule", skip="long run; covered by tests/test_oracle_prefix.py (a tiny model, 2 steps)"),
+    Rule(r"^accelerate launch examples/grpo\.py --output_dir runs/curve",
+         skip="long run; keeping every checkpoint is covered by tests/test_oracle_prefix.py (a tiny model)"),
+    Rule(r"^python -m agentgym_trl\.learning_curve runs/curve",
+         skip="evaluates the checkpoints of the run above (skipped); covered by tests/test_oracle_prefix.py"),
     Rule(r"scripts/behaviour_fingerprint\.py",
          skip="a 10-minute digest of the whole project; tests/test_fingerprint.py runs it on two parts"),
 ]

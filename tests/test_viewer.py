@@ -189,11 +189,17 @@ def test_non_finite_numbers_do_not_empty_the_page(run_dir, browser, tmp_path) ->
 
 
 def test_a_turn_cut_by_the_token_limit_is_marked(run_dir, browser, tmp_path) -> None:
-    """Issue 49: the viewer says which turns a token limit cut (the record's ``cut``)."""
+    """Issue 49: the viewer says which turns a token limit cut (the record's ``cut``), and which turns of the prompt
+    an oracle prefix replayed (``prefix_actions``)."""
     from selenium.webdriver.common.by import By
 
     records = [json.loads(line) for line in (run_dir / "trajectories.jsonl").read_text().splitlines()]
     records[0]["cut"] = [1]
+    # an episode that started after the oracle's first action (reverse curriculum): that turn is part of its prompt
+    opening = records[1]["prompt_messages"]
+    records[1]["messages"][opening:opening] = [{"role": "assistant", "content": "Action: inventory"},
+                                               {"role": "user", "content": "Inventory: []"}]
+    records[1]["prompt_messages"], records[1]["prefix_actions"] = opening + 2, ["Action: inventory"]
     run = tmp_path / "cut"
     run.mkdir()
     (run / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
@@ -202,3 +208,5 @@ def test_a_turn_cut_by_the_token_limit_is_marked(run_dir, browser, tmp_path) -> 
     cards = driver.find_elements(By.CSS_SELECTOR, "#list details.episode")
     texts = [open_episode(driver, card).text for card in cards[:2]]
     assert texts[0].count("cut at the token limit") == 1 and "cut at the token limit" not in texts[1]
+    assert "replayed oracle action" not in texts[0] and texts[1].count("replayed oracle action") == 1
+    assert "observation (oracle prefix)" in texts[1] and "task: first observation" in texts[1]

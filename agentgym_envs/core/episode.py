@@ -14,14 +14,17 @@ it or its record. The record (``Trajectory.to_record``) is one JSON object per e
                        acknowledgement and first observation, or one merged user turn), then each
                        action as an assistant turn and each later observation as a user turn, up to
                        the last action
-``prompt_messages``    how many leading messages are the opening (the prompt, never trained on)
+``prompt_messages``    how many leading messages are the opening (the prompt, never trained on), replayed
+                       oracle turns included
+``prefix_actions``     only when the episode started after the oracle's first k actions (``core/oracle_prefix``):
+                       those actions (in ``messages`` as assistant turns); ``prefix_rewards`` what they earned
 ``final_observation``  the env's answer to the last action (not shown to the agent), or null
 ``actions``            every response, one per turn (a response cut by a token limit included)
 ``cut``                the turns (1 = the first) whose response a token limit cut, when any was (model agents)
 ``rewards``, ``valid``, ``scores``
                        per env step: reward, ``info["valid_action"]``, ``info["score"]``
-``return``             the sum of ``rewards`` (the outcome score in [0, 1])
-``turns``              ``len(actions)``
+``return``             the sum of ``rewards`` and ``prefix_rewards`` (the outcome score in [0, 1])
+``turns``              ``len(actions)`` (the agent's turns; replayed oracle turns are not counted)
 ``tokens``             model tokens, when the agent counts them
 ``info``               ``success``, ``score`` (the env's native final score) and ``stop_reason``
 ``timing``             seconds: ``env_s`` (this episode's env steps) and, from ``evaluate``, its batch's
@@ -122,6 +125,9 @@ class Trajectory:
     cut_turns: int = 0
     cut: list[int] = field(default_factory=list)  # which turns (1-based) a token limit cut
     template_fallbacks: int = 0
+    # The oracle's replayed turns before the agent's first (reverse curriculum; empty otherwise).
+    prefix_actions: list[str] = field(default_factory=list)
+    prefix_rewards: list[float] = field(default_factory=list)
 
     # ---- what the loop records -----------------------------------------------------------------
     def open(self, info: Mapping[str, Any], observation: str, agentgym_order: bool = True) -> None:
@@ -130,6 +136,16 @@ class Trajectory:
         self.split = str(info.get("split", self.split))
         self.subtask = info.get("subtask", self.subtask)
         self.messages = first_messages(info, observation, agentgym_order)
+        self.prompt_messages = len(self.messages)
+
+    def replay(self, action: str, observation: str, reward: float) -> None:
+        """Record a replayed oracle turn as history: its response an assistant turn, the env's answer a user turn,
+        both part of the prompt (``prompt_messages``). Call after ``open`` and before the agent's first turn."""
+        if self.actions:
+            raise RuntimeError("oracle turns are replayed before the agent's first turn")
+        self.prefix_actions.append(action)
+        self.prefix_rewards.append(float(reward))
+        self.messages += [{"role": "assistant", "content": action}, {"role": "user", "content": observation}]
         self.prompt_messages = len(self.messages)
 
     def act(self, text: str) -> None:
@@ -167,8 +183,8 @@ class Trajectory:
 
     @property
     def reward(self) -> float:
-        """The return: the sum of the env's rewards (the outcome score in [0, 1])."""
-        return float(sum(self.rewards))
+        """The return: the sum of the env's rewards (the outcome score in [0, 1]), replayed oracle turns' included."""
+        return float(sum(self.prefix_rewards) + sum(self.rewards))
 
     @property
     def score(self) -> float:
@@ -227,5 +243,7 @@ class Trajectory:
             "timing": {name: round(value, 4) for name, value in self.timing.items()},
             "time": now_iso(),
             **({"cut": list(self.cut)} if self.cut else {}),
+            **({"prefix_actions": list(self.prefix_actions), "prefix_rewards": list(self.prefix_rewards)}
+               if self.prefix_actions else {}),
             **extra,
         }

@@ -8,7 +8,9 @@ remote server does not serialise the batch), and each answer is recorded on the 
 all run this loop; only their agents differ.
 
 One budget rule: the turn budget is the env's own ``TimeLimit`` (``EnvPool`` makes each env with
-``max_episode_steps`` = the episode's budget), so nothing counts turns twice. An episode ends when
+``max_episode_steps`` = the episode's budget), so nothing counts turns twice. An oracle prefix
+(``EpisodeStart.prefix``, ``core/oracle_prefix.py``) is replayed right after the reset as history; the env's step
+budget is then the agent's turns plus the prefix. An episode ends when
 
 * the env terminates it (``terminated``), or truncates it (``max_turns`` when the budget is used up,
   else ``env_truncated``);
@@ -31,6 +33,7 @@ from typing import Any, ContextManager, Protocol, runtime_checkable
 import gymnasium as gym
 
 from agentgym_envs.core.episode import ENV_ERROR, ENV_TRUNCATED, MAX_TURNS, TERMINATED, Trajectory
+from agentgym_envs.core.oracle_prefix import PrefixStep, clamp_prefixes, replay_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -48,17 +51,29 @@ class EpisodeError(RuntimeError):
 
 @dataclass(frozen=True)
 class EpisodeStart:
-    """Which episode to play: env id, item, reset seed (default: the item id), sample index and turn budget."""
+    """Which episode to play: env id, item, reset seed (default: the item id), sample index and turn budget.
+
+    ``prefix``: the oracle's first actions replayed after the reset, as history the agent sees but did not play
+    (a reverse curriculum; ``core/oracle_prefix.py``): they are not part of ``max_turns``.
+    """
 
     env_id: str
     item_id: int | None  # None: the env's own choice (a plain reset)
     max_turns: int
     seed: int | None = None
     sample: int = 0
+    prefix: int = 0
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {self.max_turns}")
+        if self.prefix < 0:
+            raise ValueError(f"prefix must be at least 0, got {self.prefix}")
+
+    @property
+    def env_steps(self) -> int:
+        """The env's step budget (its ``TimeLimit``): the agent's turns plus the replayed oracle prefix."""
+        return self.max_turns + self.prefix
 
     @property
     def key(self) -> tuple[str, int | None, int, int]:
@@ -80,6 +95,7 @@ class Episode:
     trajectory: Trajectory
     observation: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    prefix_steps: list[PrefixStep] = field(default_factory=list)  # the replayed oracle turns (start.prefix > 0)
 
 
 @dataclass
@@ -186,6 +202,7 @@ class EnvPool:
         self.make_kwargs = make_kwargs
         self._free: dict[tuple[str, int], list[gym.Env]] = defaultdict(list)
         self._lock = threading.Lock()
+        self.oracle_prefixes: dict[tuple, int] = {}  # clamped oracle prefixes per (id, item, seed, k): clamp_prefixes
 
     def acquire(self, env_id: str, max_turns: int) -> gym.Env:
         """An idle env of this id and budget, or a new one (``make_env``, by default ``gym.make``, with
@@ -260,6 +277,7 @@ def _reset(episode: Episode) -> None:
     options = None if item_id is None else {"item_id": int(item_id)}
     observation, info = episode.env.reset(seed=episode.start.reset_seed, options=options)
     episode.observation, episode.info = observation, dict(info)
+    episode.prefix_steps = replay_prefix(episode.env, episode.start.prefix) if episode.start.prefix else []
 
 
 def _step(episode: Episode, text: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -275,6 +293,9 @@ def _reset_all(episodes: Sequence[Episode], executor: Executor, agentgym_order: 
             start = episode.start
             raise EpisodeError(f"{start.env_id} could not reset item {start.item_id}: {error}") from error
         episode.trajectory.open(episode.info, episode.observation, agentgym_order)
+        for step in episode.prefix_steps:  # the oracle's replayed turns: history, all of it prompt
+            episode.trajectory.replay(step.action, step.observation, step.reward)
+            episode.observation, episode.info = step.observation, {**episode.info, **step.info}
 
 
 def _step_all(episodes: Sequence[Episode], actions: Sequence[str], executor: Executor, stats: PlayStats,
@@ -383,11 +404,17 @@ def play_batch(
     agentgym_order: bool = True,
     on_step: StepCallback | None = None,
 ) -> tuple[list[Trajectory], PlayStats]:
-    """Play one episode per start with envs from ``pool`` (returned to it afterwards; crashed ones closed)."""
+    """Play one episode per start with envs from ``pool`` (returned to it afterwards; crashed ones closed).
+
+    Starts with an oracle ``prefix`` are clamped first so that at least one action remains
+    (``core/oracle_prefix.clamp_prefixes``).
+    """
     episodes: list[Episode] = []
+    if any(start.prefix for start in starts):
+        starts = clamp_prefixes(starts, pool.acquire, pool.release, pool.oracle_prefixes)
     try:
         for start in starts:
-            episodes.append(Episode(pool.acquire(start.env_id, start.max_turns), start, new_trajectory(start, agent)))
+            episodes.append(Episode(pool.acquire(start.env_id, start.env_steps), start, new_trajectory(start, agent)))
         stats = play(episodes, agent, executor=executor, agentgym_order=agentgym_order, on_step=on_step)
     except EpisodeError:
         for episode in episodes:  # an env that failed to reset may be half-started: drop them all
@@ -397,7 +424,7 @@ def play_batch(
     finally:
         for episode in episodes:
             if episode.trajectory.stop_reason != ENV_ERROR:
-                pool.release(episode.start.env_id, episode.start.max_turns, episode.env)
+                pool.release(episode.start.env_id, episode.start.env_steps, episode.env)
     return [episode.trajectory for episode in episodes], stats
 
 

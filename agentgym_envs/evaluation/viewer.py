@@ -26,7 +26,8 @@ VIEW_FILE = "trajectories.html"
 
 # Fields the page needs; the rest of a record (timing, ...) is dropped to keep the page small.
 VIEW_FIELDS = ("env_id", "subtask", "item_id", "sample", "max_turns", "agent", "messages", "prompt_messages",
-               "final_observation", "rewards", "valid", "cut", "return", "turns", "tokens", "info", "step", "mode")
+               "final_observation", "rewards", "valid", "cut", "prefix_actions", "return", "turns", "tokens", "info",
+               "step", "mode")
 
 STYLE = """
 :root {
@@ -109,6 +110,7 @@ episodes.forEach((ep, i) => {
     .map(m => ({role: String(m.role),
                 content: typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? '')}));
   ep.rewards = asList(ep.rewards).map(Number);
+  ep.prefix_actions = asList(ep.prefix_actions);
   if (!Array.isArray(ep.valid)) ep.valid = null;
   if (typeof ep.prompt_messages !== 'number') ep.prompt_messages = undefined;
   if (ep.final_observation !== null && ep.final_observation !== undefined) {
@@ -174,7 +176,10 @@ function conversation(ep) {
   messages.forEach((m, i) => {
     if (i < opening) {
       const task = el('div', 'msg task');
-      const label = opening === 1 ? 'task: instruction and first observation'
+      // an episode started after the oracle's first k actions (prefix_actions) has them in its prompt too
+      const start = opening - 2 * ep.prefix_actions.length;
+      const label = i >= start ? (m.role === 'assistant' ? 'replayed oracle action' : 'observation (oracle prefix)')
+        : start === 1 ? 'task: instruction and first observation'
         : ['task: instruction', 'acknowledgement', 'task: first observation'][i];
       task.appendChild(el('span', 'role', label));
       task.appendChild(document.createTextNode(m.content));
