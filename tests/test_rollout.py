@@ -417,3 +417,42 @@ def test_template_that_rewrites_history_falls_back_explicitly() -> None:
         text = rewriting.decode(t.completion_ids, skip_special_tokens=False)
         assert text.count("<|im_start|>user\nTick") == t.turns - 1
 
+
+
+def test_bf16_sampling_copy_is_made_without_a_second_fp32_model() -> None:
+    import copy
+
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = tiny_tokenizer("chatml")
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+    model = Qwen2ForCausalLM(config)
+    model.lm_head.weight.grad = torch.ones_like(model.lm_head.weight)
+    generator = HFGenerator(model, GenerationConfig(do_sample=False), tokenizer.pad_token_id, [tokenizer.eos_token_id],
+                            sampling_dtype=torch.bfloat16)
+    copied = []  # floating-point tensors deep-copied at full precision (the fp32 model copy this avoids)
+    originals = {cls: cls.__deepcopy__ for cls in (torch.Tensor, torch.nn.Parameter)}
+
+    def spy(cls):
+        def deepcopy(tensor, memo):
+            if tensor.is_floating_point():
+                copied.append(tensor.dtype)
+            return originals[cls](tensor, memo)
+        return deepcopy
+
+    for cls in originals:
+        cls.__deepcopy__ = spy(cls)
+    try:
+        with generator.session():
+            sampler = generator._sampling_copy
+    finally:
+        for cls, method in originals.items():
+            cls.__deepcopy__ = method
+    expected = copy.deepcopy(model).to(torch.bfloat16)
+    assert copied == []  # every floating-point tensor went straight to bf16
+    assert sampler.state_dict().keys() == expected.state_dict().keys()
+    assert all(torch.equal(sampler.state_dict()[key], value) and value.dtype == torch.bfloat16
+               for key, value in expected.state_dict().items())
+    assert sampler.lm_head.weight is sampler.model.embed_tokens.weight  # tied weights stay one tensor
+    assert sampler.lm_head.weight.grad is None and model.lm_head.weight.dtype == torch.float32
