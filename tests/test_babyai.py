@@ -344,7 +344,7 @@ def test_actions_valid_only_in_another_state_are_refused() -> None:
 
 def test_minigrid_step_limit_truncates_and_the_episode_stays_over() -> None:
     env = gym.make("AgentGym/BabyAI-GoTo-v0", **OURS).unwrapped  # no turn cap: run into MiniGrid's own limit
-    env.reset(options={"item_id": item_id("BabyAI-GoToObjS6-v1", 0)})
+    env.reset(options={"item_id": item_id("BabyAI-GoToObjS4-v0", 0)})
     limit = env.world.env.max_steps
     for turn in range(limit):
         obs, reward, terminated, truncated, info = env.step("turn left")

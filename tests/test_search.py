@@ -222,6 +222,11 @@ def test_agentgym_defaults() -> None:
     assert obs == AGENTGYM_WRONG and info["valid_action"] and reward == 0 and not terminated
     obs, reward, terminated, _, _ = env.step(f"<search>{question.question}</search><answer>{gold}</answer>")
     assert obs.startswith("<information>Doc 1(Title: ") and reward == 0 and not terminated
+    # every query is searched, as AgentGym's server does (the refusals are extra_feedback's)
+    obs, reward, terminated, _, info = env.step("<search>" + "kestrel " * 300 + "</search>")
+    assert obs.startswith("<information>") and info["valid_action"] and not terminated
+    obs, reward, terminated, _, info = env.step("<search>?!?</search>")
+    assert obs.startswith("<information>") and info["valid_action"] and not terminated
     obs, reward, terminated, _, info = env.step(f"<answer>no</answer> on second thought <answer>{gold}</answer>")
     assert obs == AGENTGYM_CORRECT and reward == 1.0 and terminated and info["success"]
     env.close()

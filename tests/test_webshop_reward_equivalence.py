@@ -2,10 +2,14 @@
 WebShop's ``web_agent_site/engine/goal.py`` and ``normalize.py`` (thefuzz 0.19.0 on difflib).
 
 Every goal of the generated catalogue is scored with the right purchase and with near misses
-(each other value of each option, no options, a similar product, a price over the limit). The
-type score uses our title nouns on both sides (spaCy's en_core_web_lg is not installable), so this
-checks everything else. The one documented adaptation, goals whose options are a dict (upstream
-passes ``(name, value)`` pairs, see docs/fidelity.md), is counted separately.
+(each other value of each option, no options, a similar product, a price over the limit). Our goals'
+options are a dict, as WebShop's synthetic goals are, which AgentGym's server uses (its
+``WebAgentTextEnv-v0`` is made without ``human_goals``): the default is compared with upstream's
+``(name, value)``-pair path, ``match_option_values=True`` with its path for goals that list values.
+
+The big comparison takes the title nouns from the content-word rule on both sides (tagging 12,000
+titles with spaCy would take ~30 s); ``test_title_nouns_are_spacys_tags_when_a_model_is_installed``
+checks the spaCy path on upstream's own title pairs against the rule written from ``goal.py``.
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ import re
 from difflib import SequenceMatcher
 from functools import lru_cache
 
+import pytest
+
+from agentgym_envs.webshop import reward
 from agentgym_envs.webshop.catalogue import default_catalogue
-from agentgym_envs.webshop.reward import score_purchase, title_nouns
+from agentgym_envs.webshop.reward import content_words, score_purchase
 
 # ---- upstream, re-implemented ---------------------------------------------------------------------
 UPSTREAM_COLORS = """alabaster apricot aqua ash asphalt azure banana beige black blue blush bordeaux bronze brown
@@ -60,7 +67,7 @@ def up_token_set_ratio(s1, s2):
     return max(_ratio(sect.strip(), c12), _ratio(sect.strip(), c21), _ratio(c12, c21))
 
 
-_nouns = lru_cache(maxsize=None)(title_nouns)
+_nouns = lru_cache(maxsize=None)(content_words)  # the tagger both sides use here (see the module docstring)
 
 
 def up_type_reward(product, goal):
@@ -68,7 +75,7 @@ def up_type_reward(product, goal):
     pc = [x.strip() for x in product["product_category"].split("›")]
     gc = [x.strip() for x in goal["product_category"].split("›")]
     category_match = len(set(pc) & set(gc)) >= 2
-    purchased, desired = list(_nouns(product["name"])), list(_nouns(goal["name"]))
+    purchased, desired = _nouns(product["name"]), _nouns(goal["name"])  # lists: repeats count in len(desired)
     title_score = 0.2 if not desired else len(set(purchased) & set(desired)) / len(desired)
     r_type = 1.0
     if not (query_match or category_match or title_score > 0.2):
@@ -162,7 +169,8 @@ def _cases(catalogue):
 
 @lru_cache(maxsize=1)
 def upstream_scores() -> tuple[tuple, ...]:
-    """Every case with upstream's reward on the values path and on the dict path."""
+    """Every case with upstream's reward on the synthetic-goal path (options a dict: ``(name, value)`` pairs)
+    and on the path of goals that list values."""
     return tuple(
         (product, goal, chosen, price, *_both_paths(product, goal, chosen, price))
         for product, goal, chosen, price in _cases(default_catalogue())
@@ -171,33 +179,95 @@ def upstream_scores() -> tuple[tuple, ...]:
 
 def _both_paths(product, goal, chosen, price):
     p, g = _as_upstream(product, goal, True)
-    on_dict = up_get_reward(p, g, price, chosen)
+    on_pairs = up_get_reward(p, g, price, chosen)
     if not isinstance(g["goal_options"], dict):
-        return on_dict, on_dict
-    return up_get_reward(p, {**g, "goal_options": list(g["goal_options"].values())}, price, chosen), on_dict
+        return on_pairs, on_pairs
+    return on_pairs, up_get_reward(p, {**g, "goal_options": list(g["goal_options"].values())}, price, chosen)
 
 
-def webshop_agreement(score=score_purchase, **options):
-    """(agreeing, compared, adaptation cases: where upstream's two goal paths differ)."""
-    agree = total = adapted = 0
-    for product, goal, chosen, price, up_values, up_dict in upstream_scores():
-        if abs(up_values - up_dict) > 1e-9:
-            adapted += 1  # the dict path (documented): ours scores the option values
-            continue
+@pytest.fixture
+def content_word_nouns(monkeypatch):
+    """Our scorer with the content-word nouns, as the reference here (whatever spaCy model is installed)."""
+    monkeypatch.setattr(reward, "title_nouns", _nouns)
+
+
+def webshop_agreement(**options):
+    """(agreeing with the pair path, agreeing with the values path, compared, cases where upstream's two paths
+    differ): ours with ``options`` against upstream's synthetic-goal path (options a dict: ``(name, value)``
+    pairs) and its path for goals that list values."""
+    pairs = values = total = paths_differ = 0
+    for product, goal, chosen, price, up_pairs, up_values in upstream_scores():
+        ours = score_purchase(product, goal, chosen, price, **options).reward
         total += 1
-        agree += abs(score(product, goal, chosen, price, **options).reward - up_values) < 1e-9
-    return agree, total, adapted
+        paths_differ += abs(up_pairs - up_values) > 1e-9
+        pairs += abs(ours - up_pairs) < 1e-9
+        values += abs(ours - up_values) < 1e-9
+    return pairs, values, total, paths_differ
 
 
-def test_webshop_reward_equals_upstreams_goal_py() -> None:
-    agree, total, adapted = webshop_agreement()
-    print(f"webshop reward: {agree}/{total} agree ({agree / total:.4%}); dict-path adaptation: {adapted} cases")
+def test_webshop_reward_equals_upstreams_goal_py(content_word_nouns) -> None:
+    pairs, values, total, paths_differ = webshop_agreement()
+    print(f"webshop reward: {pairs}/{total} agree with upstream's synthetic-goal path ({pairs / total:.4%}), "
+          f"{values}/{total} with its values path ({values / total:.4%}); the two differ on {paths_differ}")
     assert total > 40_000
-    assert agree / total >= 0.995
-    assert adapted < 0.1 * total
+    assert pairs / total >= 0.995
+    assert paths_differ > 0  # the pair path is a real choice: it changes scores
 
 
-def test_exact_sizes_is_an_opt_in_that_changes_only_sizes() -> None:
-    agree, total, _ = webshop_agreement(exact_sizes=True)
-    print(f"webshop reward, exact_sizes=True: {agree}/{total} agree with upstream ({agree / total:.4%})")
-    assert agree < total  # a real change: fuzzily matching sizes ("3 piece set" for "2 piece set") now fail
+def test_match_option_values_is_upstreams_path_for_listed_values(content_word_nouns) -> None:
+    pairs, values, total, _ = webshop_agreement(match_option_values=True)
+    print(f"webshop reward, match_option_values=True: {values}/{total} agree with the values path "
+          f"({values / total:.4%}), {pairs}/{total} with the synthetic-goal path ({pairs / total:.4%})")
+    assert values / total >= 0.995 and pairs < total
+
+
+def test_exact_sizes_is_an_opt_in_that_changes_only_sizes(content_word_nouns) -> None:
+    pairs, values, total, _ = webshop_agreement(exact_sizes=True)
+    print(f"webshop reward, exact_sizes=True: {values}/{total} agree with upstream's values path "
+          f"({values / total:.4%}), {pairs}/{total} with its synthetic-goal path ({pairs / total:.4%})")
+    assert values < total  # a real change: fuzzily matching sizes ("3 piece set" for "2 piece set") now fail
+
+
+# Upstream's own title pairs (WebShop's tests/web-agent-site/engine/test_goal.py, whose expected title scores
+# were computed with en_core_web_lg): goal title, purchased title, lg's title score.
+UPSTREAM_TITLE_PAIRS = (
+    ("Name 1", "Name 1", 1.0),
+    ("Mens D.O.N. Issue 2 Gca Basketball Sneakers Shoes Casual - Off White",
+     "PEAK High Top Mens Basketball Shoes Lou Williams Streetball Master Breathable Non Slip Outdoor Sneakers", 0.333),
+    ("Saireed UL Listed 2 Prong Power Cord for JBL Bar 3.1 Bar 2.1 Channel 4K Ultra HD Soundbar Home Theater System "
+     "Subwoofer", "BRST AC Power Cord Outlet Socket Cable Plug Lead for Panasonic SC-HT830V DVD/VCR Combo Home Theater "
+     "System", 0.3),
+    ("Saireed UL Listed 2 Prong Power Cord for JBL Bar 3.1 Bar 2.1 Channel 4K Ultra HD Soundbar",
+     "BRST AC Power Cord Outlet Socket Cable Plug Lead for Panasonic SC-HT830V DVD/VCR Combo Home Theater System",
+     0.15),
+    ("Rusticware 921ORB Kitchen and Bath Cabinet Knob", "Minkissy 2pcs Stainless Steel Eyebrow Tweezers Blackhead "
+     "Acne Remover Portable Makeup Tweezers (Silver)", 0.0),
+)
+
+
+def _title_score(nouns, goal_title, purchased_title):
+    desired = nouns(goal_title)
+    return len(set(nouns(purchased_title)) & set(desired)) / len(desired) if desired else 0.2
+
+
+def _r_type(title_score):
+    # query and category differ in these pairs, so r_type depends on the title score alone
+    return 0.0 if title_score == 0 else 0.1 if title_score < 0.1 else 1.0 if title_score > 0.2 else 0.5
+
+
+def test_title_nouns_are_spacys_tags_when_a_model_is_installed() -> None:
+    """With a spaCy model, ``title_nouns`` is goal.py's rule (the full pipeline's NOUN/PROPN/PNOUN tokens,
+    lower-cased, repeats kept) and the model gives lg's r_type on upstream's title pairs."""
+    model = reward.spacy_model()
+    if model is None:
+        pytest.skip("no English spaCy model installed (pip install 'agentgym-rl[webshop]'): content words are used")
+    import spacy
+
+    full = spacy.load(model[0])  # the full pipeline, as goal.py runs it
+    for goal_title, purchased_title, lg_score in UPSTREAM_TITLE_PAIRS:
+        for title in (goal_title, purchased_title):
+            assert reward.title_nouns(title) == tuple(
+                t.text.lower() for t in full(title) if t.pos_ in ("PNOUN", "NOUN", "PROPN"))
+        ours = _title_score(reward.title_nouns, goal_title, purchased_title)
+        assert _r_type(ours) == _r_type(lg_score), (goal_title, ours, lg_score)
+        assert _r_type(_title_score(content_words, goal_title, purchased_title)) == _r_type(lg_score)

@@ -2,8 +2,11 @@
 
 Item ids follow AgentGym's numbering: item ``i`` is level ``AGENTGYM_LEVELS[i % 40]`` reset with
 seed ``i // 40``. The table keeps AgentGym's 40 levels in their order so ids mean the same level
-as there; only the levels of our six sub-tasks are playable. MiniGrid 3.2.0 renamed one of them
-(``GoToObjS6-v0`` is ``GoToObjS6-v1`` there), which the table already reflects.
+as there; only the levels of our six sub-tasks are playable. AgentGym's fourth level,
+``BabyAI-GoToObjS6-v0``, is registered by the MiniGrid it pins (``minigrid<2.5``) with
+``room_size=4`` (MiniGrid's registry bug; MiniGrid 3.2 drops the id and adds ``GoToObjS6-v1`` with
+size 6); the same class with the same arguments is ``BabyAI-GoToObjS4-v0`` in MiniGrid 3.2, which
+the table names, so those items are AgentGym's episodes.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ AGENTGYM_LEVELS: tuple[str, ...] = (
     "BabyAI-GoToRedBallGrey-v0",
     "BabyAI-GoToRedBall-v0",
     "BabyAI-GoToRedBallNoDists-v0",
-    "BabyAI-GoToObjS6-v1",
+    "BabyAI-GoToObjS4-v0",  # AgentGym: "BabyAI-GoToObjS6-v0", GoToObj(room_size=4) in minigrid<2.5
     "BabyAI-GoToLocalS8N7-v0",
     "BabyAI-GoToObjMazeS7-v0",
     "BabyAI-GoToImpUnlock-v0",

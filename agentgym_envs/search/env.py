@@ -251,13 +251,14 @@ class SearchEnv(TextEnv):
 
     def _search(self, query: str) -> Outcome:
         query = " ".join(query.split())
-        if len(query) > MAX_QUERY_CHARS:
+        # AgentGym's server sends every query to its retriever; the refusals are our feedback (extra_feedback=True)
+        if self.extra_feedback and len(query) > MAX_QUERY_CHARS:
             return Outcome(
                 f"Your query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}. Search with a few keywords, "
                 "for example a name and the fact you need.",
                 valid=False,
             )
-        if not re.search(r"\w", query):
+        if self.extra_feedback and not re.search(r"\w", query):
             return Outcome("Your query has no words to search for. Write <search>some keywords</search>.", valid=False)
         self._searches += 1
         self._tried.add(normalize_answer_lenient(query))

@@ -148,15 +148,26 @@ def describe_available(has_search_bar: bool, clickables: list[str]) -> str:
 class Shop:
     """The shop of one catalogue: pages, transitions and purchases (stateless, shared by envs)."""
 
-    def __init__(self, catalogue: Catalogue, search: ProductSearch, exact_sizes: bool = False):
-        """``exact_sizes=True``: purchases are scored with sizes matched exactly (see ``reward``)."""
+    def __init__(
+        self, catalogue: Catalogue, search: ProductSearch, exact_sizes: bool = False, match_option_values: bool = False
+    ):
+        """``exact_sizes=True``: purchases are scored with sizes matched exactly; ``match_option_values=True``: a
+        goal's options are matched on their values, not on AgentGym's ``(name, value)`` pairs (see ``reward``)."""
         self.catalogue = catalogue
         self.search = search
         self.exact_sizes = exact_sizes
+        self.match_option_values = match_option_values
 
-    def scoring(self, exact_sizes: bool) -> "Shop":
-        """This shop (same catalogue and search index) scoring with ``exact_sizes``."""
-        return self if exact_sizes == self.exact_sizes else Shop(self.catalogue, self.search, exact_sizes)
+    def scoring(self, exact_sizes: bool, match_option_values: bool = False) -> "Shop":
+        """This shop (same catalogue and search index) scoring with ``exact_sizes`` and ``match_option_values``."""
+        if (exact_sizes, match_option_values) == (self.exact_sizes, self.match_option_values):
+            return self
+        return Shop(self.catalogue, self.search, exact_sizes, match_option_values)
+
+    def score(self, product: Product, goal: Goal, chosen: dict[str, str]) -> RewardBreakdown:
+        """The reward for buying ``product`` with ``chosen`` against ``goal``, scored the way this shop scores."""
+        return score_purchase(product, goal, chosen, exact_sizes=self.exact_sizes,
+                              match_option_values=self.match_option_values)
 
     def product(self, asin: str) -> Product:
         """The catalogue's product with this ASIN."""
@@ -323,7 +334,7 @@ class Shop:
 
     def purchase(self, state: PageState, goal: Goal) -> RewardBreakdown:
         """The reward of buying the product of ``state`` with its chosen options, against ``goal``."""
-        return score_purchase(self.product(state.asin), goal, state.chosen, exact_sizes=self.exact_sizes)
+        return self.score(self.product(state.asin), goal, state.chosen)
 
 
 # ---- the expert ----------------------------------------------------------------------------------
@@ -362,7 +373,7 @@ class Oracle:
                 best = max(values, key=lambda v: _option_fit(name, v, wanted), default=None)
                 if best is not None and _option_fit(name, best, wanted) > 0:
                     chosen[name] = best
-            reward = score_purchase(product, self.goal, chosen, exact_sizes=self.shop.exact_sizes).reward
+            reward = self.shop.score(product, self.goal, chosen).reward
             self._plans[asin] = (chosen, reward)
         return self._plans[asin]
 

