@@ -150,6 +150,21 @@ def test_step_before_reset_and_non_text_actions_are_clear_errors() -> None:
         env.step(np.int64(3))
 
 
+def test_step_info_names_the_parsed_action() -> None:
+    """``info["parsed_action"]``: what the parser took from the reply and the engine got (the record's
+    ``parsed_actions``, shown by the viewer); None when the parser found nothing to play."""
+    env = gym.make("AgentGym/TextCraft-Depth1-v0")
+    env.reset(seed=0)
+    assert env.step("Thought: look.\nAction: inventory")[4]["parsed_action"] == "inventory"
+    assert env.step("Thought: hm.\nno action line")[4]["parsed_action"] == ""  # as AgentGym's client: nothing
+    env.close()
+    env = gym.make("AgentGym/Maze-v0", extra_feedback=True)  # the strict ReAct parser
+    env.reset(seed=0)
+    info = env.step("Thought: no action here.\nI am thinking.")[4]
+    assert info["parsed_action"] is None and info["valid_action"] is False
+    env.close()
+
+
 def test_render_ansi_shows_last_action_and_observation() -> None:
     env = gym.make("AgentGym/TextCraft-Depth1-v0", render_mode="ansi")
     env.reset(seed=0)

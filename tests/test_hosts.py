@@ -353,7 +353,7 @@ class KillAfterTurn(BaseAgent):
 
 def comparable(record: dict[str, Any]) -> dict[str, Any]:
     keys = ("env_id", "item_id", "seed", "messages", "actions", "rewards", "valid", "scores", "return", "turns", "info",
-            "final_observation")
+            "final_observation", "parsed_actions")  # a served env reports the action it parsed as a local one does
     return {key: record[key] for key in keys}
 
 

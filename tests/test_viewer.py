@@ -210,3 +210,43 @@ def test_a_turn_cut_by_the_token_limit_is_marked(run_dir, browser, tmp_path) -> 
     assert texts[0].count("cut at the token limit") == 1 and "cut at the token limit" not in texts[1]
     assert "replayed oracle action" not in texts[0] and texts[1].count("replayed oracle action") == 1
     assert "observation (oracle prefix)" in texts[1] and "task: first observation" in texts[1]
+
+
+def test_parsed_actions_unplayed_turns_and_context_cuts_are_shown(run_dir, browser, tmp_path) -> None:
+    """Issue 49: each reply shows the action the env parsed from it (the record's ``parsed_actions``, from
+    ``info["parsed_action"]``), a reply a limit ended the episode on is marked unplayed, a context cut is named
+    as one; a record from before ``parsed_actions`` shows its replies alone."""
+    from selenium.webdriver.common.by import By
+
+    played = [json.loads(line) for line in (run_dir / "trajectories.jsonl").read_text().splitlines()][1]
+    sent = [reply.split("Action:")[-1].strip() for reply in played["actions"]]  # the oracle's ReAct replies
+    assert played["parsed_actions"] == sent and all(a != r for a, r in zip(sent, played["actions"]))
+    old = {key: value for key, value in played.items() if key != "parsed_actions"}
+    unparsed = {**played, "parsed_actions": [None, *sent[1:]], "valid": [False, *played["valid"][1:]]}
+    cut_reply = "Thought: I will think for a very long"
+    turn_tokens = {**played, "messages": [*played["messages"], {"role": "user", "content": played["final_observation"]},
+                                          {"role": "assistant", "content": cut_reply}],
+                   "final_observation": None, "cut": [played["turns"] + 1], "turns": played["turns"] + 1,
+                   "info": {**played["info"], "stop_reason": "turn_tokens"}}
+    context = {**played, "info": {**played["info"], "stop_reason": "context"}}
+    run = tmp_path / "parsed"
+    run.mkdir()
+    records = [played, old, unparsed, turn_tokens, context]
+    (run / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    driver = browser.driver
+    driver.get(write_viewer(run).as_uri())
+    boxes = [open_episode(driver, card) for card in driver.find_elements(By.CSS_SELECTOR, "#list details.episode")]
+
+    def parsed(box) -> list[str]:
+        return [line.text for line in box.find_elements(By.CSS_SELECTOR, ".msg.assistant .parsed")]
+
+    assert parsed(boxes[0]) == [f"parsed action: {action}" for action in sent]
+    assert parsed(boxes[1]) == [] and "ended: the env ended the episode" in boxes[1].text  # an older record
+    assert parsed(boxes[2])[0] == "parsed action: none (the env found no action in this reply)"
+    assert "invalid action" in boxes[2].find_element(By.CSS_SELECTOR, ".msg.assistant.invalid").text
+    last = boxes[3].find_elements(By.CSS_SELECTOR, ".msg.assistant")[-1]
+    assert cut_reply in last.text and "cut at the token limit  not sent to the env" in last.text
+    assert "cut" in last.get_attribute("class") and len(parsed(boxes[3])) == len(sent)
+    assert "ended: a reply hit the per-turn token limit" in boxes[3].text
+    assert "observation (final: it did not fit the context)" in boxes[4].text
+    assert "ended: the conversation no longer fit the model's context" in boxes[4].text

@@ -14,7 +14,8 @@ The base class owns everything the families share, so a family only writes its e
   its final outcome score;
 * ``info`` always carries ``task``, ``item_id``, ``split``, ``valid_action``, ``score``,
   ``success`` and ``turn`` (plus ``instruction`` after reset, ``available_actions`` where the
-  action set is finite);
+  action set is finite, and after each step ``parsed_action``: the action the parser took from the
+  response and the engine was given, or None when none was, so a record can show what was played);
 * ``render_mode="ansi"`` returns the last action and observation as text;
 * ``close()`` ends the episode like Gymnasium's other envs: ``step`` then raises
   ``gym.error.ResetNeeded`` (as before the first ``reset``) for every id, and ``reset`` starts a
@@ -132,6 +133,7 @@ class TextEnv(gym.Env[str, str]):
         self._done = False
         self._turn = 0
         self._last_action: str | None = None
+        self._parsed_action: str | None = None
         self._last_observation = ""
         self._closed = False
         #: The turns this env's episodes run under: its ``TimeLimit``, told by ``TurnBudget`` when ``gym.make`` builds
@@ -271,6 +273,7 @@ class TextEnv(gym.Env[str, str]):
             return self._reply(self._shown("The episode is over. Call reset() to start a new one."), valid=False,
                                terminated=True)
         self._turn += 1
+        self._parsed_action = None
         outcome = self._turn_outcome(action)
         if not outcome.done and self._turn == self.turn_budget:
             outcome = self._budget_spent(outcome)
@@ -281,7 +284,8 @@ class TextEnv(gym.Env[str, str]):
         self._success = self._success or outcome.success
         self._done = outcome.done
         return self._reply(self._shown(outcome.observation), valid=outcome.valid, reward=reward,
-                           terminated=outcome.done, truncated=outcome.truncated, **outcome.info)
+                           terminated=outcome.done, truncated=outcome.truncated,
+                           **{"parsed_action": self._parsed_action, **outcome.info})
 
     def _turn_outcome(self, action: str) -> Outcome:
         """One turn's outcome: the family's for a parsed action; for an overlong, unparseable or failing one, the
@@ -293,7 +297,8 @@ class TextEnv(gym.Env[str, str]):
             parsed = self._parse(action)
             if not parsed.ok:
                 return self._unchanged(parsed.error or "Invalid action.")
-            return self._act(parsed.action or "")
+            self._parsed_action = parsed.action or ""
+            return self._act(self._parsed_action)
         except ACTION_ERRORS as error:
             logger.warning("%s: action %r raised", self.task.env_id, action[:200], exc_info=True)
             return self._unchanged(

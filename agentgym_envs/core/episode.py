@@ -20,6 +20,8 @@ it or its record. The record (``Trajectory.to_record``) is one JSON object per e
                        those actions (in ``messages`` as assistant turns); ``prefix_rewards`` what they earned
 ``final_observation``  the env's answer to the last action (not shown to the agent), or null
 ``actions``            every response, one per turn (a response cut by a token limit included)
+``parsed_actions``     per env step, the action the env's parser took from the response and played
+                       (``info["parsed_action"]``), null where it found none; absent in older records
 ``cut``                the turns (1 = the first) whose response a token limit cut, when any was (model agents)
 ``rewards``, ``valid``, ``scores``
                        per env step: reward, ``info["valid_action"]``, ``info["score"]``
@@ -111,6 +113,7 @@ class Trajectory:
     rewards: list[float] = field(default_factory=list)
     valid: list[bool] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
+    parsed_actions: list[str | None] = field(default_factory=list)
     final_observation: str | None = None
     success: bool = False
     stop_reason: str | None = None
@@ -158,6 +161,8 @@ class Trajectory:
         self.rewards.append(float(reward))
         self.valid.append(bool(info.get("valid_action", True)))
         self.scores.append(float(info.get("score", 0.0) or 0.0))
+        parsed = info.get("parsed_action")
+        self.parsed_actions.append(parsed if isinstance(parsed, str) else None)
         self.success = bool(info.get("success", self.success))
         if last:
             self.final_observation = observation
@@ -236,6 +241,7 @@ class Trajectory:
             "rewards": list(self.rewards),
             "valid": list(self.valid),
             "scores": list(self.scores),
+            "parsed_actions": list(self.parsed_actions),
             "return": self.reward,
             "turns": self.turns,
             "tokens": self.tokens if self.tokens is not None else (sum(self.env_mask) if self.env_mask else None),

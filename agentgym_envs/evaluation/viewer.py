@@ -4,7 +4,9 @@ Everything is inline (CSS, JS, the episodes as JSON), so the page opens from dis
 or attach to an issue, and loads nothing from the network. The data is inserted into the page with
 ``textContent`` only, so model output can never become markup. Filters: free-text search (over the
 conversation, item id and sub-task), env id, sub-task, outcome, turn budget and, for training
-logs, the training step.
+logs, the training step. Each reply shows the action the env parsed from it where that is not the
+whole reply (the record's ``parsed_actions``; older records show the reply alone), the turns a token
+limit cut, a reply the episode ended on before the env got it, and why the episode ended.
 """
 
 from __future__ import annotations
@@ -26,12 +28,12 @@ VIEW_FILE = "trajectories.html"
 
 # Fields the page needs; the rest of a record (timing, ...) is dropped to keep the page small.
 VIEW_FIELDS = ("env_id", "subtask", "item_id", "sample", "max_turns", "agent", "messages", "prompt_messages",
-               "final_observation", "rewards", "valid", "cut", "prefix_actions", "return", "turns", "tokens", "info",
-               "step", "mode")
+               "final_observation", "rewards", "valid", "cut", "prefix_actions", "parsed_actions", "return", "turns",
+               "tokens", "info", "step", "mode")
 
 STYLE = """
 :root {
-  --ok: #1a7f37; --bad: #cf222e; --ink: #1f2328; --muted: #656d76; --line: #d0d7de; --bg: #f6f8fa;
+  --ok: #1a7f37; --bad: #cf222e; --warn: #9a6700; --ink: #1f2328; --muted: #656d76; --line: #d0d7de; --bg: #f6f8fa;
   --sans: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif;
   --mono: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
 }
@@ -73,6 +75,13 @@ details.episode[open] > summary {
 .msg.task { background: #fff8c5; border: 1px solid #eac54f; max-height: 260px; overflow: auto; }
 .msg.assistant { background: #ddf4ff; border: 1px solid #54aeff; margin-left: 40px; }
 .msg.assistant.invalid { border-left: 4px solid var(--bad); }
+.msg.assistant.cut { border-right: 4px solid var(--warn); }
+.msg .parsed {
+  display: block; margin-top: 6px; padding-top: 4px; border-top: 1px dashed #54aeff; font-weight: 600;
+}
+.msg .parsed .role { display: inline; }
+.flag { color: var(--warn); font-weight: 600; }
+.end { margin: 8px 0; color: var(--muted); font-style: italic; }
 .msg.user { background: var(--bg); border: 1px solid var(--line); }
 .reward { float: right; font-weight: 600; }
 .reward.pos { color: var(--ok); } .reward.invalid { color: var(--bad); }
@@ -109,9 +118,13 @@ episodes.forEach((ep, i) => {
   ep.messages = asList(ep.messages).filter(isObject)
     .map(m => ({role: String(m.role),
                 content: typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? '')}));
+  ep._rewarded = Array.isArray(ep.rewards);
   ep.rewards = asList(ep.rewards).map(Number);
   ep.prefix_actions = asList(ep.prefix_actions);
   if (!Array.isArray(ep.valid)) ep.valid = null;
+  ep.cut = asList(ep.cut).map(Number);
+  // older records have no parsed_actions: their turns show the reply alone
+  ep.parsed_actions = Array.isArray(ep.parsed_actions) ? ep.parsed_actions : null;
   if (typeof ep.prompt_messages !== 'number') ep.prompt_messages = undefined;
   if (ep.final_observation !== null && ep.final_observation !== undefined) {
     ep.final_observation = String(ep.final_observation);
@@ -121,7 +134,8 @@ episodes.forEach((ep, i) => {
 
 episodes.forEach((ep, i) => {
   ep._index = i;
-  const parts = [ep.env_id, ep.subtask || '', 'item ' + ep.item_id, ...(ep.messages || []).map(m => m.content)];
+  const parsed = (ep.parsed_actions || []).filter(a => typeof a === 'string');
+  const parts = [ep.env_id, ep.subtask || '', 'item ' + ep.item_id, ...ep.messages.map(m => m.content), ...parsed];
   ep._text = parts.join('\n').toLowerCase();
 });
 
@@ -156,13 +170,47 @@ function matches(ep) {
   return true;
 }
 
-function rewardTag(ep, turn, msg) {
+// why an episode ended (the record's info.stop_reason), as the end of its conversation says it
+const STOPS = {
+  terminated: 'the env ended the episode',
+  max_turns: 'the turn budget was used up',
+  env_truncated: 'the env truncated the episode before the turn budget',
+  turn_tokens: 'a reply hit the per-turn token limit',
+  context: "the conversation no longer fit the model's context",
+  env_error: 'the env raised an error',
+};
+
+// the flags of an action turn: cut by a token limit, not played, invalid, and its reward
+function turnTag(ep, turn, msg) {
+  const flags = [];
+  const unplayed = turn > ep.rewards.length;  // the episode ended on this reply (a limit): the env never got it
+  if (ep.cut.includes(turn)) {
+    msg.classList.add('cut');
+    flags.push(unplayed && ep.info.stop_reason === 'context' ? 'cut at the context limit' : 'cut at the token limit');
+  }
+  if (unplayed) {
+    if (ep._rewarded) flags.push('not sent to the env');
+    return el('span', 'reward invalid', flags.join('  '));
+  }
   const reward = Number(ep.rewards[turn - 1]);
   const valid = !ep.valid || ep.valid[turn - 1] !== false;
   if (!valid) msg.classList.add('invalid');
+  if (!valid) flags.push('invalid action');
   const cls = 'reward' + (reward > 0 ? ' pos' : '') + (valid ? '' : ' invalid');
-  const cut = Array.isArray(ep.cut) && ep.cut.includes(turn) ? 'cut at the token limit  ' : '';
-  return el('span', cls, cut + (valid ? '' : 'invalid action  ') + 'reward ' + reward.toFixed(3));
+  return el('span', cls, [...flags, 'reward ' + reward.toFixed(3)].join('  '));
+}
+
+// what the env played for this reply, where the parser took something other than the whole reply
+function parsedLine(ep, turn, reply) {
+  if (!ep.parsed_actions || turn > ep.parsed_actions.length || turn > ep.rewards.length) return null;
+  const action = ep.parsed_actions[turn - 1];
+  if (typeof action === 'string' && action.trim() === reply.trim()) return null;  // the reply was the bare action
+  const line = el('span', 'parsed');
+  line.appendChild(el('span', 'role', 'parsed action:'));
+  line.appendChild(document.createTextNode(' '));
+  if (typeof action !== 'string') line.appendChild(el('span', 'flag', 'none (the env found no action in this reply)'));
+  else line.appendChild(action === '' ? el('span', 'flag', '(empty)') : document.createTextNode(action));
+  return line;
 }
 
 function conversation(ep) {
@@ -189,17 +237,24 @@ function conversation(ep) {
     const isAction = m.role === 'assistant';
     const msg = el('div', 'msg ' + (isAction ? 'assistant' : 'user'));
     const role = el('span', 'role', isAction ? 'action ' + (++turn) : 'observation');
-    if (isAction && ep.rewards && turn <= ep.rewards.length) role.appendChild(rewardTag(ep, turn, msg));
+    if (isAction) role.appendChild(turnTag(ep, turn, msg));
     msg.appendChild(role);
     msg.appendChild(document.createTextNode(m.content === '' ? '(empty response)' : m.content));
+    const parsed = isAction ? parsedLine(ep, turn, m.content) : null;
+    if (parsed) msg.appendChild(parsed);
     box.appendChild(msg);
   });
+  const stop = ep.info.stop_reason;
   if (ep.final_observation !== null && ep.final_observation !== undefined) {  // the env's answer to the last action
     const last = el('div', 'msg user');
-    last.appendChild(el('span', 'role', 'observation (final)'));
+    // the last reply was played and the answer no longer fit the context: the model never saw it
+    const unseen = stop === 'context' && ep.rewards.length === turn;
+    last.appendChild(el('span', 'role', unseen ? 'observation (final: it did not fit the context)'
+                                                : 'observation (final)'));
     last.appendChild(document.createTextNode(ep.final_observation));
     box.appendChild(last);
   }
+  if (stop) box.appendChild(el('div', 'end', 'ended: ' + (STOPS[stop] || String(stop))));
   return box;
 }
 
@@ -217,6 +272,7 @@ function card(ep) {
   if (ep.tokens !== null && ep.tokens !== undefined) parts.push(ep.tokens + ' tokens');
   if (ep.step !== undefined) parts.push('step ' + ep.step + (ep.mode ? ' (' + ep.mode + ')' : ''));
   if (ep.info.stop_reason) parts.push(ep.info.stop_reason);
+  if (ep.cut.length) parts.push(ep.cut.length + (ep.cut.length === 1 ? ' turn' : ' turns') + ' cut');
   summary.appendChild(el('span', 'meta', parts.join(' · ')));
   details.appendChild(summary);
   details.addEventListener('toggle', () => {  // conversations are built on first open: big runs stay fast
