@@ -30,6 +30,7 @@ class FakeChatServer:
         delay: seconds each request waits before it is answered (a model thinking), so that concurrent
             requests overlap and ``most_in_flight`` shows how many did.
         busy_first: how many first requests are answered HTTP 503 with ``Retry-After: 0`` (a busy server).
+        finish_reason: the choice's ``finish_reason`` ("length": ``max_tokens`` cut the reply).
 
     The server's ``url`` ends in ``/v1``; ``requests`` holds each request's ``path`` and JSON body, ``headers`` its
     headers (as sent), in arrival order.
@@ -37,8 +38,8 @@ class FakeChatServer:
 
     def __init__(self, content: str = INVENTORY, usage: dict[str, int] | None = USAGE, *,
                  fail_after: int | None = None, failure: str = "model overloaded", delay: float = 0.0,
-                 busy_first: int = 0):
-        self.content, self.usage = content, usage
+                 busy_first: int = 0, finish_reason: str = "stop"):
+        self.content, self.usage, self.finish_reason = content, usage, finish_reason
         self.fail_after, self.failure, self.delay, self.busy_first = fail_after, failure, delay, busy_first
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -58,7 +59,8 @@ class FakeChatServer:
 
     def answer(self) -> bytes:
         """The JSON body of a successful answer."""
-        reply: dict[str, Any] = {"choices": [{"message": {"role": "assistant", "content": self.content}}]}
+        reply: dict[str, Any] = {"choices": [{"message": {"role": "assistant", "content": self.content},
+                                              "finish_reason": self.finish_reason}]}
         if self.usage is not None:
             reply["usage"] = self.usage
         return json.dumps(reply).encode()

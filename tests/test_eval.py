@@ -374,6 +374,17 @@ def test_openai_compatible_endpoint_gets_the_whole_conversation(tmp_path) -> Non
     assert all(r["valid"] == [True, True, True] and not r["info"]["success"] for r in records)
 
 
+def test_an_endpoint_reply_cut_at_max_tokens_is_a_cut_turn(tmp_path) -> None:
+    """Issue 49: a reply the endpoint ended at ``max_tokens`` (``finish_reason`` "length") is marked in the record's
+    ``cut`` (the viewer shows it), and still played."""
+    out = tmp_path / "cut"
+    with FakeChatServer(finish_reason="length") as server:
+        assert main(["eval", "--endpoint", server.url, "--model", "m", "--env", DEPTH1, "--limit", "1",
+                     "--max-turns", "2", "--out", str(out), "--no-progress"]) == 0
+    (record,) = read_jsonl(out / "trajectories.jsonl")
+    assert record["cut"] == [1, 2] and record["parsed_actions"] == ["inventory", "inventory"]
+
+
 def test_concurrent_episodes_against_an_endpoint(tmp_path) -> None:
     out = tmp_path / "concurrent"
     argv = ["eval", "--endpoint", "URL", "--model", "m", "--env", DEPTH1, "--limit", "6", "--max-turns", "2",

@@ -22,7 +22,8 @@ it or its record. The record (``Trajectory.to_record``) is one JSON object per e
 ``actions``            every response, one per turn (a response cut by a token limit included)
 ``parsed_actions``     per env step, the action the env's parser took from the response and played
                        (``info["parsed_action"]``), null where it found none; absent in older records
-``cut``                the turns (1 = the first) whose response a token limit cut, when any was (model agents)
+``cut``                the turns (1 = the first) whose response a token limit cut, when any was (a model's
+                       ``max_turn_tokens``, an endpoint's ``max_tokens``)
 ``rewards``, ``valid``, ``scores``
                        per env step: reward, ``info["valid_action"]``, ``info["score"]``
 ``return``             the sum of ``rewards`` and ``prefix_rewards`` (the outcome score in [0, 1])

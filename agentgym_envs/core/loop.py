@@ -105,6 +105,8 @@ class Reply:
     ``text`` is the response sent to the env (``None``: the agent has none). ``stop`` ends the
     episode here instead of stepping the env (e.g. ``turn_tokens``, ``context``); the text, if any,
     is still recorded as the last action. ``tokens`` counts the model tokens of the turn when known.
+    ``cut``: a token limit cut the text (an endpoint's ``finish_reason`` "length"); the turn is recorded
+    as cut (``Trajectory.cut``) and still played, unless ``stop`` ends the episode.
     ``error``: the agent could not answer this episode (an endpoint that failed for one request);
     the episode is abandoned unrecorded while the others play on, then the batch raises ``EpisodeError``.
     """
@@ -113,6 +115,7 @@ class Reply:
     stop: str | None = None
     tokens: int | None = None
     error: BaseException | None = None
+    cut: bool = False
 
 
 @runtime_checkable
@@ -375,6 +378,9 @@ def play(
                         trajectory.tokens = (trajectory.tokens or 0) + reply.tokens
                     if reply.text is not None:
                         trajectory.act(reply.text)
+                        if reply.cut:
+                            trajectory.cut_turns += 1
+                            trajectory.cut.append(trajectory.turns)
                     if reply.stop is not None:
                         trajectory.end(reply.stop)
                     elif reply.text is None:

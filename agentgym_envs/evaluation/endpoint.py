@@ -135,7 +135,8 @@ class ChatEndpoint:
             answer = _one_line(completion)
             raise EvalError(f"endpoint {self.url} answered without choices[0].message.content: {answer}") from None
         tokens = getattr(completion.usage, "completion_tokens", None) if completion.usage else None
-        return Reply(text, tokens=int(tokens) if tokens is not None else None)
+        cut = getattr(completion.choices[0], "finish_reason", None) == "length"  # max_tokens cut the reply
+        return Reply(text, tokens=int(tokens) if tokens is not None else None, cut=cut)
 
     def close(self) -> None:
         """Close the HTTP client."""
