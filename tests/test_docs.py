@@ -398,7 +398,10 @@ def quoted_numbers() -> list[tuple[str, str]]:
         diff = change["difference_interval"]
         text = f"{num(100 * diff['mean'], 1, signed=True)} {interval(diff, 'bca_low', 'bca_high', signed=True)}"
         flip = change["sign_flip_over_items"]
-        quotes += [("README.md", text), ("docs/results.md", text),
+        within = f"{text} | {change['within_item_permutation']['p_value']:.2g} |"
+        if name == "pooled":  # the registered test: in bold
+            within = f"{text} | **{learning['primary']['p_value']:.2g}** |"
+        quotes += [("README.md", within), ("docs/results.md", within),
                    ("docs/results.md", f"{flip['p_value']:.2g} ({flip['items_up']}/{flip['items_down']})")]
     pooled = sum(learning["success"][seed]["held_out"]["mean"] for seed in ("seed0", "seed1")) / 2
     quotes += [("README.md", f"from {pct(learning['success']['start']['held_out']['mean'])}% (its behaviour-cloned "
