@@ -76,8 +76,8 @@ def cast_tensors(model: torch.nn.Module, dtype: torch.dtype) -> dict[int, torch.
     for tensor in (*model.parameters(), *model.buffers()):
         if tensor.is_floating_point() and id(tensor) not in memo:
             cast = tensor.detach().to(dtype, copy=True)
-            memo[id(tensor)] = torch.nn.Parameter(cast, requires_grad=False) \
-                if isinstance(tensor, torch.nn.Parameter) else cast
+            memo[id(tensor)] = torch.nn.Parameter(cast, requires_grad=tensor.requires_grad) \
+                if isinstance(tensor, torch.nn.Parameter) else cast  # as ``.to(dtype)`` leaves them (hooks need it)
     return memo
 
 
