@@ -178,7 +178,12 @@ def test_a_response_without_action_follows_each_client_and_the_bare_command_is_o
     ours.reset(seed=0)
     ours.unwrapped._act = lambda action: Outcome(action or "<empty>")
     assert ours.step("turn left")[0] == "turn left"
-    for env in (textcraft, lenient, babyai, ours):
+    webshop = gym.make("AgentGym/WebShop-v0")  # its client: without "Action:", only a search[ or click[ text
+    webshop.reset(seed=0)
+    webshop.unwrapped._act = lambda action: Outcome(action or "<empty>")
+    assert webshop.step("search[red shoes]")[0] == "search[red shoes]" and webshop.step("buy it")[0] == "<empty>"
+    assert webshop.step("Action: a\nAction: click[b]")[0] == "click[b]"
+    for env in (textcraft, lenient, babyai, ours, webshop):
         env.close()
 
 

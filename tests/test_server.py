@@ -113,11 +113,14 @@ def textcraft_server() -> Iterator[LocalServer]:
 def sent_by_agentgym_client(family: str, response: str) -> str:
     """What the family's AgentGym client (``agentenv/envs/*.py``, ``step``) sends ``/step`` for a model
     response: TextCraft's and BabyAI's the rest of the last ``Action:`` line, letters, digits and commas
-    kept; SciWorld's and ALFWorld's the text after the last ``Action:``; the others the response."""
+    kept; SciWorld's, ALFWorld's and WebShop's the text after the last ``Action:`` (WebShop's, without one, the
+    response if it holds ``search[`` or ``click[``); the others the response."""
     if family in ("textcraft", "babyai"):
         found = re.findall(r"Action:\s*(.*?)(?=\n|$)", response, re.DOTALL)
         return " ".join(re.sub(r"[^A-Za-z0-9, ]+", "", found[-1] if found else "").split())
-    if family in ("sciworld", "alfworld"):
+    if family in ("sciworld", "alfworld", "webshop"):
+        if "Action:" not in response:
+            return response.strip() if family == "webshop" and ("search[" in response or "click[" in response) else ""
         return response.rpartition("Action:")[2].strip()
     return response
 
