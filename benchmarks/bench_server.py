@@ -33,7 +33,8 @@ from agentgym_envs.server.client import RemoteEnv  # noqa: E402
 from common import stats_ms, write_result  # noqa: E402
 
 ENV_ID = "AgentGym/TextCraft-v0"
-ACTIONS = ("inventory", "get 1 oak logs", "craft 4 oak planks using 1 oak logs", "Thought: hm.\n\nAction:\ninventory")
+ACTIONS = ("Action: inventory", "Action: get 1 oak logs", "Action: craft 4 oak planks using 1 oak logs",
+           "Thought: hm.\n\nAction:\ninventory")
 
 
 def free_port() -> int:

@@ -178,17 +178,17 @@ def test_command_spellings_old_and_new(env) -> None:
         for right, loose in zip(exact, forgiving):
             if loose is None:  # opening the holder, when it is closed, is spelled as it is
                 if right is not None:
-                    game.step(right)
+                    game.step("Action: " + right)
                 continue
-            obs, _, _, _, info = game.step(loose)
+            obs, _, _, _, info = game.step("Action: " + loose)
             assert info["valid_action"] is not strict, (loose, obs)
             if strict:
                 assert obs == "Nothing happens."
-                obs, _, _, _, info = game.step(right)
+                obs, _, _, _, info = game.step("Action: " + right)
                 assert info["valid_action"], (right, obs)
         if World(base.engine.facts()).closed(target):
-            game.step(f"open {target}")
-        obs, reward, terminated, _, info = game.step(f"move {obj} to {target}")  # alfworld 0.4.2's spelling
+            game.step(f"Action: open {target}")
+        obs, reward, terminated, _, info = game.step(f"Action: move {obj} to {target}")  # alfworld 0.4.2's spelling
         assert info["valid_action"] and terminated and info["success"] and reward == 1.0
     lenient.close()
 
@@ -198,10 +198,10 @@ def test_toggle_is_use(env) -> None:
     assert info["success"] and commands[-1].startswith("use ")
     env.reset(options={"item_id": 1})
     for command in commands[:-1]:
-        env.step(command)
+        env.step("Action: " + command)
     lamp = commands[-1].removeprefix("use ")
     holder = World(env.unwrapped.engine.facts()).inside[lamp]
-    obs, reward, terminated, _, info = env.step(f"toggle {lamp} {holder}")  # AgentGym's toggle spelling
+    obs, reward, terminated, _, info = env.step(f"Action: toggle {lamp} {holder}")  # AgentGym's toggle spelling
     assert info["valid_action"] and terminated and reward == 1.0
 
 
@@ -339,9 +339,9 @@ def test_real_alfworld_game_directory(tmp_path) -> None:
         assert commands[-1].startswith("move ") and " to " in commands[-1]  # the game's own put spelling
         env.reset(options={"split": "test", "index": 0})
         for command in commands[:-1]:
-            env.step(command)
+            env.step("Action: " + command)
         obj, recep = commands[-1].removeprefix("move ").split(" to ")
-        _, reward, terminated, _, info = env.step(f"put {obj} in/on {recep}")  # AgentGym's spelling still works
+        _, reward, terminated, _, info = env.step(f"Action: put {obj} in/on {recep}")  # AgentGym's spelling still works
         assert terminated and reward == 1.0
     finally:
         env.close()

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from agentgym_envs.core import MissingExtraError, TextSpace, parse_backtick, parse_react, parse_tags, require
+from agentgym_envs.core import MissingExtraError, Outcome, TextSpace, parse_backtick, parse_react, parse_tags, require
 
 
 def test_text_space_accepts_any_string_up_to_its_length() -> None:
@@ -168,9 +168,38 @@ def test_step_info_names_the_parsed_action() -> None:
 def test_render_ansi_shows_last_action_and_observation() -> None:
     env = gym.make("AgentGym/TextCraft-Depth1-v0", render_mode="ansi")
     env.reset(seed=0)
-    env.step("inventory")
-    assert env.render() == "> inventory\nInventory: You are not carrying anything.\n"
+    env.step("Action: inventory")
+    assert env.render() == "> Action: inventory\nInventory: You are not carrying anything.\n"
     env.close()
+
+
+def test_a_response_without_action_follows_each_client_and_the_bare_command_is_opt_in() -> None:
+    """AgentGym's TextCraft and BabyAI clients send the empty action for a response without ``Action:``
+    and refuse two ``Action:`` lines; our single-line rule is behind the family's opt-in."""
+    textcraft = gym.make("AgentGym/TextCraft-Depth1-v0")
+    textcraft.reset(seed=0)
+    assert textcraft.step("inventory")[0] == "Could not execute "  # the empty action, as AgentGym's server answers
+    two = textcraft.step("Action: inventory\nAction: inventory")
+    assert two[0].startswith("Error: Only one 'Action'") and not two[4]["valid_action"]
+    assert textcraft.step("Thought: hm\nAction:\n\n inventory")[0].startswith("Inventory:")
+    lenient = gym.make("AgentGym/TextCraft-Depth1-v0", lenient_crafting=True)
+    lenient.reset(seed=0)
+    assert lenient.step("inventory")[0].startswith("Inventory:")
+    babyai = gym.make("AgentGym/BabyAI-GoTo-v0")
+    babyai.reset(seed=0)
+    babyai.unwrapped._act = lambda action: Outcome(action or "<empty>")  # what reaches the layer
+    assert babyai.step("turn left")[0] == "<empty>" and babyai.step("Action: turn left")[0] == "turn left"
+    ours = gym.make("AgentGym/BabyAI-GoTo-v0", text_layer="ours")
+    ours.reset(seed=0)
+    ours.unwrapped._act = lambda action: Outcome(action or "<empty>")
+    assert ours.step("turn left")[0] == "turn left"
+    webshop = gym.make("AgentGym/WebShop-v0")  # its client: without "Action:", only a search[ or click[ text
+    webshop.reset(seed=0)
+    webshop.unwrapped._act = lambda action: Outcome(action or "<empty>")
+    assert webshop.step("search[red shoes]")[0] == "search[red shoes]" and webshop.step("buy it")[0] == "<empty>"
+    assert webshop.step("Action: a\nAction: click[b]")[0] == "click[b]"
+    for env in (textcraft, lenient, babyai, ours, webshop):
+        env.close()
 
 
 def test_a_missing_module_is_named_in_grammatical_english() -> None:

@@ -135,41 +135,43 @@ def test_observation_reward_and_info(family_env: gym.Env) -> None:
 
 def test_bad_input_gets_feedback(family_env: gym.Env) -> None:
     family_env.reset(options={"item_id": load_splits("sciworld")["Find"]["test"][0]})
-    cases = {
-        "": "No known action matches that input.",  # AgentGym's server sends the empty command to the simulator
-        "Action: " + "open " * 80: "characters long",
-        "Action: 拿起温度计": "plain English",
-        "Action: reset task": "not available",
-        "Action: opne door": "No known action matches that input.",  # the simulator's own words by default
-    }
-    for response, expected in cases.items():
+    # by default every command reaches the simulator, as on AgentGym's server, and gets its own words
+    unknown = "No known action matches that input."
+    for response in ["", "look around", "Action: " + "open " * 80, "Action: 拿起温度计", "Action: opne door",
+                     "Action: Look around.", "Action: check valid actions"]:
         obs, reward, terminated, truncated, info = family_env.step(response)
-        assert expected in obs, f"{response[:30]!r} -> {obs[:200]!r}"
+        assert obs == unknown, f"{response[:30]!r} -> {obs[:200]!r}"
         assert info["valid_action"] is False and reward == 0.0 and not terminated and not truncated
-    obs, _, _, _, info = family_env.step("Action: check valid actions")  # not a simulator command
-    assert obs == "No known action matches that input." and not info["valid_action"]
+    assert family_env.step("Action: reset task")[0] == "You reset the goal progress and focus."
     ours = gym.make(FAMILY_ID, extra_feedback=True)
     ours.reset(options={"item_id": load_splits("sciworld")["Find"]["test"][0]})
-    obs, _, _, _, info = ours.step("")
-    assert "empty" in obs and not info["valid_action"]
+    cases = {"": "empty", "Action: " + "open " * 80: "characters long", "Action: 拿起温度计": "plain English",
+             "Action: reset task": "not available"}
+    for response, expected in cases.items():
+        obs, reward, terminated, truncated, info = ours.step(response)
+        assert expected in obs and info["valid_action"] is False and reward == 0.0, (response[:30], obs[:200])
     obs, _, _, _, info = ours.step("Action: check valid actions")
-    ours.close()
     lines = obs.splitlines()
     assert info["valid_action"] and lines[0] == "Valid actions:" and len(lines) > 5 and "reset task" not in lines
     for item in load_splits("sciworld")["Find"]["test"]:  # a start room with several doors
         obs, _ = family_env.reset(options={"item_id": item})
         if obs.count("A door to") >= 2:
             break
-    obs, _, _, _, info = family_env.step("open door")
-    assert obs.startswith("Ambiguous request") and info["valid_action"]
-    obs, _, _, _, info = family_env.step("look around")  # any other command cancels the question
+    ours.reset(options={"item_id": item})
+    for env in (family_env, ours):
+        obs, _, _, _, info = env.step("Action: open door")
+        assert obs.startswith("Ambiguous request") and info["valid_action"]
+    obs, _, _, _, info = family_env.step("Action: look around")  # AgentGym: the answer to the question
+    assert obs.startswith("Unknown action.") and not info["valid_action"]
+    obs, _, _, _, info = ours.step("Action: look around")  # extra_feedback: any other command cancels it
     assert "This room is called" in obs and info["valid_action"]
+    ours.close()
 
 
 def test_failing_the_task_ends_the_episode(family_env: gym.Env) -> None:
     """As in AgentGym, a failed task keeps the simulator's negative score: the outcome is -1."""
     family_env.reset(options={"item_id": load_splits("sciworld")["Find"]["test"][0]})
-    obs, reward, terminated, truncated, info = family_env.step("focus on chair")
+    obs, reward, terminated, truncated, info = family_env.step("Action: focus on chair")
     assert terminated and not info["success"] and info["score"] == -100 and reward == -1.0
     assert "failed" not in obs
 

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import os
 import signal
+import re
 import socket
 import subprocess
 import sys
@@ -109,6 +110,21 @@ def textcraft_server() -> Iterator[LocalServer]:
 
 
 # ---- a client written to AgentGym's documented protocol ----------------------------------------
+def sent_by_agentgym_client(family: str, response: str) -> str:
+    """What the family's AgentGym client (``agentenv/envs/*.py``, ``step``) sends ``/step`` for a model
+    response: TextCraft's and BabyAI's the rest of the last ``Action:`` line, letters, digits and commas
+    kept; SciWorld's, ALFWorld's and WebShop's the text after the last ``Action:`` (WebShop's, without one, the
+    response if it holds ``search[`` or ``click[``); the others the response."""
+    if family in ("textcraft", "babyai"):
+        found = re.findall(r"Action:\s*(.*?)(?=\n|$)", response, re.DOTALL)
+        return " ".join(re.sub(r"[^A-Za-z0-9, ]+", "", found[-1] if found else "").split())
+    if family in ("sciworld", "alfworld", "webshop"):
+        if "Action:" not in response:
+            return response.strip() if family == "webshop" and ("search[" in response or "click[" in response) else ""
+        return response.rpartition("Action:")[2].strip()
+    return response
+
+
 class AgentGymProtocolClient:
     """What AgentGym's ``BaseEnvClient`` subclasses do: plain ``requests`` calls, the id in every body.
 
@@ -168,7 +184,7 @@ def test_agentgym_protocol_client_plays_the_same_episode_as_the_local_env(env_id
             for step in range(FAMILY_STEPS):
                 action = local_action(local, step)
                 local_obs, reward, terminated, truncated, info = local.step(action)
-                reply = client.step(action)
+                reply = client.step(sent_by_agentgym_client(spec.family, action))
                 assert reply["observation"] == local_obs and reply["reward"] == pytest.approx(reward)
                 assert reply["done"] == (terminated or truncated) and reply["valid_action"] == info["valid_action"]
                 remote_return, local_return = remote_return + reply["reward"], local_return + reward
@@ -195,7 +211,7 @@ def test_agentgym_client_solves_textcraft_with_the_default_id(textcraft_server: 
         for _ in range(ORACLE_STEPS):  # the expert's responses, sent the way AgentGym's client would
             action = local.unwrapped.oracle_action()
             local.step(action)
-            reply = client.step(action)
+            reply = client.step(sent_by_agentgym_client("textcraft", action))
             if reply["done"]:
                 break
     finally:
@@ -506,7 +522,7 @@ def test_envs_of_a_client_that_disappears_are_reaped() -> None:
         with pytest.raises(SessionLostError, match="idle"):
             remote.step("inventory")
         obs, info = remote.reset(seed=0, options={"item_id": 0})  # recovers on a fresh env
-        assert info["item_id"] == 0 and remote.step("inventory")[-1]["valid_action"]
+        assert info["item_id"] == 0 and remote.step("Action: inventory")[-1]["valid_action"]
         remote.close()
         assert httpx.get(f"{server.url}/v1/health").json()["status"] == "ok"
 

@@ -134,7 +134,7 @@ def test_oracle_solves_every_test_item_within_the_turn_cap() -> None:
 
 def test_random_agent_rarely_succeeds() -> None:
     success, _ = run_agent("AgentGym/TextCraft-v0", "random")
-    assert success < 0.2
+    assert success < 0.3  # its gets and crafts come from the recipes shown: AgentGym's list is the whole tree
 
 
 def test_rewards_sum_to_outcome(make_env) -> None:
@@ -199,7 +199,7 @@ def test_lenient_oracle_still_solves_every_test_item(make_env) -> None:
 
 def test_the_pages_oracle_and_random_numbers() -> None:
     """docs/envs/textcraft.md: the oracle solves all 100 test items in at most 27 turns; the random agent solves
-    9, 11, 8 and 15 of them with seeds 0-3 (what `agentgym solve AgentGym/TextCraft-v0 --agent random` prints)."""
+    23, 25, 23 and 23 of them with seeds 0-3 (what `agentgym solve AgentGym/TextCraft-v0 --agent random` prints)."""
     from agentgym_envs.agents import make_agent
     from agentgym_envs.core.loop import run_episode
 
@@ -209,5 +209,5 @@ def test_the_pages_oracle_and_random_numbers() -> None:
     assert len(items) == 100 and all(r.success for r in oracle) and max(r.turns for r in oracle) == 27
     solved = [sum(run_episode(env, make_agent("random", seed=seed), item).success for item in items)
               for seed in range(4)]
-    assert solved == [9, 11, 8, 15]
+    assert solved == [23, 25, 23, 23]
     env.close()

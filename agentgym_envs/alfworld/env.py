@@ -32,7 +32,7 @@ from agentgym_envs.alfworld import generator
 from agentgym_envs.alfworld.engine import AlfredEngine
 from agentgym_envs.alfworld.expert import TOOLS, Goal, World, next_command, parse_goal
 from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, normalize_command, require
-from agentgym_envs.core.parsers import agentgym_react_action, parse_react
+from agentgym_envs.core.parsers import agentgym_react_action, parse_react, react_response
 
 INSTRUCTION = """Solve a task by interacting with a household. Imagine you are an intelligent agent in a household \
 environment whose target is to carry out actions that complete the task goal. At the start you are given a detailed \
@@ -196,13 +196,13 @@ class ALFWorldEnv(TextEnv):
         return Start(INSTRUCTION, f"{intro}\nAVAILABLE ACTIONS: {','.join(self.engine.admissible_commands)}", info)
 
     def _parse(self, response: str) -> ParsedAction:
-        """Our ReAct parsing; by default a response in which AgentGym's client finds no action (nothing
-        after the last ``Action:``, or no ``Action:`` in a longer text) is sent as the empty command, which
-        TextWorld answers "Nothing happens." (``extra_feedback=True``: our parser's explanation)."""
-        parsed = parse_react(response)
-        if not parsed.ok and not self.extra_feedback and not agentgym_react_action(response):
-            return ParsedAction("")
-        return parsed
+        """As AgentGym's client: the text after the last ``Action:``, stripped (several lines included);
+        without ``Action:`` the empty command (``agentgym_react_action``), which the engine answers.
+        ``extra_feedback=True``: our ReAct parser (one ``Action:`` line; a bare one-line command is taken;
+        anything else is explained)."""
+        if self.extra_feedback:
+            return parse_react(response)
+        return ParsedAction(agentgym_react_action(response))
 
     def _act(self, action: str) -> Outcome:
         if not self.extra_feedback:
@@ -334,7 +334,7 @@ class ALFWorldEnv(TextEnv):
     def random_action(self, rng: np.random.Generator) -> str:
         """One of the admissible commands other than ``help``, at random (``look`` when there is none)."""
         actions = [a for a in self.engine.admissible_commands if a != "help"] if self.game else []
-        return actions[int(rng.integers(len(actions)))] if actions else "look"
+        return react_response(actions[int(rng.integers(len(actions)))] if actions else "look")
 
     def accepts_item(self, item_id: int) -> bool:
         """Whether ``item_id`` is an item: an index of the given game files, else one of the split items."""

@@ -19,4 +19,4 @@ def _without_action_list(fields: dict[str, Any], observation: str, info: dict[st
     return {**fields, "observation": observation.rsplit(_ACTIONS_HEADER, 1)[0]}
 
 
-PROTOCOL = AgentGymProtocol(shape_reset=_without_action_list, episode_keys=("game",))
+PROTOCOL = AgentGymProtocol(shape_reset=_without_action_list, episode_keys=("game",), extracted_action=True)

@@ -10,7 +10,6 @@ names, planning over seen cells, explained refusals). The outcome is MiniGrid's 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -19,7 +18,7 @@ from agentgym_envs.babyai.levels import SUBTASK_LEVELS, level_and_seed, subtask_
 from agentgym_envs.babyai.agentgym_text import AgentGymBabyAI, client_action
 from agentgym_envs.babyai.world import Result, TextWorld
 from agentgym_envs.core import Outcome, Start, TextEnv, normalize_command, require
-from agentgym_envs.core.parsers import ParsedAction, parse_react
+from agentgym_envs.core.parsers import ParsedAction, agentgym_action_lines, parse_react, react_response
 
 ONE_ACTION_ONLY = "Error: Only one 'Action' is allowed per response. Please adjust your response."
 
@@ -187,14 +186,11 @@ class BabyAIEnv(TextEnv):
         if self.text_layer != "agentgym":
             return parse_react(response)
         # AgentGym's client: the rest of the line after "Action:", refused when there are several
-        found = re.findall(r"Action:\s*(.*?)(?=\n|$)", response, re.DOTALL)
+        found = agentgym_action_lines(response)
         if len(found) > 1:
             return ParsedAction(None, ONE_ACTION_ONLY)
-        if found:
-            return ParsedAction(found[-1])
-        # no "Action:" at all (AgentGym sends an empty action): a single short line is taken as a bare action
-        text = response.strip()
-        return ParsedAction(text if "\n" not in text and len(text) <= 200 else "")
+        # no "Action:" at all: the empty action, as AgentGym's client sends (text_layer="ours": a bare command)
+        return ParsedAction(found[-1] if found else "")
 
     def _act(self, action: str) -> Outcome:
         if self.layer is not None:
@@ -250,6 +246,10 @@ class BabyAIEnv(TextEnv):
         if self.layer is not None:
             return list(self.layer.actions)
         return None if self.world is None else self.world.shown_actions()
+
+    def random_action(self, rng: np.random.Generator) -> str:
+        """One of the listed actions at random, after ``Action:`` as the prompt asks."""
+        return react_response(super().random_action(rng))
 
     def oracle_action(self) -> str:
         """The oracle's next command with its reason, written as the agent would write it."""

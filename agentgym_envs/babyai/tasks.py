@@ -16,4 +16,5 @@ _DESCRIPTIONS = {
 
 TASKS = family_tasks("BabyAI", "babyai", "embodied", "BabyAIEnv", MAX_TURNS, requires=("minigrid",),
                      description="all six BabyAI sub-tasks", subtasks={s: _DESCRIPTIONS[s] for s in SUBTASKS},
-                     foreign_action="Thought: go.\nAction: go to red ball 1")
+                     foreign_action="Thought: go.\nAction: go to red ball 1",
+                     protocol="agentgym_envs.core.agentgym_protocol:EXTRACTING_CLIENT")

@@ -36,6 +36,9 @@ class AgentGymProtocol:
         episode_keys: the ``/reset`` fields, besides the common ``data_idx``, under which the family's client
             names the episode (``idx`` for WebArena, ``session_id`` for WebShop, ``game`` for ALFWorld and
             Maze, ...).
+        extracted_action: the family's client sends ``/step`` the action it took out of the model's response
+            (TextCraft, BabyAI, SciWorld, ALFWorld), not the response: the server hands the env
+            ``Action: <action>``, which the env's default parser (that client's own rule) reads back as it was.
     """
 
     bare_create: bool = False
@@ -43,10 +46,15 @@ class AgentGymProtocol:
     shape_reset: ResetShaper | None = None
     vocabulary: Callable[[], Sequence[str]] | None = None
     episode_keys: tuple[str, ...] = ()
+    extracted_action: bool = False
 
     def item(self, index: int) -> int:
         """Our item id for the episode index the family's AgentGym server uses (the same number by default)."""
         return self.item_of(index) if self.item_of is not None else index
+
+    def response(self, action: str) -> str:
+        """The model response to step the env with, for the ``action`` the family's client sent ``/step``."""
+        return f"Action: {action}" if self.extracted_action else action
 
     def reset_fields(self, fields: dict[str, Any], observation: str, info: dict[str, Any]) -> dict[str, Any]:
         """The ``/reset`` fields as the family's client reads them (``fields`` unchanged by default)."""
@@ -55,6 +63,8 @@ class AgentGymProtocol:
 
 #: The common shape, for families that declare no protocol and for envs that are not ours.
 COMMON_PROTOCOL = AgentGymProtocol()
+#: The common shape with a client that sends the action it extracted (TextCraft's and BabyAI's).
+EXTRACTING_CLIENT = AgentGymProtocol(extracted_action=True)
 
 
 @lru_cache(maxsize=None)

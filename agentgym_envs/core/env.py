@@ -260,7 +260,8 @@ class TextEnv(gym.Env[str, str]):
         ``info["valid_action"]`` is False and the reward 0.
 
         Args:
-            action: the raw model response (a bare action is accepted too).
+            action: the raw model response, parsed as the family's AgentGym client parses it (a bare
+                action without ``Action:`` is taken only under the family's opt-in, e.g. ``extra_feedback=True``).
 
         Returns:
             (observation, reward, terminated, truncated, info); the rewards of an episode sum to its outcome score.

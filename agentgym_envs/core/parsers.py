@@ -81,8 +81,9 @@ def parse_react(response: str) -> ParsedAction:
     """ReAct format: ``Thought: ...`` then ``Action:`` followed by exactly one action.
 
     The action may follow the colon on the same line or stand on the next non-empty line. A
-    response with no ``Action:`` line is taken as a bare action when it is a single short line, so
-    scripted agents can send plain commands.
+    response with no ``Action:`` line is taken as a bare action when it is a single short line (our
+    lenient rule: each family's default is its AgentGym client's own rule, this one is behind its
+    opt-in, e.g. ``extra_feedback=True``).
     """
     text = clean_text(response).strip()
     found = find_action_line(text, "give exactly one action per turn.", REACT_HINT)
@@ -102,10 +103,30 @@ def parse_react(response: str) -> ParsedAction:
     return ParsedAction(action)
 
 
+#: How AgentGym's TextCraft and BabyAI clients find the action: the rest of each line holding
+#: ``Action:`` (case-sensitive), white space and empty lines after the colon skipped.
+_AGENTGYM_ACTION_LINE = re.compile(r"Action:\s*(.*?)(?=\n|$)", re.DOTALL)
+
+
+def agentgym_action_lines(response: str) -> list[str]:
+    """Every action AgentGym's TextCraft and BabyAI clients find in ``response``. Their rule: several
+    are refused ("Only one 'Action' is allowed"), one is sent, none sends the empty action (a bare
+    command without ``Action:`` is not taken)."""
+    return _AGENTGYM_ACTION_LINE.findall(response)
+
+
+def react_response(action: str, thought: str = "This is my next step.") -> str:
+    """``action`` written the way AgentGym's ReAct prompts ask for it (scripted and random agents)."""
+    return f"Thought:\n{thought}\n\nAction:\n{action}"
+
+
 def agentgym_react_action(response: str) -> str:
     """The action AgentGym's ReAct client sends its server for ``response``: the text after the last
     ``Action:``, stripped; with no ``Action:`` at all, nothing (the whole text when it holds ``search[``
-    or ``click[``). An empty result is still sent, and the server's engine answers it."""
+    or ``click[``). An empty result is still sent, and the server's engine answers it. The SciWorld,
+    ALFWorld and WebShop clients first cut a trailing ``</s>`` with the character before it."""
+    if response.endswith("</s>"):
+        response = response[:-5]
     before, marker, after = response.rpartition("Action:")
     if not marker:
         return response.strip() if "search[" in response or "click[" in response else ""

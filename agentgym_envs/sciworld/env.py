@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, normalize_command, require
-from agentgym_envs.core.parsers import agentgym_react_action, parse_react
+from agentgym_envs.core.parsers import agentgym_react_action, parse_react, react_response
 from agentgym_envs.sciworld.catalog import TaskType, decode
 from agentgym_envs.sciworld.jvm import JvmConfig, ScienceWorldJvm, SimulatorCrashed, SimulatorRejected
 
@@ -128,10 +128,15 @@ class SciWorldEnv(TextEnv):
 
     Actions:
         ScienceWorld's commands (``look around``, ``open door to kitchen``, ``pick up thermometer``,
-        ``focus on ...``, ``wait``, ...) as the simulator parses them. An empty command and
-        ``check valid actions`` go to the simulator, which answers "No known action matches that input."
-        (``extra_feedback=True``: an empty command is refused with an explanation and ``check valid actions``
-        lists the valid commands).
+        ``focus on ...``, ``wait``, ...) as the simulator parses them. As on AgentGym's server, the episode
+        starts with a ``look around`` move (some tasks score it), and every command reaches the simulator as
+        AgentGym's client extracts it (the text after the last ``Action:``; none: the empty command): the
+        empty command, ``check valid actions``, ``reset task``, any length or language; after "Ambiguous
+        request" the next command is the simulator's answer. ``extra_feedback=True``: the first look is free,
+        a bare one-line command is taken, commands are lower-cased and trimmed, an empty, over-long
+        (300 characters) or non-ASCII command and ``reset task`` are refused with an explanation,
+        ``check valid actions`` lists the valid commands, and a command other than a number cancels a
+        pending question.
 
     Rewards:
         The increase of the simulator's 0-100 score, normalised (``info["score"]`` keeps it): an episode's rewards
@@ -139,6 +144,8 @@ class SciWorldEnv(TextEnv):
     """
 
     family = "sciworld"
+    #: AgentGym's client runs the last of two ``Action:`` lines (a real command): the bad-response check uses ours
+    bad_action_check_kwargs = {"extra_feedback": True}
 
     def __init__(
         self,
@@ -191,12 +198,15 @@ class SciWorldEnv(TextEnv):
         failure: Exception | None = None
         for _ in range(2):  # a JVM found dead here is restarted once before giving up
             try:
-                description, room = self.jvm.start_episode(task.name, variation)
+                # AgentGym's /reset steps "look around" (a move, which some tasks score); ours is free
+                description, room = self.jvm.start_episode(task.name, variation, free_look=self.extra_feedback)
                 break
             except SimulatorCrashed as error:
                 failure = error
         else:
             raise RuntimeError(f"ScienceWorld could not start item {item_id}: {failure}") from failure
+        if not self.extra_feedback:
+            self._sent.append(("look around", False))
         info = {"sciworld_task": task.name, "sciworld_task_number": task.number, "variation": variation,
                 "task_description": description, "first_look": room.rstrip()}  # AgentGym's /reset sends these apart
         if self.extra_feedback:
@@ -205,26 +215,28 @@ class SciWorldEnv(TextEnv):
         return Start(INSTRUCTION, f"{description}\n{room.rstrip()}", info)
 
     def _parse(self, response: str) -> ParsedAction:
-        """Our ReAct parsing; by default a response in which AgentGym's client finds no action (nothing
-        after the last ``Action:``, or no ``Action:`` in a longer text) is the empty command, which its
-        server sends to the simulator (``extra_feedback=True``: our parser's explanation)."""
-        parsed = parse_react(response)
-        if not parsed.ok and not self.extra_feedback and not agentgym_react_action(response):
-            return ParsedAction("")
-        return parsed
+        """As AgentGym's client: the text after the last ``Action:``, stripped (several lines included);
+        without ``Action:`` the empty command (``agentgym_react_action``), which the engine answers.
+        ``extra_feedback=True``: our ReAct parser (one ``Action:`` line; a bare one-line command is taken;
+        anything else is explained)."""
+        if self.extra_feedback:
+            return parse_react(response)
+        return ParsedAction(agentgym_react_action(response))
 
     def _act(self, action: str) -> Outcome:
         if self._lost is not None:
             return self._lost_outcome()
-        command = normalize_command(action)
-        # AgentGym's server sends an empty command and "check valid actions" to the simulator as they are
-        problem = self._reject(command) if command or self.extra_feedback else None
-        if problem is not None:
-            return self._keep(problem, valid=False)
-        if command in _LIST_COMMANDS and self.extra_feedback:
-            return self._list_valid_actions()
+        if self.extra_feedback:
+            command = normalize_command(action)
+            problem = self._reject(command)
+            if problem is not None:
+                return self._keep(problem, valid=False)
+            if command in _LIST_COMMANDS:
+                return self._list_valid_actions()
+        else:  # AgentGym's server sends every command to the simulator as its client extracted it
+            command = action
         try:
-            if self._awaiting_choice and not command.isdigit():
+            if self._awaiting_choice and self.extra_feedback and not command.isdigit():
                 self._send("", by_agent=False)  # a blank line cancels the simulator's "which one did you mean?"
             result = self._send(command, by_agent=True)
         except SimulatorCrashed as error:
@@ -378,7 +390,7 @@ class SciWorldEnv(TextEnv):
             return "Thought:\nThe simulator stopped; nothing I do will count.\n\nAction:\nlook around"
         position = 0
         for command, by_agent in self._sent:
-            if by_agent and position < len(gold) and command == normalize_command(gold[position]):
+            if by_agent and position < len(gold) and normalize_command(command) == normalize_command(gold[position]):
                 position += 1
         if position >= len(gold):
             return "Thought:\nI have carried out the whole plan.\n\nAction:\nlook around"
@@ -389,15 +401,15 @@ class SciWorldEnv(TextEnv):
         try:
             actions = self.valid_actions()
         except (SimulatorCrashed, SimulatorRejected):
-            return "look around"
+            return react_response("look around")
         if not actions:
-            return "look around"
+            return react_response("look around")
         by_verb: dict[str, list[str]] = {}
         for action in actions:
             by_verb.setdefault(action.split(" ", 1)[0], []).append(action)
         verbs = sorted(by_verb)
         choices = by_verb[verbs[int(rng.integers(len(verbs)))]]
-        return choices[int(rng.integers(len(choices)))]
+        return react_response(choices[int(rng.integers(len(choices)))])
 
     def accepts_item(self, item_id: int) -> bool:
         """Whether ``item_id`` decodes to a variation of one of this env's task types."""

@@ -293,13 +293,16 @@ class ScienceWorldJvm:
 
         self._run(f"loading {task} variation {variation}", self.config.load_timeout, call)
 
-    def start_episode(self, task: str, variation: int) -> tuple[str, str]:
-        """Load (task, variation) and return (task description, free look around) in one trip to the worker."""
+    def start_episode(self, task: str, variation: int, free_look: bool = True) -> tuple[str, str]:
+        """Load (task, variation) and return (task description, look around) in one trip to the worker; the look
+        is free (``freeActionLook``) or, with ``free_look=False``, a step, as AgentGym's ``/reset`` takes it."""
         self.start()
 
         def call(interface: Any) -> tuple[str, str]:
             interface.load(task, int(variation), "", False)
-            return str(interface.getTaskDescription()), str(interface.freeActionLook())
+            description = str(interface.getTaskDescription())
+            look = interface.freeActionLook() if free_look else interface.step("look around")
+            return description, str(look)
 
         return self._run(f"loading {task} variation {variation}", self.config.load_timeout, call)
 

@@ -26,4 +26,5 @@ def _split_first_observation(fields: dict[str, Any], observation: str, info: dic
     }
 
 
-PROTOCOL = AgentGymProtocol(item_of=from_agentgym_data_idx, shape_reset=_split_first_observation)
+PROTOCOL = AgentGymProtocol(item_of=from_agentgym_data_idx, shape_reset=_split_first_observation,
+                            extracted_action=True)

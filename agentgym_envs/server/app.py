@@ -200,7 +200,8 @@ def _add_agentgym_routes(app: FastAPI, manager: SessionManager) -> None:
 
     @app.post("/step", response_model=p.AgentGymStepped, **agentgym)
     def agentgym_step(body: p.AgentGymStep) -> dict:
-        result = manager.step(agentgym_session(body), body.action)
+        session = agentgym_session(body)
+        result = manager.step(session, compat.protocol_of(session.env).response(body.action))
         return {**compat.reply_fields(result.observation, result.info), "reward": result.reward,
                 "done": result.terminated or result.truncated,
                 "terminated": result.terminated, "truncated": result.truncated,

@@ -221,8 +221,16 @@ def _match_slots(book: RecipeBook, recipe: Recipe, offered: list[tuple[int, str]
     return pairs
 
 
-def make_game(book: RecipeBook, goal: str, rng: np.random.Generator) -> Game:
-    """The episode of ``goal``: choose one shallowest recipe per needed item, then add distractors."""
+def make_game(book: RecipeBook, goal: str, rng: np.random.Generator, recipe_list: str = "agentgym") -> Game:
+    """The episode of ``goal``: the oracle's plan (one shallowest recipe per needed item) and the recipes shown.
+
+    ``recipe_list="agentgym"`` shows what AgentGym's server shows: every recipe of the goal's tree
+    (``RecipeBook.tree_recipes``) and up to 10 distractors, drawn as its ``create_recipe_set`` and ``reset``
+    draw them (up to 10 uses of each ingredient of the tree, those not in the tree pooled, 10 of the pool),
+    in a shuffled order. The draw and the order are ours, a pure function of ``rng``: AgentGym's come from
+    ``random.seed(42)`` over lists in Python set order, which changes with ``PYTHONHASHSEED``.
+    ``recipe_list="shallowest"``: the plan's recipes and 5-10 distractors (one recipe of other items).
+    """
     plan: dict[str, Recipe] = {}
     pending = [goal]
     while pending:
@@ -236,9 +244,29 @@ def make_game(book: RecipeBook, goal: str, rng: np.random.Generator) -> Game:
             shallowest = min(book.depth[x] for x in book.accepts(ingredient))
             members = sorted(m for m in book.accepts(ingredient) if book.depth[m] == shallowest)
             pending.append(members[int(rng.integers(len(members)))] if ingredient.is_tag else ingredient.name)
+    if recipe_list == "agentgym":
+        return Game(book=book, goal=goal, plan=plan, shown=_agentgym_recipe_list(book, goal, rng))
+    if recipe_list != "shallowest":
+        raise ValueError(f"recipe_list must be 'agentgym' or 'shallowest', got {recipe_list!r}")
     others = sorted(item for item in book.recipes if item not in plan)
     count = int(rng.integers(MAX_DISTRACTORS // 2, MAX_DISTRACTORS + 1))
     distractors = [book.recipes[item][0] for item in rng.choice(others, size=count, replace=False)]
     shown = list(plan.values()) + distractors
     rng.shuffle(shown)
     return Game(book=book, goal=goal, plan=plan, shown=shown)
+
+
+def _agentgym_recipe_list(book: RecipeBook, goal: str, rng: np.random.Generator) -> list[Recipe]:
+    """AgentGym's first list (see ``make_game``): the tree's recipes, one per command, and its distractors."""
+    tree = {recipe.command(): recipe for recipe in book.tree_recipes(goal)}
+    pool: dict[str, Recipe] = {}
+    for recipe in tree.values():
+        for ingredient in recipe.ingredients:
+            uses = book.uses(ingredient.name)
+            for index in sorted(rng.choice(len(uses), size=min(len(uses), MAX_DISTRACTORS), replace=False)):
+                pool.setdefault(uses[index].command(), uses[index])
+    candidates = sorted(command for command in pool if command not in tree)
+    drawn = rng.choice(len(candidates), size=min(len(candidates), MAX_DISTRACTORS), replace=False)
+    shown = list(tree.values()) + [pool[candidates[i]] for i in sorted(drawn)]
+    rng.shuffle(shown)
+    return shown

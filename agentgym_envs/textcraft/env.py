@@ -12,7 +12,7 @@ from functools import lru_cache
 import numpy as np
 
 from agentgym_envs.core import Outcome, Start, TextEnv
-from agentgym_envs.core.parsers import ParsedAction, parse_react
+from agentgym_envs.core.parsers import ParsedAction, agentgym_action_lines, parse_react, react_response
 from agentgym_envs.textcraft import rules
 from agentgym_envs.textcraft.engine import Game, make_game
 from agentgym_envs.textcraft.recipes import recipe_book
@@ -70,7 +70,9 @@ class TextCraftEnv(TextEnv):
     Actions:
         ``get <n> <item>`` (an item no recipe makes), ``craft <n> <item> using <n> <item>, ...`` with exactly one
         recipe's quantities and the specific kind of a generic ingredient (``lenient_crafting=True``: scaled
-        crafts, generic names, plurals), ``inventory``; in ReAct form (``Thought: ... Action: ...``) or bare.
+        crafts, generic names, plurals), ``inventory``; after ``Action:`` in ReAct form (``Thought: ... Action: ...``).
+        As AgentGym's client: one ``Action:`` line (several are refused), cleaned to letters, digits and
+        commas; a response without one is the empty action (``lenient_crafting=True``: a bare one-line command).
 
     Rewards:
         1 when the goal item is in the inventory (the episode ends), else 0.
@@ -78,27 +80,34 @@ class TextCraftEnv(TextEnv):
 
     family = "textcraft"
 
-    def __init__(self, task_id: str, render_mode: str | None = None, lenient_crafting: bool = False):
+    def __init__(self, task_id: str, render_mode: str | None = None, lenient_crafting: bool = False,
+                 recipe_list: str = "agentgym"):
         """``lenient_crafting=True`` opts into our relaxed rules (scaled crafts, generic ingredient
-        names, plurals, case-insensitive commands); the default is AgentGym's rules (``rules.py``)."""
+        names, plurals, case-insensitive commands); the default is AgentGym's rules (``rules.py``).
+        ``recipe_list``: the first observation's crafting commands: ``"agentgym"`` (default) every recipe
+        of the goal's tree plus up to 10 distractors, as AgentGym's server lists them (our draw and order);
+        ``"shallowest"`` one shallowest recipe per needed item plus 5-10 distractors."""
         super().__init__(task_id, render_mode=render_mode)
+        if recipe_list not in ("agentgym", "shallowest"):
+            raise ValueError(f"recipe_list must be 'agentgym' or 'shallowest', got {recipe_list!r}")
         self.lenient_crafting = lenient_crafting
+        self.recipe_list = recipe_list
         self.game: Game | None = None
 
     def _start(self, item_id: int, rng: np.random.Generator) -> Start:
         goal, depth = goals()[item_id]
-        self.game = make_game(recipe_book(), goal, np.random.default_rng(item_id))
+        self.game = make_game(recipe_book(), goal, np.random.default_rng(item_id), self.recipe_list)
         instruction = LENIENT_INSTRUCTION if self.lenient_crafting else INSTRUCTION
         return Start(instruction, self.game.intro(), {"goal": goal, "depth": depth})
 
     def _parse(self, response: str) -> ParsedAction:
-        parsed = parse_react(response)
-        if self.lenient_crafting:
-            return parsed
-        if parsed.error is not None and "more than one" in parsed.error:
+        if self.lenient_crafting:  # ours: also a bare one-line command without "Action:"
+            return parse_react(response)
+        # AgentGym's client: one "Action:" line, cleaned; none sends the empty action (a wasted turn)
+        found = agentgym_action_lines(response)
+        if len(found) > 1:
             return ParsedAction(None, rules.MULTIPLE_ACTIONS)
-        # AgentGym's server sees the action as its client cleans it; an empty one is a wasted turn.
-        return ParsedAction(rules.client_action(parsed.action or ""))
+        return ParsedAction(rules.client_action(found[-1] if found else ""))
 
     def _act(self, action: str) -> Outcome:
         assert self.game is not None
@@ -129,8 +138,8 @@ class TextCraftEnv(TextEnv):
         choice = int(rng.integers(3))
         if choice == 0:
             ingredient = recipe.ingredients[int(rng.integers(len(recipe.ingredients)))]
-            return f"get {ingredient.count} {self.game.member(ingredient)}"
-        return recipe.command() if choice == 1 else "inventory"
+            return react_response(f"get {ingredient.count} {self.game.member(ingredient)}")
+        return react_response(recipe.command() if choice == 1 else "inventory")
 
     def accepts_item(self, item_id: int) -> bool:
         """Whether ``item_id`` is a goal of this env's depth (any depth for the family env)."""

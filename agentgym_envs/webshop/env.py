@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from agentgym_envs.core import MissingExtraError, Outcome, Start, TextEnv, require
+from agentgym_envs.core import MissingExtraError, Outcome, ParsedAction, Start, TextEnv, parse_react, require
+from agentgym_envs.core.parsers import agentgym_react_action
 from agentgym_envs.webshop.catalogue import N_TEST, Catalogue, Goal, cached_webshop_data, default_catalogue
 from agentgym_envs.webshop.engine import (
     SEP,
@@ -150,6 +151,9 @@ class WebShopEnv(TextEnv):
 
     Actions:
         ``search[keywords]`` and ``click[button]``; the clickable values are in ``info["available_actions"]``.
+        Read as AgentGym's client reads a response: the text after the last ``Action:``; without one, the
+        whole response if it holds ``search[`` or ``click[``, else the empty action (``detailed_instruction=True``:
+        our ReAct parser).
 
     Rewards:
         At ``click[Buy Now]``, WebShop's ``goal.py`` score in [0, 1] of the product bought (type, attributes,
@@ -259,6 +263,14 @@ class WebShopEnv(TextEnv):
         if restarted:
             info["browser_restarted"] = True
         return Start(DETAILED_INSTRUCTION if self.detailed_instruction else INSTRUCTION, self._page.text, info)
+
+    def _parse(self, response: str) -> ParsedAction:
+        """As AgentGym's WebShop client: the text after the last ``Action:``; without one, the whole response
+        when it holds ``search[`` or ``click[``, else the empty action (``detailed_instruction=True``: our
+        ReAct parser, which takes any bare one-line action and explains a missing one)."""
+        if self.detailed_instruction:
+            return parse_react(response)
+        return ParsedAction(agentgym_react_action(response))
 
     def _act(self, action: str) -> Outcome:
         assert self._page is not None and self._goal is not None, "call reset() first"

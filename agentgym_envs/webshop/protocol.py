@@ -6,4 +6,4 @@ WebShop: its client takes ``/create``'s whole JSON reply as the env number (it r
 
 from agentgym_envs.core.agentgym_protocol import AgentGymProtocol
 
-PROTOCOL = AgentGymProtocol(bare_create=True, episode_keys=("session_id",))
+PROTOCOL = AgentGymProtocol(bare_create=True, episode_keys=("session_id",), extracted_action=True)
