@@ -224,6 +224,26 @@ def test_weather_instruction_lists_tools_as_agentgym_does() -> None:
     env.close()
 
 
+def test_agentgym_rules_by_default_and_ours_with_detailed_instruction() -> None:
+    """AgentGym: the Action Input is Python (single quotes, True), a tool result equal to the gold wins (without
+    finish), any action containing "finish" ends; ours (detailed_instruction=True): JSON, "Error: ...", only finish."""
+    from agentgym_envs.tools.answers import Gold
+
+    env = gym.make("AgentGym/TODOList-v0").unwrapped
+    env.reset(options={"split": "test", "index": 0})
+    env.current.gold, env.current.target = Gold(env.service.today.isoformat()), None  # a question: "today's date?"
+    obs, reward, terminated, _, info = env.step("Action: get_user_current_date with Action Input: {}")
+    assert reward == 1.0 and info["success"] and not terminated  # AgentGym's subgoal: the tool's result
+    obs, reward, terminated, _, info = env.step("Action: get_projects with Action Input: {'note': 'finish'}")
+    assert terminated and reward == 0.0 and info["success"]  # "finish" anywhere in the action ends it
+    ours = gym.make("AgentGym/TODOList-v0", detailed_instruction=True).unwrapped
+    ours.reset(options={"item_id": env.item_id})
+    obs, reward, terminated, _, info = ours.step("Action: get_user_current_date with Action Input: {}")
+    assert reward == 0.0 and not terminated
+    obs, _, _, _, info = ours.step("Action: get_projects with Action Input: {'a': 1}")
+    assert obs.startswith("Error: The Action Input of get_projects is not valid JSON") and not info["valid_action"]
+
+
 def test_tool_replies_are_wrapped_as_agentgyms_servers_do() -> None:
     env = gym.make("AgentGym/Weather-v0")
     env.reset(options={"split": "test", "index": 6})
@@ -237,7 +257,14 @@ def test_tool_replies_are_wrapped_as_agentgyms_servers_do() -> None:
     obs, _, _, _, _ = env.step("Thought: The date.\n\nAction: get_user_current_date with Action Input: {}")
     assert obs == f"Observation: {today}\nGive me one action."
     obs, _, _, _, info = env.step('Thought: Where?\n\nAction: get_latitude_longitude with Action Input: {"city": "x"}')
-    assert obs.startswith("Observation: Error: ") and obs.endswith("\nGive me one action.") and not info["valid_action"]
+    assert obs.startswith("Observation: ERROR | ") and obs.endswith("\nGive me one action.")
+    assert not info["valid_action"]
+    obs, _, terminated, _, info = env.step("Thought: Hm.\n\nAction: fly_to with Action Input: {}")
+    assert obs == "Observation: ERROR | Invalid action: fly_to.\nGive me one action." and not terminated
+    obs, _, terminated, _, info = env.step('Thought: JSON.\n\nAction: get_user_current_date with Action Input: '
+                                           '{"x": true}')  # JSON's true is no Python literal
+    assert obs == ("Observation: ERROR | Exception(Parameters in action input are not valid, please change your "
+                   "action input.)\nGive me one action.") and not terminated
     gold = env.unwrapped.current.gold.value
     obs, reward, terminated, _, info = env.step(f'Thought: Done.\n\nAction: finish with Action Input: '
                                                 f'{{"answer": {gold}}}')
