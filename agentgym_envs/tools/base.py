@@ -485,17 +485,20 @@ class ToolEnv(TextEnv):
     def _finish_as_agentgym(self, call: Call, ends: bool) -> Outcome:
         """AgentGym's ``finish``: its answer (a list sorted) is recorded as a subgoal and shown; a missing answer is
         its ``KeyError``. Question tasks are won by an answer ``==`` the gold (``lenient_answers=True``: our rule)."""
-        task = self.current
         if "answer" not in call.arguments:
             return self._agentgym_outcome("ERROR | KeyError('answer')", ends, valid=False)
         answer = call.arguments["answer"]
-        if task.gold is not None:
-            met = task.gold.matches(answer) if self.lenient_answers else task.gold.matches_as_agentgym(answer)
-            if met:
-                self._reached = 1.0
-        elif self._state_reached():
+        if self._finish_meets_subgoal(answer):
             self._reached = 1.0
         return self._agentgym_outcome(agentgym_answer(answer), ends)
+
+    def _finish_meets_subgoal(self, answer: Any) -> bool:
+        """Whether ``finish``'s answer meets the task's subgoal: the gold answer for a question (AgentGym's ``==``
+        or, with ``lenient_answers=True``, our rule); for a change, the data being right (Sheet's kept rule)."""
+        task = self.current
+        if task.gold is not None:
+            return task.gold.matches(answer) if self.lenient_answers else task.gold.matches_as_agentgym(answer)
+        return self._state_reached()
 
     def _state_reached(self) -> bool:
         assert self.service is not None and self.current is not None
