@@ -1,4 +1,5 @@
-"""MAZE: generated mazes, AgentGym's wording (our explanations opt-in), action parsing, the oracle, the splits."""
+"""MAZE: AgentGym's double-T maze step for step, generated mazes (opt-in and the train split), AgentGym's wording
+(our explanations opt-in), action parsing, the oracle, the splits."""
 
 from __future__ import annotations
 
@@ -161,14 +162,15 @@ def test_oracle_solves_every_test_maze_by_a_shortest_path(extra_feedback: bool) 
 
 
 def test_random_walker_rarely_succeeds() -> None:
-    successes, _ = run("random")
+    successes, _ = run("random")  # AgentGym's 25 games, 50 moves: 23 of 200 walks (11.5%) over seeds 0-7
     assert np.mean(successes) < 0.3
 
 
 def test_splits_sizes_and_no_test_episode_in_train() -> None:
+    """Test: AgentGym's 25 games (items 0-24); train: generated mazes, none the same as a generated test item."""
     spec = agentgym_envs.get_task(ENV_ID)
-    assert len(spec.split("test")) == 25
-    assert len(spec.split("train")) >= 3900
+    assert spec.split("test") == list(range(25))
+    assert len(spec.split("train")) >= 3900 and min(spec.split("train")) >= 1000
     test_episodes = {make_maze(i) for i in spec.split("test")}
     assert not any(make_maze(i) in test_episodes for i in spec.split("train"))
     assert build_splits.build() == agentgym_envs.core.load_splits("maze")
@@ -177,7 +179,7 @@ def test_splits_sizes_and_no_test_episode_in_train() -> None:
 def test_reaching_the_goal_ends_the_episode_with_reward_one(ours) -> None:
     env = ours
     obs, info = env.reset(options={"split": "test", "index": 1})
-    assert info["subtask"] == "Small"
+    assert info["subtask"] == "DoubleT"
     while True:
         obs, reward, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
         if terminated:
@@ -192,3 +194,87 @@ def test_ansi_render_shows_the_map(make_env) -> None:
     env.reset(options={"split": "test", "index": 0})
     text = env.render()
     assert "A" in text and "G" in text and "#" in text
+
+
+class UpstreamMaze:
+    """AgentGym's maze server as its code reads (``agentenv_lmrlgym/maze``: ``setup_maze_env("double_t_maze",
+    start_position=...)`` over LMRL-Gym's ``MazeEnv``, ``max_steps=50``, its ``describe_observation``)."""
+
+    LAYOUT = [[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], [1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1],
+              [1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 1, 1], [1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 1, 1],
+              [1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 1, 1], [1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1],
+              [1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1],
+              [1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]]
+    STARTS = [(1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (1, 7), (1, 8), (1, 9), (1, 10), (1, 11), (2, 3), (3, 3),
+              (4, 3), (5, 3), (5, 4), (5, 5), (5, 6), (6, 6), (7, 6), (5, 7), (5, 8), (5, 9), (4, 9), (3, 9), (2, 9),
+              (8, 6)]
+    ACTIONS = {"move left\n": (0, -1), "move right\n": (0, 1), "move up\n": (-1, 0), "move down\n": (1, 0)}
+
+    def __init__(self, game: int):
+        self.position, self.goal, self.num_steps = list(self.STARTS[game]), [8, 6], 0
+
+    def describe(self) -> str:
+        walls = [k for k, (dy, dx) in {"to your right": (0, 1), "to your left": (0, -1), "above you": (-1, 0),
+                                        "below you": (1, 0)}.items()
+                 if self.LAYOUT[self.position[0] + dy][self.position[1] + dx] == 1]
+        wall = ("There are no walls near you." if not walls else f"There is a wall {walls[0]}." if len(walls) == 1
+                else f"There are walls {', '.join(walls)}.")
+        return (f"The goal is at position {self.goal[0]}, {self.goal[1]}. "
+                f"Your current position is at position {self.position[0]}, {self.position[1]}. {wall}")
+
+    def step(self, response: str) -> tuple[str, float, bool]:
+        parts = response.split("Action:")
+        action = (parts[1] if len(parts) > 1 else parts[0]).strip() + "\n"
+        if self.num_steps >= 50:
+            return "Failure\n", -1.0, True
+        if action in self.ACTIONS:
+            dy, dx = self.ACTIONS[action]
+            if self.LAYOUT[self.position[0] + dy][self.position[1] + dx] == 0:
+                self.position = [self.position[0] + dy, self.position[1] + dx]
+        if self.position == self.goal:
+            return "Success\n", 1.0, True
+        self.num_steps += 1
+        return self.describe(), 0.0, False
+
+
+def test_agentgym_maze_matches_its_server_step_for_step() -> None:
+    """The 25 games: the first description, then oracle, random, invalid and wall moves, past the 50-move limit."""
+    env = gym.make(ENV_ID, max_episode_steps=60).unwrapped
+    rng = np.random.default_rng(0)
+    invalid = ["jump", "Move Up", "go north", "Action: move up.", "", "move  up", "up"]
+    equal = steps = failures = successes = 0
+    for game in range(25):
+        obs, _ = env.reset(options={"item_id": game})
+        upstream = UpstreamMaze(game)
+        assert obs.endswith("\n" + upstream.describe())
+        oracle_share = 0.9 if game % 2 else 0.2  # odd games mostly reach the goal, even games mostly run out
+        for _ in range(60):
+            draw = rng.random()
+            response = (env.oracle_action() if draw < oracle_share else
+                        env.random_action(rng) if draw < 0.9 else invalid[int(rng.integers(len(invalid)))])
+            observation, reward, terminated, _, info = env.step(response)
+            expected = upstream.step(response)
+            steps += 1
+            equal += (observation, reward, terminated) == (expected[0], max(expected[1], 0.0), expected[2])
+            assert info["score"] == expected[1] or not terminated
+            if terminated or expected[2]:
+                failures += expected[0] == "Failure\n"
+                successes += expected[0] == "Success\n"
+                break
+    env.close()
+    print(f"maze: {equal}/{steps} steps equal, {successes} successes, {failures} failures")
+    assert equal == steps, f"{equal}/{steps} steps equal"
+    assert successes >= 8 and failures >= 5
+
+
+def test_generated_mazes_are_an_option() -> None:
+    env = gym.make(ENV_ID, maze="generated").unwrapped
+    env.reset(options={"item_id": 3})
+    assert env.maze == make_maze(3) and env.maze.size_name == "Small"
+    env.reset(options={"item_id": 3 + ITEMS_PER_SIZE})
+    assert env.maze.size_name == "Medium"
+    default = gym.make(ENV_ID).unwrapped
+    default.reset(options={"item_id": 3})
+    assert default.maze.rows[1] == "#.....#.....#" and default.maze.start == (1, 4) and default.maze.goal == (8, 6)
+    default.reset(options={"split": "train", "index": 0})  # train items: generated mazes by AgentGym's rules
+    assert default.maze == make_maze(default.item_id)

@@ -24,7 +24,7 @@ from agentgym_envs.tools.bird import load_bird, parse_sql_response
 from agentgym_envs.tools.dbutil import ReadOnlySQL, QueryError, fingerprint
 from agentgym_envs.tools.sheet import SheetService, create_workbook
 from agentgym_envs.tools.tasks import ENVS, ITEMS_PER_ENV
-from agentgym_envs.tools.toolkit import Call, ToolError, parse_call, parse_response
+from agentgym_envs.tools.toolkit import Call, ToolError, parse_call, parse_response, python_literal
 
 TOOL_IDS = [f"AgentGym/{name}-v0" for name in ENVS]
 
@@ -224,6 +224,27 @@ def test_weather_instruction_lists_tools_as_agentgym_does() -> None:
     env.close()
 
 
+def test_agentgym_rules_by_default_and_ours_with_detailed_instruction() -> None:
+    """AgentGym: the Action Input is Python (single quotes, True), a tool result equal to the gold wins (without
+    finish), any action containing "finish" ends; ours (detailed_instruction=True): JSON, "Error: ...", only finish."""
+    from agentgym_envs.tools.answers import Gold
+
+    env = gym.make("AgentGym/Weather-v0").unwrapped
+    env.reset(options={"split": "test", "index": 0})
+    env.current.gold = Gold(env.service.today.isoformat())  # a question: "what is today's date?"
+    obs, reward, terminated, _, info = env.step("Action: get_user_current_date with Action Input: {}")
+    assert reward == 1.0 and info["success"] and not terminated  # AgentGym's subgoal: the tool's result
+    obs, reward, terminated, _, info = env.step("Action: get_user_current_date with Action Input: {'x': 'finish'}")
+    assert terminated and reward == 0.0 and info["success"]  # "finish" anywhere in the action ends it
+    ours = gym.make("AgentGym/Weather-v0", detailed_instruction=True).unwrapped
+    ours.reset(options={"item_id": env.item_id})
+    obs, reward, terminated, _, info = ours.step("Action: get_user_current_date with Action Input: {}")
+    assert reward == 0.0 and not terminated
+    obs, _, _, _, info = ours.step("Action: get_user_current_date with Action Input: {'a': 1}")
+    assert obs.startswith("Error: The Action Input of get_user_current_date is not valid JSON")
+    assert not info["valid_action"]
+
+
 def test_tool_replies_are_wrapped_as_agentgyms_servers_do() -> None:
     env = gym.make("AgentGym/Weather-v0")
     env.reset(options={"split": "test", "index": 6})
@@ -237,7 +258,14 @@ def test_tool_replies_are_wrapped_as_agentgyms_servers_do() -> None:
     obs, _, _, _, _ = env.step("Thought: The date.\n\nAction: get_user_current_date with Action Input: {}")
     assert obs == f"Observation: {today}\nGive me one action."
     obs, _, _, _, info = env.step('Thought: Where?\n\nAction: get_latitude_longitude with Action Input: {"city": "x"}')
-    assert obs.startswith("Observation: Error: ") and obs.endswith("\nGive me one action.") and not info["valid_action"]
+    assert obs.startswith("Observation: ERROR | ") and obs.endswith("\nGive me one action.")
+    assert not info["valid_action"]
+    obs, _, terminated, _, info = env.step("Thought: Hm.\n\nAction: fly_to with Action Input: {}")
+    assert obs == "Observation: ERROR | Invalid action: fly_to.\nGive me one action." and not terminated
+    obs, _, terminated, _, info = env.step('Thought: JSON.\n\nAction: get_user_current_date with Action Input: '
+                                           '{"x": true}')  # JSON's true is no Python literal
+    assert obs == ("Observation: ERROR | Exception(Parameters in action input are not valid, please change your "
+                   "action input.)\nGive me one action.") and not terminated
     gold = env.unwrapped.current.gold.value
     obs, reward, terminated, _, info = env.step(f'Thought: Done.\n\nAction: finish with Action Input: '
                                                 f'{{"answer": {gold}}}')
@@ -742,3 +770,42 @@ def test_agentgyms_examples_line_is_kept_without_upstreams_example() -> None:
         assert ("Please refer to the format of examples below" in info["instruction"]) is not detailed
         assert "Here is an example" not in info["instruction"]
         env.close()
+
+
+def test_todo_is_graded_at_finish_on_the_whole_state_by_default() -> None:
+    """AgentGym's TODO server: a change is won at finish answering "done" with the whole state right; a question also
+    needs the state unchanged. Ours (detailed_instruction=True): a change ends as soon as the data is right."""
+    spec = agentgym_envs.get_task("AgentGym/TODOList-v0")
+    env = gym.make("AgentGym/TODOList-v0").unwrapped
+    checked = {"change": 0, "question": 0}
+    for item in spec.split("test")[:12]:
+        env.reset(options={"item_id": item})
+        change = env.current.gold is None
+        plan = [s for s in env.current.plan if s.call.tool != "finish"]
+        for s in plan:  # the expert's calls: the data is right, nothing ends yet
+            _, reward, terminated, _, _ = env.step(f"Action: {env._render(s.call)}")
+            assert reward == 0.0 and not terminated
+        if change:
+            assert env._state_reached()
+            _, reward, terminated, _, info = env.step("Action: finish with Action Input: {'answer': 'ok'}")
+            assert terminated and reward == 0.0 and not info["success"]  # the subgoal is "done"
+            env.reset(options={"item_id": item})
+            for s in plan:
+                env.step(f"Action: {env._render(s.call)}")
+            _, reward, terminated, _, info = env.step("Action: finish with Action Input: {'answer': 'done'}")
+            assert terminated and reward == 1.0 and info["success"]
+            ours = gym.make("AgentGym/TODOList-v0", detailed_instruction=True).unwrapped
+            ours.reset(options={"item_id": item})
+            for s in plan:
+                _, reward, terminated, _, _ = ours.step(f"Action: {s.call.render()}")
+            assert terminated and reward == 1.0
+        else:
+            writes = [t for t in env.service.TOOLS if t.name == "complete_task"]
+            task_id = next(r[0] for r in env.service.db.execute("SELECT id FROM tasks WHERE is_completed = 0"))
+            assert writes
+            env.step(f"Action: complete_task with Action Input: {{'task_id': {task_id}}}")  # the state changes
+            answer = python_literal(env.current.gold.agentgym_subgoal)
+            _, reward, terminated, _, info = env.step(f"Action: finish with Action Input: {{'answer': {answer}}}")
+            assert terminated and reward == 0.0 and not info["success"]  # right answer, state changed
+        checked["change" if change else "question"] += 1
+    assert checked["change"] and checked["question"]

@@ -9,6 +9,7 @@ import pytest
 
 import agentgym_envs
 from agentgym_envs.wordle import build_splits, words
+from agentgym_envs.wordle.lmrl import tweet_words
 from agentgym_envs.wordle.game import (ABSENT, CORRECT, PRESENT, _answer_codes, _code, _patterns, score_guess,
                                        solver_guess)
 
@@ -24,7 +25,8 @@ def test_the_conversation_opens_as_agentgyms_wordle_client(env) -> None:
                           "6 attempts to guess it correctly")
     assert '"b": If the environment returns a "b", it means that the letter at that position in your guessed word ' \
            "is not in the hidden word.\n" in obs
-    vocabulary = "\n".join(words.answers())
+    vocabulary = "\n".join(tweet_words())  # LMRL-Gym's tweet_words.txt, in file order
+    assert len(tweet_words()) == 40 and tweet_words()[:3] == ("panic", "solar", "shire")
     assert ("Here is the complete list of valid vocabulary words that are accepted by the game:\n```\n"
             f"{vocabulary}\n```\n\nHere is an example.") in obs
     assert obs.endswith("Now let's start a new game. Remember, the word you guess should be strictly in the "
@@ -44,9 +46,10 @@ def test_feedback_is_lmrl_gyms_letters(guess: str, answer: str, feedback: str) -
     assert agentgym_feedback(guess, answer) == feedback
 
 
-def test_agentgym_game_guesses_invalid_words_and_the_six_attempts(env) -> None:
+def test_agentgym_game_guesses_invalid_words_and_the_six_attempts() -> None:
     from agentgym_envs.wordle.env import agentgym_feedback
 
+    env = gym.make(ENV_ID, vocabulary="ours")
     env.reset(options={"split": "test", "index": 2})
     answer = env.unwrapped.answer
     guess = "crane" if answer != "crane" else "house"
@@ -63,7 +66,7 @@ def test_agentgym_game_guesses_invalid_words_and_the_six_attempts(env) -> None:
 def test_free_invalid_guesses_keeps_the_six_attempts_for_words() -> None:
     from agentgym_envs.wordle.env import agentgym_feedback
 
-    env = gym.make("AgentGym/Wordle-v0", free_invalid_guesses=True).unwrapped
+    env = gym.make("AgentGym/Wordle-v0", free_invalid_guesses=True, vocabulary="ours").unwrapped
     env.reset(options={"split": "test", "index": 2})
     answer = env.answer
     for response in ("guess crane", "CRANE", "cat", "qzxvw", "Action: c r a n e s", "house!"):
@@ -76,11 +79,33 @@ def test_free_invalid_guesses_keeps_the_six_attempts_for_words() -> None:
     assert obs == agentgym_feedback(wrong[-1], answer) and terminated and not info["success"] and reward == 0.0
 
 
-def test_agentgym_game_is_won_by_the_hidden_word(env) -> None:
+def test_agentgym_game_is_won_by_the_hidden_word() -> None:
+    env = gym.make(ENV_ID, vocabulary="ours")
     env.reset(options={"split": "test", "index": 5})
     answer = env.unwrapped.answer
     obs, reward, terminated, _, info = env.step(f"Action: {answer}")  # the spaces are optional
     assert obs == "g g g g g\n" and reward == 1.0 and terminated and info["success"] and info["score"] == 1.0
+
+
+def test_agentgym_game_draws_the_word_afresh_from_the_items_seed(env) -> None:
+    """AgentGym's server: item i is ``seed`` i; each valid guess is answered against a word drawn with
+    ``random.Random(i)`` from the words that fit so far; won when one word fits and it was guessed."""
+    import random
+
+    env.reset(options={"item_id": 7})
+    drawn = random.Random(7).choice(tweet_words())  # the first draw: every word fits
+    guess = "panic" if drawn != "panic" else "solar"
+    obs, reward, terminated, _, info = env.step(f"Action: {' '.join(guess)}")
+    from agentgym_envs.wordle.env import agentgym_feedback
+    assert obs == agentgym_feedback(guess, drawn) and reward == 0.0 and not terminated and info["guesses_left"] == 5
+    obs, _, _, _, info = env.step("Action: c r a n e")  # not in the 39 words
+    assert obs == "invalid word" and not info["valid_action"] and info["guesses_left"] == 4
+    game = env.unwrapped.game
+    while not game.fitting == [game.fitting[0]] or game.fitting[0] not in game.guesses:
+        obs, reward, terminated, _, info = env.step(" ".join(game.fitting[0]))
+        if terminated:
+            break
+    assert terminated and info["success"] == (reward == 1.0)
 
 
 def test_word_lists_come_from_the_installed_dictionaries() -> None:
@@ -202,9 +227,10 @@ def test_solver_on_a_sample_of_train_words() -> None:
         assert history[-1][0] == answer
 
 
-@pytest.mark.parametrize("extra_feedback", [False, True])
-def test_random_guesser_rarely_wins(make_env, extra_feedback: bool) -> None:
-    env = make_env(ENV_ID, extra_feedback=extra_feedback)
+@pytest.mark.parametrize("kwargs, most", [({}, 8), ({"vocabulary": "ours"}, 2), ({"extra_feedback": True}, 2)])
+def test_random_guesser_rarely_wins(make_env, kwargs: dict, most: int) -> None:
+    """Over LMRL-Gym's 40 words a random guesser wins ~15% of games (74 of 500 items), over our 1,668 ~0.2%."""
+    env = make_env(ENV_ID, **kwargs)
     rng = np.random.default_rng(0)
     wins = 0
     for index in range(25):
@@ -214,7 +240,7 @@ def test_random_guesser_rarely_wins(make_env, extra_feedback: bool) -> None:
             if terminated or truncated:
                 break
         wins += info["success"]
-    assert wins <= 2
+    assert wins <= most
 
 
 def test_splits_25_test_words_rest_train() -> None:

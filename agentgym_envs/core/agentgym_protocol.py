@@ -32,7 +32,7 @@ class AgentGymProtocol:
             list of (task, variation) pairs); ``KeyError`` / ``ValueError`` for an index with no item.
         shape_reset: reshapes the ``/reset`` reply's fields for the family's client (what its client
             adds to the first observation itself, or splits out of it).
-        vocabulary: the words the env accepts, for LMRL-Gym's ``GET /filtered_vocab`` (Wordle).
+        vocabulary: the words the env (given, unwrapped) accepts, for LMRL-Gym's ``GET /filtered_vocab`` (Wordle).
         episode_keys: the ``/reset`` fields, besides the common ``data_idx``, under which the family's client
             names the episode (``idx`` for WebArena, ``session_id`` for WebShop, ``game`` for ALFWorld and
             Maze, ...).
@@ -44,7 +44,7 @@ class AgentGymProtocol:
     bare_create: bool = False
     item_of: Callable[[int], int] | None = None
     shape_reset: ResetShaper | None = None
-    vocabulary: Callable[[], Sequence[str]] | None = None
+    vocabulary: Callable[[Any], Sequence[str]] | None = None
     episode_keys: tuple[str, ...] = ()
     extracted_action: bool = False
 

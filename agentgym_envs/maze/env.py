@@ -10,10 +10,14 @@ an expert maze solver.", the acknowledgement, a first observation made of AgentG
 example followed by the server's description of the start, then the server's description after
 every action, whether the move worked, hit a wall or was not a move at all (LMRL-Gym answers all
 three the same way; ``info["valid_action"]`` still tells them apart), and "Success" at the goal.
-The mazes are ours (generated, 7x7 to 13x13) where AgentGym plays 25 start squares of one fixed
-double-T maze. ``extra_feedback=True`` gives our instruction and explanations (which way is open,
-"there is a wall above you; you did not move", why an action is not valid) and accepts spellings
-such as ``up`` or ``go north``.
+The maze is AgentGym's: item ``k`` (0-24) is game ``k`` of its server, LMRL-Gym's 10x13 double-T
+maze from its ``k``-th start square, goal (8, 6); after 50 moves the next action is answered
+"Failure" and ends the episode (score -1, reward 0), as LMRL-Gym's ``max_steps=50``. Train items are
+generated mazes (7x7 to 13x13) played by the same rules: AgentGym has no train games apart from its
+25. ``maze="generated"``: every item is a generated maze (items 0-24 too). ``extra_feedback=True``
+gives our instruction and explanations (which way is open, "there is a wall above you; you did not
+move", why an action is not valid), accepts spellings such as ``up`` or ``go north`` and has no move
+limit.
 """
 
 from __future__ import annotations
@@ -25,7 +29,15 @@ import numpy as np
 
 from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, normalize_command
 from agentgym_envs.core.parsers import parse_react
-from agentgym_envs.maze.mazes import MOVES, SIZES, Maze, item_size, make_maze, next_move
+from agentgym_envs.maze.mazes import (AGENTGYM_STARTS, MOVES, SIZES, Maze, agentgym_maze, item_size, make_maze,
+                                      next_move)
+
+#: LMRL-Gym's move limit in AgentGym's maze server (``setup_maze_env(max_steps=50)``).
+MOVE_LIMIT = 50
+#: LMRL-Gym's answer to the action after the move limit.
+FAILURE = "Failure\n"
+#: Which mazes item ids name: AgentGym's 25 games first (``"agentgym"``) or generated mazes only.
+MAZES = ("agentgym", "generated")
 
 #: AgentGym's instruction turn (``MazeEnvClient.conversation_start``).
 AGENTGYM_INSTRUCTION = "You are an expert maze solver."
@@ -100,28 +112,42 @@ class MazeEnv(TextEnv):
         ``go north``, ...).
 
     Rewards:
-        1 when the goal square is reached (the episode ends), else 0.
+        1 when the goal square is reached (the episode ends), else 0; the action after 50 moves is answered
+        "Failure" and ends the episode (AgentGym's wording only).
+
+    Options:
+        ``maze="generated"``: generated mazes (7x7 to 13x13) for every item instead of AgentGym's double-T maze.
     """
 
     family = "maze"
 
-    def __init__(self, task_id: str, render_mode: str | None = None, extra_feedback: bool = False):
+    def __init__(self, task_id: str, render_mode: str | None = None, extra_feedback: bool = False,
+                 maze: str = "agentgym"):
         """``extra_feedback=True``: our instruction and explanations instead of AgentGym's, and
-        lenient action spellings (``up``, ``go north``, any case)."""
+        lenient action spellings (``up``, ``go north``, any case), without the move limit.
+        ``maze``: ``"agentgym"`` (items 0-24 are AgentGym's 25 games on LMRL-Gym's double-T maze, other items
+        generated mazes) or ``"generated"`` (every item a generated maze)."""
         super().__init__(task_id, render_mode=render_mode)
+        if maze not in MAZES:
+            raise ValueError(f"maze must be one of {MAZES}, not {maze!r}")
         self.extra_feedback = extra_feedback
+        self.maze_kind = maze
+        self.moves = 0
         self.maze: Maze | None = None
         self.position: tuple[int, int] = (0, 0)
 
     # ---- episode ------------------------------------------------------------------------------
     def _start(self, item_id: int, rng: np.random.Generator) -> Start:
-        self.maze = make_maze(item_id)
+        agentgym_game = self.maze_kind == "agentgym" and item_id < len(AGENTGYM_STARTS)
+        self.maze = agentgym_maze(item_id) if agentgym_game else make_maze(item_id)
         self.position = self.maze.start
+        self.moves = 0
         info = {"size": self.maze.size_name, "goal": self.maze.goal, "start": self.maze.start}
         if not self.extra_feedback:
             return Start(AGENTGYM_INSTRUCTION, FIRST_OBSERVATION + "\n" + self._describe(), info)
-        side = self.maze.side
-        intro = (f"The maze is a {side} by {side} grid (rows and columns 0 to {side - 1}, the outer ring is wall).\n"
+        height, width = self.maze.side, len(self.maze.rows[0])
+        intro = (f"The maze is a {height} by {width} grid (rows 0 to {height - 1}, columns 0 to {width - 1}, the "
+                 "outer ring is wall).\n"
                  + self._surroundings())
         return Start(INSTRUCTION, intro, info)
 
@@ -153,8 +179,12 @@ class MazeEnv(TextEnv):
 
     def _act_as_agentgym(self, action: str) -> Outcome:
         """LMRL-Gym's step: only the four exact actions move; a wall or anything else leaves the
-        agent in place, and the answer is the same description either way."""
+        agent in place, and the answer is the same description either way. After 50 moves (any action
+        counts) the next action gets "Failure" (LMRL-Gym's reward -1, here score -1 and reward 0)."""
         assert self.maze is not None
+        if self.moves >= MOVE_LIMIT:
+            return Outcome(FAILURE, score=-1.0, done=True)
+        self.moves += 1
         move = action[len("move "):] if action.startswith("move ") and action[len("move "):] in MOVES else None
         target = None if move is None else self.maze.step(self.position, move)
         if target is not None:
@@ -212,5 +242,7 @@ class MazeEnv(TextEnv):
         return text + self.maze.render(self.position) + "\n"
 
     def accepts_item(self, item_id: int) -> bool:
-        """Whether ``item_id`` is an item of one of the maze sizes."""
+        """Whether ``item_id`` is an item of one of the maze sizes (0-24 are AgentGym's games by default)."""
+        if self.maze_kind == "agentgym" and 0 <= item_id < len(AGENTGYM_STARTS):
+            return True
         return item_size(item_id) is not None and item_size(item_id) in SIZES

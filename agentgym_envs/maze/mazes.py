@@ -7,6 +7,12 @@ the shortest path fits well inside the turn cap: an oracle always succeeds, a wa
 
 Item ids encode the size: ``item_id = size_index * ITEMS_PER_SIZE + n``; the maze is a pure
 function of the item id.
+
+AgentGym's maze (``agentgym_maze``): LMRL-Gym's ``double_t_maze`` (``llm_rl_scripts/maze/env/mazes.py``,
+https://github.com/abdulhaim/LMRL-Gym, MIT license, Copyright (c) 2022 Charlie Snell), its goal (8, 6), and the
+start squares of AgentGym's ``agentenv-lmrlgym`` server (``maze/environment.py``, game ``k`` starts at the
+``k``-th; its 26th entry is the goal itself, which the server refuses). The layout and the squares are
+data, written out below.
 """
 
 from __future__ import annotations
@@ -30,6 +36,27 @@ LOOP_SHARE = 0.12
 MOVES: dict[str, tuple[int, int]] = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 
 
+#: LMRL-Gym's double-T maze, 10 rows x 13 columns (``#`` wall, ``.`` floor).
+DOUBLE_T_MAZE: tuple[str, ...] = (
+    "#############",
+    "#.....#.....#",
+    "###.#####.###",
+    "###.#####.###",
+    "###.#####.###",
+    "###.......###",
+    "######.######",
+    "######.######",
+    "######.######",
+    "#############",
+)
+DOUBLE_T_GOAL = (8, 6)
+#: AgentGym's start squares (row, column): game ``k`` of its server starts at the ``k``-th.
+AGENTGYM_STARTS: tuple[tuple[int, int], ...] = (
+    (1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (1, 7), (1, 8), (1, 9), (1, 10), (1, 11), (2, 3), (3, 3), (4, 3),
+    (5, 3), (5, 4), (5, 5), (5, 6), (6, 6), (7, 6), (5, 7), (5, 8), (5, 9), (4, 9), (3, 9), (2, 9),
+)
+
+
 @dataclass(frozen=True)
 class Maze:
     """A grid (tuple of strings of ``#`` and ``.``), a start and a goal square (row, column)."""
@@ -47,7 +74,7 @@ class Maze:
     def is_open(self, position: tuple[int, int]) -> bool:
         """Whether ``position`` (row, column) is inside the maze and not a wall."""
         row, col = position
-        return 0 <= row < self.side and 0 <= col < self.side and self.rows[row][col] == "."
+        return 0 <= row < self.side and 0 <= col < len(self.rows[0]) and self.rows[row][col] == "."
 
     def step(self, position: tuple[int, int], move: str) -> tuple[int, int] | None:
         """The square reached by ``move`` from ``position``, or ``None`` when a wall is in the way."""
@@ -73,17 +100,24 @@ class Maze:
 
 
 def _bfs(rows: tuple[str, ...], source: tuple[int, int]) -> dict[tuple[int, int], int]:
-    side = len(rows)
+    height, width = len(rows), len(rows[0])
     distance = {source: 0}
     queue = deque([source])
     while queue:
         row, col = queue.popleft()
         for d_row, d_col in MOVES.values():
             nxt = (row + d_row, col + d_col)
-            if 0 <= nxt[0] < side and 0 <= nxt[1] < side and rows[nxt[0]][nxt[1]] == "." and nxt not in distance:
+            if 0 <= nxt[0] < height and 0 <= nxt[1] < width and rows[nxt[0]][nxt[1]] == "." and nxt not in distance:
                 distance[nxt] = distance[(row, col)] + 1
                 queue.append(nxt)
     return distance
+
+
+def agentgym_maze(game: int) -> Maze:
+    """Game ``game`` (0-24) of AgentGym's maze server: the double-T maze from its ``game``-th start square."""
+    if not 0 <= game < len(AGENTGYM_STARTS):
+        raise ValueError(f"AgentGym's maze games are 0 <= game < {len(AGENTGYM_STARTS)}, got {game}")
+    return Maze(DOUBLE_T_MAZE, AGENTGYM_STARTS[game], DOUBLE_T_GOAL, "DoubleT")
 
 
 def item_size(item_id: int) -> str | None:

@@ -94,4 +94,4 @@ def vocabulary(env: Any) -> list[str]:
     words = protocol_of(env).vocabulary
     if words is None:
         raise KeyError("this env serves no vocabulary (its family declares none)")
-    return list(words())
+    return list(words(getattr(env, "unwrapped", env)))

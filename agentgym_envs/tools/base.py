@@ -9,9 +9,14 @@ By default an episode reads as AgentGym's tool servers (``agentenv-tool``) write
 instruction layout (its opening lines, each tool as ``Name:``/``Description:``/``Parameters:``/
 ``Returns:``, ``check_valid_actions`` and ``finish``, the env's hint and the response format), "Ok.",
 the goal as "Now new trial starts. ...", every answer as "Observation: ...\nGive me one action."
-and AgentGym's "Format error, ..." for a response without a call. The tools themselves are ours
-(SQLite services in place of the web APIs), so their names, arguments and results follow our
-data. ``detailed_instruction=True`` gives our instruction and plain observations instead.
+and AgentGym's "Format error, ..." for a response without a call. AgentGym's step rules are the
+default too: the Action Input is read as a Python literal (``ast.literal_eval``; AgentGym ``eval``s
+it), errors read ``ERROR | ...`` (an unknown tool ``ERROR | Invalid action: x.``), every successful
+tool result counts as ``finish``'s answer does (a result equal to the gold answer wins), and any
+action containing "finish" ends the episode. The tools themselves are ours (SQLite services in place
+of the web APIs), so their names, arguments and results follow our data.
+``detailed_instruction=True`` gives our instruction, plain observations and our rules instead: JSON
+Action Inputs, ``Error: ...`` explanations, only ``finish`` scores and ends.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.dbutil import clone
 from agentgym_envs.tools.tasks import ENVS, ITEMS_PER_ENV
-from agentgym_envs.tools.toolkit import FINISH, Call, Service, Tool, ToolError, parse_call, parse_response
+from agentgym_envs.tools.toolkit import (FINISH, Call, Service, Tool, ToolError, parse_call, parse_python_call,
+                                         parse_response, python_literal)
 
 
 @dataclass
@@ -259,8 +265,10 @@ class ToolEnv(TextEnv):
         ``<tool_call>`` replies are taken too.
 
     Rewards:
-        1 when ``finish``'s answer equals the gold answer (Python's ``==``, lists sorted; ``lenient_answers=True``
-        forgives case, units and spellings) or the store reaches the target state, and the episode ends; else 0.
+        1 when ``finish``'s answer (by default also any tool's result) equals the gold answer (Python's ``==``,
+        lists sorted; ``lenient_answers=True`` forgives case, units and spellings) or the store reaches the target
+        state; else 0. By default any action containing "finish" ends the episode; with
+        ``detailed_instruction=True`` only ``finish`` scores and ends.
     """
 
     #: AgentGym's tool conversations answer the instruction with this.
@@ -293,6 +301,7 @@ class ToolEnv(TextEnv):
         self.current: ToolTask | None = None
         self._cursor = 0
         self._diverged = False
+        self._reached = 0.0  # AgentGym's reward so far: the gold subgoal met by a tool result or finish
 
     # ---- hooks ----------------------------------------------------------------------------------
     def _open(self, local: int) -> Service:
@@ -318,6 +327,7 @@ class ToolEnv(TextEnv):
         self.current = self._generate(local, self.service)
         self._cursor = 0
         self._diverged = False
+        self._reached = 0.0
         label = "Task" if self.current.changes_state else "Question"
         question = self.current.question
         first = f"{label}: {question}" if self.detailed_instruction else agentgym_goal(question)
@@ -366,8 +376,19 @@ class ToolEnv(TextEnv):
             return agentgym_observation(observation)
         return observation
 
+    #: whether AgentGym's server ends an episode on "finish" in any case (Sheet) or only "finish"/"Finish"
+    agentgym_finish_any_case: ClassVar[bool] = False
+
+    def _agentgym_ends(self, action: str) -> bool:
+        """AgentGym's tool envs end an episode on any action whose text contains "finish" or "Finish"."""
+        if self.agentgym_finish_any_case:
+            return "finish" in action.lower()
+        return "finish" in action or "Finish" in action
+
     def _act(self, action: str) -> Outcome:
         assert self.service is not None and self.current is not None, "call reset() first"
+        if not self.detailed_instruction:
+            return self._act_as_agentgym(action)
         try:
             call = parse_call(action)
         except ToolError as error:
@@ -383,7 +404,54 @@ class ToolEnv(TextEnv):
             return Outcome(f"{result.text}\nThe task is complete.", progress=1.0, score=1.0, done=True, success=True)
         return Outcome(result.text, valid=result.ok, info={"tool": call.tool})
 
-    def _finish(self, call: Call) -> Outcome:
+    def _act_as_agentgym(self, action: str) -> Outcome:
+        """AgentGym's tool step: the Action Input read as a Python literal; errors as ``ERROR | ...``; every
+        successful tool result recorded as a subgoal, so a result equal to the gold answer wins as ``finish``
+        with it does; the episode ends on any action containing "finish" (the tool still runs)."""
+        assert self.service is not None and self.current is not None
+        ends = self._agentgym_ends(action)
+        try:
+            call = parse_python_call(action)
+        except ToolError as error:
+            return self._agentgym_outcome(str(error), ends, valid=False)
+        if call.tool == "check_valid_actions":
+            names = [tool.name for tool in self.service.TOOLS] + ["check_valid_actions", "finish"]
+            return self._agentgym_outcome(f"You can use following valid actions: {names}", ends,
+                                          info={"tool": call.tool})
+        if call.tool == "finish":
+            return self._finish(call, ends)
+        if self.service.tool(call.tool) is None:
+            return self._agentgym_outcome(f"ERROR | Invalid action: {call.tool}.", ends, valid=False)
+        result = self.service.call(call)
+        self._follow(call, result.ok, result.wrote)
+        if not result.ok:
+            return self._agentgym_outcome("ERROR | " + result.text.removeprefix("Error: "), ends, valid=False,
+                                          info={"tool": call.tool})
+        gold = self.current.gold
+        if gold is not None and self._agentgym_subgoal_met(result.value):
+            self._reached = 1.0
+        if result.wrote and self.current.changes_state and self._state_reached() and self._ends_when_state_reached:
+            return Outcome(f"{result.text}\nThe task is complete.", progress=1.0, score=1.0, done=True, success=True)
+        return self._agentgym_outcome(result.text, ends, info={"tool": call.tool})
+
+    #: whether a state task ends as soon as the data is right (Sheet's kept rule); TODOList: at finish
+    _ends_when_state_reached: ClassVar[bool] = True
+
+    def _agentgym_subgoal_met(self, value: Any) -> bool:
+        """Whether a tool result (or ``finish``'s answer) equals the gold subgoal, as AgentGym compares them."""
+        gold = self.current.gold if self.current else None
+        if gold is None or isinstance(value, bool):
+            return False
+        return bool(value == gold.agentgym_subgoal)
+
+    def _agentgym_outcome(self, text: str, ends: bool, valid: bool = True,
+                          info: dict[str, Any] | None = None) -> Outcome:
+        """A step's outcome with AgentGym's reward so far; ``ends``: the action said "finish"."""
+        won = self._reached >= 1.0
+        return Outcome(text, progress=self._reached, score=self._reached, done=ends, success=won, valid=valid,
+                       info=info or {})
+
+    def _finish(self, call: Call, ends: bool = True) -> Outcome:
         task = self.current
         assert task is not None
         try:
@@ -391,6 +459,8 @@ class ToolEnv(TextEnv):
         except ToolError as error:
             return Outcome(f"Error: {error}", valid=False)
         answer = call.arguments.get("answer")
+        if not self.detailed_instruction:
+            return self._finish_as_agentgym(call, ends)
         if task.gold is not None:
             if answer is None:
                 return Outcome(
@@ -411,6 +481,24 @@ class ToolEnv(TextEnv):
         if not self.detailed_instruction:
             text = agentgym_answer(answer)
         return Outcome(text, progress=float(success), score=float(success), done=True, success=success)
+
+    def _finish_as_agentgym(self, call: Call, ends: bool) -> Outcome:
+        """AgentGym's ``finish``: its answer (a list sorted) is recorded as a subgoal and shown; a missing answer is
+        its ``KeyError``. Question tasks are won by an answer ``==`` the gold (``lenient_answers=True``: our rule)."""
+        if "answer" not in call.arguments:
+            return self._agentgym_outcome("ERROR | KeyError('answer')", ends, valid=False)
+        answer = call.arguments["answer"]
+        if self._finish_meets_subgoal(answer):
+            self._reached = 1.0
+        return self._agentgym_outcome(agentgym_answer(answer), ends)
+
+    def _finish_meets_subgoal(self, answer: Any) -> bool:
+        """Whether ``finish``'s answer meets the task's subgoal: the gold answer for a question (AgentGym's ``==``
+        or, with ``lenient_answers=True``, our rule); for a change, the data being right (Sheet's kept rule)."""
+        task = self.current
+        if task.gold is not None:
+            return task.gold.matches(answer) if self.lenient_answers else task.gold.matches_as_agentgym(answer)
+        return self._state_reached()
 
     def _state_reached(self) -> bool:
         assert self.service is not None and self.current is not None
@@ -436,7 +524,14 @@ class ToolEnv(TextEnv):
             self._diverged = False
         plan = self.current.plan
         next_step = plan[self._cursor] if self._cursor < len(plan) else plan[-1]
-        return f"Thought: {next_step.thought}\n\nAction: {next_step.call.render()}"
+        return f"Thought: {next_step.thought}\n\nAction: {self._render(next_step.call)}"
+
+    def _render(self, call: Call) -> str:
+        """A call as the agent writes it: a Python literal as Action Input by default (AgentGym's servers read
+        Python), JSON with ``detailed_instruction=True``."""
+        if self.detailed_instruction:
+            return call.render()
+        return f"{call.tool} with Action Input: {python_literal(call.arguments)}"
 
     def random_action(self, rng: np.random.Generator) -> str:
         """A random tool with plausible argument values drawn from the service's data."""
@@ -446,7 +541,7 @@ class ToolEnv(TextEnv):
         arguments = {
             p.name: self.service.example_value(p, rng) for p in tool.params if p.required or rng.random() < 0.5
         }
-        return f"Thought: Let me try {tool.name}.\n\nAction: {Call(tool.name, arguments).render()}"
+        return f"Thought: Let me try {tool.name}.\n\nAction: {self._render(Call(tool.name, arguments))}"
 
     def _release(self) -> None:
         if self.service is not None:

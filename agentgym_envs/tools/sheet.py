@@ -965,6 +965,7 @@ class SheetEnv(ItemWorldEnv):
 
     subtask = "Sheet"
     stateful = True
+    agentgym_finish_any_case = True  # its server: "finish" in action.lower()
     # agentgym_hint: AgentGym's without its 4th note ("freeze the first row before sort col": no freeze tool)
     intro, example_call, agentgym_hint = load_env_texts("sheet")
 

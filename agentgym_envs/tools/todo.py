@@ -15,8 +15,9 @@ from typing import Any, Callable
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
+from agentgym_envs.core import Outcome, Start
 from agentgym_envs.tools.base import ItemWorldEnv, Step, TaskDraw, ToolTask, draw_store_item, finish_step, step
-from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_env_texts, load_tools
+from agentgym_envs.tools.toolkit import Call, Param, Service, ToolError, load_env_texts, load_tools
 
 WORLD_SEED = 7_005
 PROJECTS: dict[str, tuple[str, ...]] = {
@@ -579,11 +580,55 @@ def generate(local: int) -> tuple[TodoService, ToolTask]:
 
 
 class TodoEnv(ItemWorldEnv):
-    """To-do list questions and changes over a per-item Todoist-like account."""
+    """To-do list questions and changes over a per-item Todoist-like account.
+
+    By default graded as AgentGym's TODO server grades: the episode ends on an action containing "finish"; it is won
+    when the subgoal was met (a change: ``finish`` answered exactly "done"; a question: the gold answer, from
+    ``finish`` or a tool's result) and, at that step, the whole to-do state equals the target (a question: the
+    state it started in). ``detailed_instruction=True``: a change is won as soon as the data is right, a question on
+    its answer alone.
+    """
 
     subtask = "TODOList"
     stateful = True
     intro, example_call, agentgym_hint = load_env_texts("todo")
+    _ends_when_state_reached = False  # AgentGym: graded at finish
+
+    def _start(self, item_id: int, rng: np.random.Generator) -> Start:
+        start = super()._start(item_id, rng)
+        self._initial_state = self.service.state()
+        return start
+
+    def _finish_meets_subgoal(self, answer: Any) -> bool:
+        """AgentGym's TODO subgoal: the gold answer for a question, the answer "done" for a change."""
+        if self.current is not None and self.current.gold is None:
+            return answer == "done"
+        return super()._finish_meets_subgoal(answer)
+
+    def _agentgym_outcome(self, text: str, ends: bool, valid: bool = True,
+                          info: dict[str, Any] | None = None) -> Outcome:
+        """Nothing is won before the episode ends; at its end, the subgoal and the whole state decide."""
+        if not ends:
+            return Outcome(text, valid=valid, info=info or {})
+        task = self.current
+        target = task.target if task.gold is None else self._initial_state
+        won = self._reached >= 1.0 and self.service.state() == target
+        return Outcome(text, progress=float(won), score=float(won), done=True, success=won, valid=valid,
+                       info=info or {})
+
+    def oracle_action(self) -> str:
+        """The expert's next call; by default a change's plan ends with ``finish`` answering "done" (AgentGym grades
+        at ``finish``)."""
+        if (not self.detailed_instruction and self.current is not None and not self._diverged
+                and self._cursor >= len(self.current.plan) and self.current.plan[-1].call.tool != "finish"):
+            return f"Thought: The changes are made.\n\nAction: {self._render(Call('finish', {}))}"
+        return super().oracle_action()
+
+    def _render(self, call: Call) -> str:
+        """AgentGym's ``finish`` of a change answers "done"."""
+        if not self.detailed_instruction and call.tool == "finish" and "answer" not in call.arguments:
+            call = Call("finish", {"answer": "done"})
+        return super()._render(call)
 
     def _open_item(self, local: int) -> tuple[TodoService, ToolTask]:
         return generate(local)

@@ -12,6 +12,7 @@ tool's error text, never as an exception.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import json
 import re
@@ -287,6 +288,38 @@ def parse_response(response: str) -> ParsedAction:
     return ParsedAction(body)
 
 
+#: AgentGym's tool envs' reply to an Action Input that Python cannot read (``helpers.parse_action``).
+AGENTGYM_BAD_INPUT = "ERROR | Exception(Parameters in action input are not valid, please change your action input.)"
+
+
+def python_literal(value: Any) -> str:
+    """``value`` written as a Python literal in JSON's layout (``True``/``False``/``None`` for JSON's
+    ``true``/``false``/``null``): what AgentGym's tool servers read from an Action Input."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{python_literal(k)}: {python_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(python_literal(v) for v in value) + "]"
+    if value is True or value is False or value is None:
+        return repr(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def parse_python_call(action: str) -> Call:
+    """AgentGym's reading of ``tool with Action Input: <input>``: the input is a Python literal (its servers
+    ``eval`` it; ``ast.literal_eval`` takes the same literals without running code). Raises ``ToolError``
+    with AgentGym's error text."""
+    parts = _INPUT_SPLIT.split(action, maxsplit=1)
+    head = parts[0].strip()
+    raw = parts[1].strip() if len(parts) > 1 else ""
+    try:
+        arguments = ast.literal_eval(raw)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise ToolError(AGENTGYM_BAD_INPUT) from None
+    if not isinstance(arguments, dict):  # AgentGym's tools index it by name: an error there too
+        raise ToolError(f"ERROR | TypeError(the Action Input of {head[:80]} must be a dict of named arguments)")
+    return Call(head, arguments)
+
+
 def parse_call(action: str) -> Call:
     """Split ``tool with Action Input: {...}`` into a ``Call``; raises ``ToolError`` with the reason."""
     parts = _INPUT_SPLIT.split(action, maxsplit=1)
@@ -325,6 +358,8 @@ class CallResult:
     text: str
     ok: bool
     wrote: bool = False
+    #: the tool's result as a value (what AgentGym's tool servers record as a subgoal), None on an error
+    value: Any = None
 
 
 class Service:
@@ -382,7 +417,7 @@ class Service:
             self.db.rollback()
             return CallResult(f"Error: {tool.name}: {error}.", ok=False)
         text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
-        return CallResult(text, ok=True, wrote=tool.name in self.WRITE_TOOLS)
+        return CallResult(text, ok=True, wrote=tool.name in self.WRITE_TOOLS, value=result)
 
     def state(self) -> Any:
         """The stored data a state-changing task is graded on (``None`` for read-only services)."""

@@ -1,7 +1,11 @@
 """Regenerate ``splits.json``: ``python -m agentgym_envs.wordle.build_splits``.
 
-25 test words (the size of AgentGym's Wordle evaluation set) drawn with a fixed seed from the
-answer list; every other answer is a train item.
+1,668 items (one per word of our answer list): 25 test items (the size of AgentGym's Wordle evaluation
+set) drawn with a fixed seed, every other item a train item. By default an item id is the ``seed`` of
+AgentGym's Wordle ``/reset`` (``random.Random(seed)`` draws the hidden word afresh at every guess from
+LMRL-Gym's 40 words): AgentGym's server has no split of its own, any seed is a game, and train and test
+items differ in their seeds (their draws), not in their words, which all 40 share. With
+``vocabulary="ours"`` item ``i`` is the word ``answers()[i]``, so the test words are not train words.
 """
 
 from __future__ import annotations

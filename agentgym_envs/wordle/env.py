@@ -1,14 +1,18 @@
 """Wordle as a text Gymnasium env (``AgentGym/Wordle-v0``).
 
-The hidden word of item ``i`` is ``answers()[i]``. By default the game is AgentGym's (LMRL-Gym's
-Wordle behind AgentGym's ``agentenv-lmrlgym`` server): the one-line instruction "You are an expert
-wordle player.", the acknowledgement, AgentGym's rules with the complete vocabulary as the first
-observation, guesses written as letters (``c r a n e``; the spaces are optional), feedback as five
-letters (``b y g g b``: absent, elsewhere in the word, in place; LMRL-Gym marks every copy of a
-letter that the word holds elsewhere ``y``), "invalid word" for anything not in the vocabulary,
-counted as one of the six attempts as LMRL-Gym counts it (``free_invalid_guesses=True``: it
-costs a turn of the turn cap but no attempt). Reward 1 for finding the word. The vocabulary is our
-answer list where AgentGym's server plays the 39 words of LMRL-Gym's ``tweet_words.txt``.
+By default the game is AgentGym's (LMRL-Gym's Wordle behind AgentGym's ``agentenv-lmrlgym`` server):
+the one-line instruction "You are an expert wordle player.", the acknowledgement, AgentGym's rules
+with the complete vocabulary as the first observation, guesses written as letters (``c r a n e``;
+the spaces are optional), feedback as five letters (``b y g g b``: absent, elsewhere in the word, in
+place; LMRL-Gym marks every copy of a letter that the word holds elsewhere ``y``), "invalid word" for
+anything not in the vocabulary, counted as one of the six attempts as LMRL-Gym counts it
+(``free_invalid_guesses=True``: it costs a turn of the turn cap but no attempt). The vocabulary is
+LMRL-Gym's ``tweet_words.txt`` (40 words) and item ``i`` is the server's ``seed``: the hidden word is
+drawn afresh at every guess from the words that fit the feedback so far (``random.Random(i)``), and
+the game is won when one word is left and it has been guessed (reward 1).
+
+``vocabulary="ours"``: our 1,668 answers as vocabulary, the hidden word of item ``i`` fixed to
+``answers()[i]`` and won by guessing it.
 
 ``extra_feedback=True`` gives our game: our instruction, feedback in words with Wordle's rule for
 repeated letters, ``guess <word>`` over a full dictionary, and rejected guesses that cost no guess.
@@ -24,8 +28,12 @@ import numpy as np
 from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, normalize_command
 from agentgym_envs.core.parsers import parse_react
 from agentgym_envs.wordle.game import CORRECT, describe, score_guess, solver_guess
+from agentgym_envs.wordle.lmrl import LmrlWordleGame, agentgym_feedback, tweet_words
 from agentgym_envs.wordle.tasks import MAX_GUESSES
-from agentgym_envs.wordle.words import WORD_LENGTH, allowed_guesses, answers
+from agentgym_envs.wordle.words import ANSWERS_COUNT, WORD_LENGTH, allowed_guesses, answers
+
+#: The vocabularies of AgentGym's game: LMRL-Gym's 40 words (AgentGym's server) or our answer list.
+VOCABULARIES = ("agentgym", "ours")
 
 #: AgentGym's instruction turn (``WordleEnvClient.conversation_start``).
 AGENTGYM_INSTRUCTION = "You are an expert wordle player."
@@ -127,13 +135,6 @@ def agentgym_client_action(response: str) -> str:
     return (parts[1] if len(parts) > 1 else parts[0]).strip()
 
 
-def agentgym_feedback(guess: str, answer: str) -> str:
-    """LMRL-Gym's feedback line: per letter ``g`` (in place), ``y`` (in the word elsewhere, every copy)
-    or ``b`` (not in the word), space-separated and ending in a newline as its server sends it."""
-    marks = ["g" if g == a else "y" if g in answer else "b" for g, a in zip(guess, answer)]
-    return " ".join(marks) + "\n"
-
-
 class WordleEnv(TextEnv):
     """Guess a hidden five-letter word in six attempts from per-letter feedback.
 
@@ -144,6 +145,9 @@ class WordleEnv(TextEnv):
 
     Rewards:
         1 when the word is found (the episode ends); 0 when the attempts run out.
+
+    Options:
+        ``vocabulary="ours"``: our 1,668 common words instead of LMRL-Gym's 40, one fixed hidden word per item.
     """
 
     #: What ``agentgym_envs.testing.check_bad_actions`` makes: a bad action must leave the episode playable.
@@ -152,25 +156,48 @@ class WordleEnv(TextEnv):
     family = "wordle"
 
     def __init__(self, task_id: str, render_mode: str | None = None, extra_feedback: bool = False,
-                 free_invalid_guesses: bool = False):
+                 free_invalid_guesses: bool = False, vocabulary: str = "agentgym"):
         """``extra_feedback=True``: our instruction, feedback in words, ``guess <word>`` over a full
-        dictionary and rejected guesses that cost no guess, instead of AgentGym's game.
+        dictionary and rejected guesses that cost no guess, instead of AgentGym's game (with our answers).
         ``free_invalid_guesses=True``: in AgentGym's game an invalid word uses no attempt (LMRL-Gym
-        counts it as one of the six, and the sixth ends the episode)."""
+        counts it as one of the six, and the sixth ends the episode).
+        ``vocabulary``: ``"agentgym"`` (LMRL-Gym's ``tweet_words.txt``, the hidden word drawn at every guess
+        from the item's seed, as AgentGym's server plays) or ``"ours"`` (our answer list, the hidden word of
+        item ``i`` fixed to ``answers()[i]``)."""
         super().__init__(task_id, render_mode=render_mode)
+        if vocabulary not in VOCABULARIES:
+            raise ValueError(f"vocabulary must be one of {VOCABULARIES}, not {vocabulary!r}")
         self.free_invalid_guesses = free_invalid_guesses
         answers()  # load the word lists now: a missing extra fails at make() with the pip hint
         self.extra_feedback = extra_feedback
+        self.vocabulary = vocabulary
+        #: LMRL-Gym's game of the item (the default); None when the hidden word is fixed (``vocabulary="ours"``,
+        #: ``extra_feedback=True``).
+        self.game: LmrlWordleGame | None = None
         self.answer = ""
         self.history: list[tuple[str, tuple[int, ...]]] = []
         self.attempts = 0
 
+    @property
+    def _drawn_afresh(self) -> bool:
+        """Whether the episode plays LMRL-Gym's game over its 40 words (the default)."""
+        return self.vocabulary == "agentgym" and not self.extra_feedback
+
+    def vocabulary_words(self) -> tuple[str, ...]:
+        """The words AgentGym's game accepts, in the order its first observation lists them."""
+        return tweet_words() if self._drawn_afresh else answers()
+
     def _start(self, item_id: int, rng: np.random.Generator) -> Start:
-        self.answer = answers()[item_id]
         self.history = []
         self.attempts = 0
+        if self._drawn_afresh:
+            self.game = LmrlWordleGame(item_id)
+            self.answer = ""
+        else:
+            self.game = None
+            self.answer = answers()[item_id]
         if not self.extra_feedback:
-            first = FIRST_OBSERVATION.replace("{{vocab}}", "\n".join(answers()))
+            first = FIRST_OBSERVATION.replace("{{vocab}}", "\n".join(self.vocabulary_words()))
             return Start(AGENTGYM_INSTRUCTION, first, {"guesses_left": MAX_GUESSES})
         intro = (f"A new game has started: the hidden word has {WORD_LENGTH} letters and you have {MAX_GUESSES} "
                  "guesses. Make your first guess.")
@@ -210,6 +237,8 @@ class WordleEnv(TextEnv):
         else "invalid word", which uses an attempt as in LMRL-Gym (the sixth ends the episode with
         reward 0) unless ``free_invalid_guesses``."""
         word = action.replace(" ", "")
+        if self.game is not None:
+            return self._act_as_lmrl_gym(word)
         if len(word) != WORD_LENGTH or not all("a" <= c <= "z" for c in word) or word not in _vocabulary():
             if self.free_invalid_guesses:
                 return Outcome(INVALID_WORD, valid=False, info={"guesses_left": MAX_GUESSES - self.attempts})
@@ -224,6 +253,19 @@ class WordleEnv(TextEnv):
             return Outcome(agentgym_feedback(word, self.answer), progress=1.0, score=1.0, done=True, success=True,
                            info={"guesses_left": left})
         return Outcome(agentgym_feedback(word, self.answer), done=out_of_attempts, info={"guesses_left": left})
+
+    def _act_as_lmrl_gym(self, word: str) -> Outcome:
+        """A guess in LMRL-Gym's game: drawn against a word that fits the feedback so far."""
+        game = self.game
+        feedback, won, over = game.guess(word, count_invalid=not self.free_invalid_guesses)
+        left = MAX_GUESSES - len(game.guesses)
+        self.attempts = len(game.guesses)
+        self.answer = game.last_drawn
+        if feedback is None:
+            return Outcome(INVALID_WORD, valid=False, done=over, info={"guesses_left": left})
+        if won:
+            return Outcome(feedback, progress=1.0, score=1.0, done=True, success=True, info={"guesses_left": left})
+        return Outcome(feedback, done=over, info={"guesses_left": left})
 
     @staticmethod
     def _word_of(action: str) -> tuple[str, str | None]:
@@ -243,19 +285,24 @@ class WordleEnv(TextEnv):
 
     def oracle_action(self) -> str:
         """The solver's next guess, written as AgentGym's client writes it (spaced letters) or ``guess <word>``."""
+        if self.game is not None:
+            return ("Thought:\nThis guess splits the words that fit the feedback so far.\n\nAction:\n"
+                    + " ".join(self.game.solver_guess()))
         used = len(self.history) if self.extra_feedback else self.attempts
         guess = solver_guess(self.history, MAX_GUESSES - used)
         written = f"guess {guess}" if self.extra_feedback else " ".join(guess)
         return f"Thought:\nThis guess narrows down the words that fit all feedback so far.\n\nAction:\n{written}"
 
     def random_action(self, rng: np.random.Generator) -> str:
-        """A random answer word as a guess."""
-        word = answers()[int(rng.integers(len(answers())))]
+        """A random vocabulary word as a guess."""
+        words = self.vocabulary_words() if not self.extra_feedback else answers()
+        word = words[int(rng.integers(len(words)))]
         return f"guess {word}" if self.extra_feedback else " ".join(word)
 
     def accepts_item(self, item_id: int) -> bool:
-        """Whether ``item_id`` is the index of an answer word."""
-        return 0 <= item_id < len(answers())
+        """Whether ``item_id`` is an item: a seed of AgentGym's game or the index of one of our answer words (the
+        same 1,668 ids)."""
+        return 0 <= item_id < ANSWERS_COUNT
 
 
 @lru_cache(maxsize=1)

@@ -5,12 +5,13 @@ Its client reads the vocabulary from ``GET /filtered_vocab?id=`` and writes the 
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentgym_envs.core.agentgym_protocol import AgentGymProtocol
-from agentgym_envs.wordle.words import answers
 
 
-def _vocabulary() -> list[str]:
-    return list(answers())
+def _vocabulary(env: Any) -> list[str]:
+    return list(env.vocabulary_words())
 
 
 PROTOCOL = AgentGymProtocol(vocabulary=_vocabulary, episode_keys=("seed",))
