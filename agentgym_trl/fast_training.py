@@ -118,6 +118,18 @@ def release_memory() -> None:
         pass
 
 
+def release_memory_each_step() -> Any:
+    """A ``TrainerCallback`` that calls ``release_memory`` after every optimizer step: without it the warm-up's
+    resident memory grew step after step with freed but kept heap (3.0 GB after 6 steps, 4.1 GB after 40)."""
+    from transformers import TrainerCallback
+
+    class ReleaseMemory(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            release_memory()
+
+    return ReleaseMemory()
+
+
 def plan_micro_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
     """Group row indices so each group's padded size (rows x its longest row) stays within ``token_budget``.
 

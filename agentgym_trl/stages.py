@@ -101,7 +101,8 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
     import torch
     from trl import SFTConfig, SFTTrainer
 
-    from agentgym_trl.fast_training import checkpointing_arguments, release_memory, use_compact_lm_head
+    from agentgym_trl.fast_training import (checkpointing_arguments, release_memory, release_memory_each_step,
+                                            use_compact_lm_head)
     from agentgym_trl.models import is_reloadable, load_tokenizer, weights_fingerprint
     from agentgym_trl.sft import encoder_for, load_or_collect, save_sft_checkpoint, token_stats, tokenize_conversations
 
@@ -138,7 +139,8 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
         seed=seed,
     )
     use_compact_lm_head()  # the loss covers the assistant tokens only: score just those through the LM head
-    trainer = SFTTrainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer,
+                         callbacks=[release_memory_each_step()] if args.use_cpu else None)
     trainer.train()
     save_sft_checkpoint(trainer, target)
     (target / STAGE_INPUTS_FILE).write_text(json.dumps(inputs, indent=1, default=str) + "\n", encoding="utf-8")
