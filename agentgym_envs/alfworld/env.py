@@ -32,7 +32,7 @@ from agentgym_envs.alfworld import generator
 from agentgym_envs.alfworld.engine import AlfredEngine
 from agentgym_envs.alfworld.expert import TOOLS, Goal, World, next_command, parse_goal
 from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, normalize_command, require
-from agentgym_envs.core.parsers import agentgym_react_action, parse_react, react_response
+from agentgym_envs.core.parsers import parse_agentgym_react, react_response
 
 INSTRUCTION = """Solve a task by interacting with a household. Imagine you are an intelligent agent in a household \
 environment whose target is to carry out actions that complete the task goal. At the start you are given a detailed \
@@ -196,13 +196,8 @@ class ALFWorldEnv(TextEnv):
         return Start(INSTRUCTION, f"{intro}\nAVAILABLE ACTIONS: {','.join(self.engine.admissible_commands)}", info)
 
     def _parse(self, response: str) -> ParsedAction:
-        """As AgentGym's client: the text after the last ``Action:``, stripped (several lines included);
-        without ``Action:`` the empty command (``agentgym_react_action``), which the engine answers.
-        ``extra_feedback=True``: our ReAct parser (one ``Action:`` line; a bare one-line command is taken;
-        anything else is explained)."""
-        if self.extra_feedback:
-            return parse_react(response)
-        return ParsedAction(agentgym_react_action(response))
+        """As AgentGym's client; ours with ``extra_feedback=True`` (``parse_agentgym_react``)."""
+        return parse_agentgym_react(response, self.extra_feedback)
 
     def _act(self, action: str) -> Outcome:
         if not self.extra_feedback:

@@ -133,6 +133,14 @@ def agentgym_react_action(response: str) -> str:
     return after.strip()
 
 
+def parse_agentgym_react(response: str, extra_feedback: bool) -> ParsedAction:
+    """SciWorld's and ALFWorld's reading of a response: as AgentGym's client (``agentgym_react_action``: the text
+    after the last ``Action:``, several lines included; without one the empty command, which the engine answers);
+    with ``extra_feedback``, our ReAct parser (one ``Action:`` line; a bare one-line command is taken; anything else
+    is explained)."""
+    return parse_react(response) if extra_feedback else ParsedAction(agentgym_react_action(response))
+
+
 REACT_HINT = "Answer in the format:\nThought: <your reasoning>\n\nAction:\n<one action>"
 
 

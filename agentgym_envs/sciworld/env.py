@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv, normalize_command, require
-from agentgym_envs.core.parsers import agentgym_react_action, parse_react, react_response
+from agentgym_envs.core.parsers import parse_agentgym_react, react_response
 from agentgym_envs.sciworld.catalog import TaskType, decode
 from agentgym_envs.sciworld.jvm import JvmConfig, ScienceWorldJvm, SimulatorCrashed, SimulatorRejected
 
@@ -215,13 +215,8 @@ class SciWorldEnv(TextEnv):
         return Start(INSTRUCTION, f"{description}\n{room.rstrip()}", info)
 
     def _parse(self, response: str) -> ParsedAction:
-        """As AgentGym's client: the text after the last ``Action:``, stripped (several lines included);
-        without ``Action:`` the empty command (``agentgym_react_action``), which the engine answers.
-        ``extra_feedback=True``: our ReAct parser (one ``Action:`` line; a bare one-line command is taken;
-        anything else is explained)."""
-        if self.extra_feedback:
-            return parse_react(response)
-        return ParsedAction(agentgym_react_action(response))
+        """As AgentGym's client; ours with ``extra_feedback=True`` (``parse_agentgym_react``)."""
+        return parse_agentgym_react(response, self.extra_feedback)
 
     def _act(self, action: str) -> Outcome:
         if self._lost is not None:
