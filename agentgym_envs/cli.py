@@ -80,7 +80,8 @@ def cmd_play(args: argparse.Namespace) -> int:
             print("(invalid action: nothing happened)")
 
     if args.agent == "human":
-        print("(type an action and press Enter; Ctrl-D or Ctrl-C stops: every line, 'quit' too, goes to the game)")
+        print("(type a reply in the format the instruction asks, as a model would, e.g. 'Action: inventory', and "
+              "press Enter; Ctrl-D or Ctrl-C stops: every line, 'quit' too, goes to the game)")
     try:
         trajectory = run_episode(env, Narrated(agent), item_id, seed=args.seed, on_step=show)
     except (EOFError, KeyboardInterrupt):

@@ -29,7 +29,7 @@ def test_play_with_the_oracle(capsys) -> None:
 
 
 def test_play_as_a_human(monkeypatch, capsys) -> None:
-    answers = ["inventory", "dance"]
+    answers = ["Action: inventory", "Action: dance"]  # a reply as AgentGym's client reads it
 
     def fake_input(prompt: str = "") -> str:
         if not answers:
@@ -86,7 +86,7 @@ def test_an_env_kwarg_the_env_does_not_take_is_one_line(capsys) -> None:
     assert main(["play", "AgentGym/TextCraft-Depth1-v0", "--agent", "oracle", "--env-kwargs", "lenient=true"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line == ("agentgym: error: AgentGym/TextCraft-Depth1-v0 takes no keyword argument 'lenient'; it takes: "
-                    "lenient_crafting, render_mode")
+                    "lenient_crafting, recipe_list, render_mode")
     with pytest.raises(SystemExit):
         main(["play", "AgentGym/TextCraft-Depth1-v0", "--env-kwargs", "no-equals-sign"])
     assert "expected key=value" in capsys.readouterr().err

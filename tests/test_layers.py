@@ -130,7 +130,7 @@ def test_the_floors_are_what_the_rules_say() -> None:
 #: ``grpo_config.py`` imports only its base): no engine, agent, model or trainer module below the options.
 TRAINER_GROUND = ("agentgym_trl.config", "agentgym_trl.curriculum", "agentgym_trl.data", "agentgym_trl.estimators",
                   "agentgym_trl.advantages", "agentgym_trl.fast_training", "agentgym_trl.item_draws",
-                  "agentgym_trl.metrics")
+                  "agentgym_trl.metrics", "agentgym_trl.reverse_curriculum")
 
 
 @pytest.mark.parametrize("module", TRAINER_GROUND)
