@@ -79,8 +79,12 @@ def test_hostile_actions(env_id: str) -> None:
     testing.check_hostile_actions(env_id)
 
 
-# copying is a property of the env class: one id per entry point (with its own kwargs) covers each class
-ONE_ID_PER_CLASS = list({str(gym.spec(env_id).entry_point): env_id for env_id in reversed(ALL_IDS)}.values())
+# copying is a property of the env class: one id per entry point and engine kwargs (``mode="browser"``; the task id
+# only picks data) covers each class
+ONE_ID_PER_CLASS = list({
+    (str(gym.spec(env_id).entry_point),
+     str(sorted((key, value) for key, value in gym.spec(env_id).kwargs.items() if key != "task_id"))): env_id
+    for env_id in reversed(ALL_IDS)}.values())
 
 
 @pytest.mark.parametrize("class_id", ONE_ID_PER_CLASS)
@@ -89,16 +93,19 @@ def test_copy_steps_as_the_original_or_names_the_id(class_id: str) -> None:
     testing.check_copy(class_id)
 
 
+# memory per reset is the engine's too: one id per class (the six WebArena ids share one browser engine: ~80 s of CI)
+@pytest.mark.parametrize("class_id", ONE_ID_PER_CLASS)
+def test_reset_memory(class_id: str) -> None:
+    _require_extra(class_id)
+    testing.check_reset_memory(class_id)
+
+
 def test_close_twice(env_id: str) -> None:
     testing.check_close_twice(env_id)
 
 
 def test_step_after_close(env_id: str) -> None:
     testing.check_step_after_close(env_id)
-
-
-def test_reset_memory(env_id: str) -> None:
-    testing.check_reset_memory(env_id)
 
 
 def test_reset_info_contract(env_id: str) -> None:
