@@ -64,6 +64,17 @@ def parse_stage_pairs(spec: str | Sequence[Sequence[int]], what: str, form: str,
         raise ScheduleError(f"a {what} is a list of ({form.replace(':', ', ')}) pairs, got {spec!r}") from None
 
 
+def check_stage_steps(steps: Sequence[int], name: str, stages: Sequence[tuple[int, int]] | None = None) -> None:
+    """A schedule's first steps: the first stage at step 0, then strictly increasing (``name``, e.g. "turn schedule",
+    says whose; ``stages``, when given, are quoted in the step-0 error)."""
+    if steps[0] != 0:
+        article = "an" if name[0] in "aeiou" else "a"
+        quoted = f" (stages {list(stages)})" if stages is not None else ""
+        raise ScheduleError(f"{article} {name} must start at step 0, got {steps[0]}{quoted}")
+    if any(b <= a for a, b in zip(steps, steps[1:])):
+        raise ScheduleError(f"{name} steps must strictly increase, got {steps}")
+
+
 @dataclass(frozen=True)
 class TurnSchedule:
     """Stages ``(first_step, max_turns)``: starts at step 0, steps strictly increase, budgets never decrease."""
@@ -75,10 +86,7 @@ class TurnSchedule:
             raise ScheduleError("a turn schedule needs at least one stage")
         steps = [s for s, _ in self.stages]
         turns = [t for _, t in self.stages]
-        if steps[0] != 0:
-            raise ScheduleError(f"a turn schedule must start at step 0, got {steps[0]} (stages {list(self.stages)})")
-        if any(b <= a for a, b in zip(steps, steps[1:])):
-            raise ScheduleError(f"turn schedule steps must strictly increase, got {steps}")
+        check_stage_steps(steps, "turn schedule", self.stages)
         if any(t < 1 for t in turns):
             raise ScheduleError(f"every stage needs at least 1 turn, got {turns}")
         if any(b < a for a, b in zip(turns, turns[1:])):

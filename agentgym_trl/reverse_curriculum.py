@@ -33,7 +33,7 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from agentgym_trl.curriculum import ScheduleError, parse_stage_pairs
+from agentgym_trl.curriculum import ScheduleError, check_stage_steps, parse_stage_pairs
 from agentgym_trl.metrics import ORACLE_PREFIX_K, SUCCESS_AT_PREFIX
 
 logger = logging.getLogger(__name__)
@@ -52,10 +52,7 @@ class PrefixSchedule:
             raise ScheduleError("an oracle prefix schedule needs at least one stage")
         steps = [s for s, _ in self.stages]
         ks = [k for _, k in self.stages]
-        if steps[0] != 0:
-            raise ScheduleError(f"an oracle prefix schedule must start at step 0, got {steps[0]}")
-        if any(b <= a for a, b in zip(steps, steps[1:])):
-            raise ScheduleError(f"oracle prefix schedule steps must strictly increase, got {steps}")
+        check_stage_steps(steps, "oracle prefix schedule")
         if any(k < 0 for k in ks):
             raise ScheduleError(f"oracle prefix lengths must be at least 0, got {ks}")
         if any(b > a for a, b in zip(ks, ks[1:])):
