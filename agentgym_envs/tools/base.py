@@ -10,12 +10,14 @@ instruction layout (its opening lines, each tool as ``Name:``/``Description:``/`
 ``Returns:``, ``check_valid_actions`` and ``finish``, the env's hint and the response format), "Ok.",
 the goal as "Now new trial starts. ...", every answer as "Observation: ...\nGive me one action."
 and AgentGym's "Format error, ..." for a response without a call. AgentGym's step rules are the
-default too: the Action Input is read as a Python literal (``ast.literal_eval``; AgentGym ``eval``s
+default too: the whole response is read as its servers read it (``toolkit.agentgym_tool_action``: the call
+must end the response, the last one wins, the tool follows ``Action:``), the Action Input is read as a Python literal (``ast.literal_eval``; AgentGym ``eval``s
 it), errors read ``ERROR | ...`` (an unknown tool ``ERROR | Invalid action: x.``), every successful
 tool result counts as ``finish``'s answer does (a result equal to the gold answer wins), and any
 action containing "finish" ends the episode. The tools themselves are ours (SQLite services in place
 of the web APIs), so their names, arguments and results follow our data.
-``detailed_instruction=True`` gives our instruction, plain observations and our rules instead: JSON
+``detailed_instruction=True`` gives our instruction, plain observations and our rules instead: our lenient
+parser (a bare one-line call, prose after the call, an input over several lines, ``<tool_call>`` replies), JSON
 Action Inputs, ``Error: ...`` explanations, only ``finish`` scores and ends.
 """
 
@@ -32,8 +34,8 @@ from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.dbutil import clone
 from agentgym_envs.tools.tasks import ENVS, ITEMS_PER_ENV
-from agentgym_envs.tools.toolkit import (FINISH, Call, Service, Tool, ToolError, parse_call, parse_python_call,
-                                         parse_response, python_literal)
+from agentgym_envs.tools.toolkit import (FINISH, Call, Service, Tool, ToolError, agentgym_tool_action, parse_call,
+                                         parse_python_call, parse_response, python_literal)
 
 
 @dataclass
@@ -261,8 +263,9 @@ class ToolEnv(TextEnv):
 
     Actions:
         ``Action: <tool> with Action Input: <JSON arguments>`` calling one of the env's tools (listed in the
-        instruction; ``tool_schemas()`` in OpenAI's format), or ``finish`` with the answer; function-calling
-        ``<tool_call>`` replies are taken too.
+        instruction; ``tool_schemas()`` in OpenAI's format), or ``finish`` with the answer, read as AgentGym's
+        tool servers read it (the call ends the response); with ``detailed_instruction=True`` a bare call and
+        function-calling ``<tool_call>`` replies are taken too.
 
     Rewards:
         1 when ``finish``'s answer (by default also any tool's result) equals the gold answer (Python's ``==``,
@@ -365,10 +368,14 @@ class ToolEnv(TextEnv):
         return self.service.tool_schemas()
 
     def _parse(self, response: str) -> ParsedAction:
-        parsed = parse_response(response)
-        if self.detailed_instruction or (parsed.ok and "Action Input:" in (parsed.action or "")):
-            return parsed
-        return ParsedAction(None, AGENTGYM_FORMAT_ERROR)  # AgentGym's servers need "... with Action Input: ..."
+        """By default AgentGym's tool servers' rule on the whole response (``agentgym_tool_action``: no call ending
+        the response is their format error; the rest is read in ``_act_as_agentgym``); ``detailed_instruction=True``:
+        our lenient parser (one ``Action:`` line, a bare one-line call, an input over several lines, prose after
+        the call, function-calling ``<tool_call>`` replies)."""
+        if self.detailed_instruction:
+            return parse_response(response)
+        action = agentgym_tool_action(response)
+        return ParsedAction(None, AGENTGYM_FORMAT_ERROR) if action is None else ParsedAction(action)
 
     def _shown(self, observation: str) -> str:
         """By default every answer but the format error wrapped as AgentGym's servers do."""
@@ -412,8 +419,8 @@ class ToolEnv(TextEnv):
         ends = self._agentgym_ends(action)
         try:
             call = parse_python_call(action)
-        except ToolError as error:
-            return self._agentgym_outcome(str(error), ends, valid=False)
+        except ToolError as error:  # AgentGym's env returns before its "finish" test: the episode goes on
+            return self._agentgym_outcome(str(error), False, valid=False)
         if call.tool == "check_valid_actions":
             names = [tool.name for tool in self.service.TOOLS] + ["check_valid_actions", "finish"]
             return self._agentgym_outcome(f"You can use following valid actions: {names}", ends,

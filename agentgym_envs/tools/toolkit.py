@@ -304,13 +304,39 @@ def python_literal(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+#: The reply of AgentGym's tool envs to a call without ``Action:`` before the tool's name: their ``parse_action``
+#: finds nothing and unpacking its ``None`` fails (``helpers.parse_action``, then ``step``'s ``except``).
+AGENTGYM_NO_ACTION = "ERROR | TypeError(cannot unpack non-iterable NoneType object)"
+
+#: Step 1 of AgentGym's tool servers (``extract_action_name_and_action_input``, case-sensitive, no flags): the
+#: first ``with Action Input:`` from which only white space and one last line remain; the name is the rest of its
+#: line (or of the line above when ``with`` opens a line), the input that last line.
+_AGENTGYM_SERVER_CALL = re.compile(r"\s*(.*?)\s*with\s*Action Input:\s*(.*?)$")
+#: Step 2, the env's ``parse_action`` on the rebuilt ``<name> with Action Input: <input>``: the tool is what
+#: follows the first ``Action:`` (case-sensitive) up to ``with Action Input:``.
+_AGENTGYM_ENV_CALL = re.compile(r".*?Action:\s*(.*?)\s*with\s*Action Input:\s*(.*?)$", re.DOTALL | re.MULTILINE)
+
+
+def agentgym_tool_action(response: str) -> str | None:
+    """What AgentGym's tool server hands its env for the whole ``response`` (its client sends it unparsed):
+    ``<name> with Action Input: <input>`` rebuilt from step 1, or ``None`` when step 1 finds no call (the
+    server's format error). Written from the rule so that a model trained against AgentGym's servers meets the
+    same refusals here: a call must end the response (prose after it, or an input over several lines, is a
+    format error), the last call wins, and the name keeps its ``Action:`` (a bare call fails in step 2)."""
+    found = _AGENTGYM_SERVER_CALL.search(response)
+    if found is None:
+        return None
+    return f"{found.group(1)} with Action Input: {found.group(2)}"
+
+
 def parse_python_call(action: str) -> Call:
-    """AgentGym's reading of ``tool with Action Input: <input>``: the input is a Python literal (its servers
-    ``eval`` it; ``ast.literal_eval`` takes the same literals without running code). Raises ``ToolError``
-    with AgentGym's error text."""
-    parts = _INPUT_SPLIT.split(action, maxsplit=1)
-    head = parts[0].strip()
-    raw = parts[1].strip() if len(parts) > 1 else ""
+    """AgentGym's reading of ``Action: <tool> with Action Input: <input>`` (``agentgym_tool_action``'s result):
+    the tool follows ``Action:``, the input is a Python literal (its servers ``eval`` it; ``ast.literal_eval``
+    takes the same literals without running code). Raises ``ToolError`` with AgentGym's error text."""
+    found = _AGENTGYM_ENV_CALL.match(action)
+    if found is None:
+        raise ToolError(AGENTGYM_NO_ACTION)
+    head, raw = found.group(1), found.group(2)
     try:
         arguments = ast.literal_eval(raw)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
