@@ -477,7 +477,7 @@ def _write_original_files(folder: Path) -> dict[str, str]:
 
 def test_loader_reads_the_original_format(tmp_path: Path) -> None:
     paths = _write_original_files(tmp_path)
-    cat = load_webshop_data(**paths)
+    cat = load_webshop_data(**paths, human_goals=True)  # the human instructions in file order: the opt-in
     hair = cat.by_asin["B07ABCDEF1"]
     assert [p.asin for p in cat.products] == ["B07ABCDEF1", "B07ZZZZZZ2"]  # the "nan" row is dropped
     assert hair.options == {"color": ["dark brown", "ash | blonde"], "size": ["18 inch", "20 inch"]}
@@ -493,7 +493,7 @@ def test_loader_reads_the_original_format(tmp_path: Path) -> None:
 
 def test_env_plays_the_original_data(tmp_path: Path) -> None:
     paths = _write_original_files(tmp_path)
-    env = gym.make(TEXT_ID, **paths)
+    env = gym.make(TEXT_ID, **paths, human_goals=True)
     try:
         spec_splits = env.unwrapped._splits
         assert spec_splits == {"train": [1], "test": [0]}

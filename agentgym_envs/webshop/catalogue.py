@@ -7,10 +7,12 @@ original WebShop data files.
   else ``~/.cache/agentgym`` on Linux); every later process loads the file, and the catalogue object is
   shared by every env of the process. Goal ``i`` is item id ``i``: ids 0-199 are the test split
   (AgentGym evaluates WebShop on 200 items), the rest train.
-* ``load_webshop_data(products_file, instructions_file, ...)``: the original WebShop files (the
-  product scrape ``items_shuffle*.json`` and the human instructions ``items_human_ins.json``,
-  optionally ``items_ins_v2*.json`` for product attributes and a reviews file), read from a local
-  path; nothing is downloaded. See its docstring for the fields used.
+* ``load_webshop_data(products_file, attributes_file=..., ...)``: the original WebShop files (the
+  product scrape ``items_shuffle*.json``, ``items_ins_v2*.json`` for product attributes and the synthetic
+  instructions, optionally a reviews file), read from a local path; nothing is downloaded. By default the
+  goals are those AgentGym's server plays (WebShop's synthetic goals over the first 1000 products, shuffled
+  by seed 233); ``human_goals=True`` reads the human instructions ``items_human_ins.json`` in file order
+  instead. See its docstring for the fields used.
 
 The generator draws only through ``random.Random.random()``, whose sequence Python guarantees
 across versions, so the catalogue (and so the splits) are the same on every machine.
@@ -19,6 +21,7 @@ across versions, so the catalogue (and so the splits) are the same on every mach
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -506,12 +509,19 @@ def _read_json(path: str | os.PathLike[str]) -> Any:
         return json.load(handle)
 
 
+#: AgentGym's WebShop server makes ``WebAgentTextEnv-v0`` with ``num_products=1000``: the first 1000 rows.
+AGENTGYM_NUM_PRODUCTS = 1000
+#: WebShop's seed for its synthetic goals' price limits and for the goal shuffle (``random.seed(233)``).
+WEBSHOP_GOAL_SEED = 233
+
+
 def load_webshop_data(
     products_file: str | os.PathLike[str],
-    instructions_file: str | os.PathLike[str],
+    instructions_file: str | os.PathLike[str] | None = None,
     attributes_file: str | os.PathLike[str] | None = None,
     reviews_file: str | os.PathLike[str] | None = None,
-    seed: int = 233,
+    seed: int = WEBSHOP_GOAL_SEED,
+    human_goals: bool = False,
 ) -> Catalogue:
     """Build a catalogue from the original WebShop data files (local paths; nothing is downloaded).
 
@@ -520,39 +530,110 @@ def load_webshop_data(
       (bullet points, list or string), ``pricing`` (``"$12.99"`` or ``"$10.99 - $15.99"``),
       ``customization_options`` (option name -> list of ``{"value": ...}``), ``category``,
       ``query`` and ``product_category`` (``"A › B › C"``).
-    * ``instructions_file``: the human instructions (``items_human_ins.json``): asin -> list of
-      ``{"instruction", "instruction_attributes", "instruction_options"}``.
-    * ``attributes_file`` (optional, ``items_ins_v2*.json``): asin -> ``{"attributes": [...]}``,
-      the product attributes the reward matches against (titles and bullets are searched too).
+    * ``attributes_file`` (``items_ins_v2*.json``): asin -> ``{"attributes": [...], "instruction": ...,
+      "instruction_attributes": [...]}``: the product attributes the reward matches against (titles and
+      bullets are searched too) and, by default, each product's synthetic instruction.
+    * ``instructions_file`` (``human_goals=True`` only): the human instructions (``items_human_ins.json``):
+      asin -> list of ``{"instruction", "instruction_attributes", "instruction_options"}``.
     * ``reviews_file`` (optional): a list of ``{"asin", "reviews": [{"title", "stars", "review"}],
       "average_rating"}``.
 
-    As in WebShop, option values are lower-cased with ``/`` turned into `` | ``, a product with a
-    price range gets a price drawn inside it, a goal's price limit is drawn from the multiples of
-    ten above the price, and human instructions without attributes are skipped. Goals keep the
-    file order (goal ``i`` = item id ``i``); WebShop's own random shuffle is not reproduced.
+    By default the goals are the ones AgentGym's server plays (``_synthetic_goals``): WebShop's synthetic
+    goals over the first 1000 rows, shuffled with its seed, so item id ``i`` is AgentGym's goal ``i``.
+    ``human_goals=True`` is our earlier reading: every row, the human instructions with attributes in file
+    order (goal ``i`` = item id ``i``), a price limit drawn from our seeded draw.
+
+    As in WebShop, option values are lower-cased with ``/`` turned into `` | `` and a product with a
+    price range gets a price drawn inside it (ours is seeded; WebShop's server draws it from a clock-seeded
+    state, so that price, and any limit drawn from it, cannot be reproduced).
     """
     draw = _Draw(f"webshop-data-{seed}")
     raw_products = _read_json(products_file)
-    human = _read_json(instructions_file)
+    if not human_goals:
+        if attributes_file is None:
+            raise ValueError("WebShop's synthetic goals need attributes_file (items_ins_v2*.json); "
+                             "human_goals=True reads instructions_file instead")
+        raw_products = raw_products[:AGENTGYM_NUM_PRODUCTS]  # sliced before duplicates are dropped, as WebShop
+    elif instructions_file is None:
+        raise ValueError("human_goals=True needs instructions_file (items_human_ins.json)")
     attributes = _read_json(attributes_file) if attributes_file else {}
     reviews = _read_reviews(reviews_file) if reviews_file else {}
     products: list[Product] = []
+    kept: list[dict[str, Any]] = []
     seen: set[str] = set()
     for raw in raw_products:
         asin = str(raw.get("asin", ""))
         if not asin or asin == "nan" or len(asin) > 10 or asin in seen:
             continue
         seen.add(asin)
+        kept.append(raw)
         products.append(_scraped_product(raw, asin, draw, attributes, reviews))
-    goals = _human_goals(human, {p.asin: p for p in products}, draw)
+    if human_goals:
+        goals = _human_goals(_read_json(instructions_file), {p.asin: p for p in products}, draw)
+    else:
+        goals = _synthetic_goals(kept, products, attributes, seed)
     if not goals:
-        raise ValueError(
-            f"{instructions_file} gave no usable goal (none names a product of {products_file} with attributes)"
-        )
-    return Catalogue(
-        f"data-{_fingerprint([products_file, instructions_file, attributes_file, reviews_file], seed)}", products, goals
-    )
+        source = instructions_file if human_goals else attributes_file
+        raise ValueError(f"{source} gave no usable goal (none names a product of {products_file} with attributes)")
+    files = [products_file, instructions_file if human_goals else None, attributes_file, reviews_file]
+    kind = "human" if human_goals else "synthetic"
+    return Catalogue(f"data-{kind}-{_fingerprint(files, seed)}", products, goals)
+
+
+def _option_lists(raw: dict[str, Any]) -> dict[str, list[str]]:
+    """A row's options as WebShop's ``load_products`` keeps them for its goals: every value in page order
+    (duplicates too), an option whose contents are ``None`` left out, one with an empty list kept (the product
+    then has no goal). Names and values are normalised as ``Product.options`` so that goals match pages."""
+    options: dict[str, list[str]] = {}
+    for name, contents in (raw.get("customization_options") or {}).items():
+        if contents is None:
+            continue
+        options[_clean(name).lower()] = [
+            _clean(c.get("value") if isinstance(c, dict) else c).replace("/", " | ").lower() for c in contents
+        ]
+    return options
+
+
+def _synthetic_goals(
+    rows: list[dict[str, Any]], products: list[Product], attributes: dict[str, Any], seed: int
+) -> list[Goal]:
+    """WebShop's ``get_synthetic_goals`` as AgentGym's server runs it, so item ids are AgentGym's goals: for each
+    product with an instruction (in row order), one price limit (the larger of two of the next four multiples of
+    ten above the price, drawn by ``random.seed(seed)``; none when fewer than two), then one goal per combination
+    of its option values (names sorted); finally the goals are shuffled after ``random.seed(seed)`` again."""
+    rng = random.Random(seed)
+    goals: list[Goal] = []
+    for raw, product in zip(rows, products):
+        entry = attributes.get(product.asin) or {}
+        instruction = entry.get("instruction")
+        goal_attributes = entry.get("instruction_attributes") or []
+        if instruction is None or not goal_attributes:  # WebShop skips the first and asserts against the second
+            continue
+        steps = [p for p in PRICE_STEPS if p > product.price][:4]
+        if len(steps) >= 2:
+            upper = max(rng.sample(steps, 2))
+            price_text = f", and price lower than {upper:.2f} dollars"
+        else:
+            upper, price_text = NO_PRICE_LIMIT, ""
+        options = _option_lists(raw)
+        names = sorted(options)
+        for values in itertools.product(*(options[name] for name in names)):
+            chosen = dict(zip(names, values))
+            option_text = ", and ".join(f"{name}: {value}" for name, value in chosen.items())
+            goals.append(
+                Goal(
+                    asin=product.asin,
+                    query=product.query,
+                    name=product.title,
+                    product_category=product.product_category,
+                    instruction=_clean(f"{instruction}{' with ' + option_text if option_text else ''}{price_text}"),
+                    attributes=[_clean(a) for a in goal_attributes],
+                    options=chosen,
+                    price_upper=upper,
+                )
+            )
+    random.Random(seed).shuffle(goals)
+    return goals
 
 
 def _read_reviews(reviews_file: str | os.PathLike[str]) -> dict[str, tuple[list[dict[str, Any]], str]]:
@@ -655,12 +736,15 @@ _LOADED: dict[str, Catalogue] = {}
 
 def cached_webshop_data(
     products_file: str | os.PathLike[str],
-    instructions_file: str | os.PathLike[str],
+    instructions_file: str | os.PathLike[str] | None = None,
     attributes_file: str | os.PathLike[str] | None = None,
     reviews_file: str | os.PathLike[str] | None = None,
+    human_goals: bool = False,
 ) -> Catalogue:
     """``load_webshop_data`` once per process for the same unchanged files (envs of a process share it)."""
-    key = "data-" + _fingerprint([products_file, instructions_file, attributes_file, reviews_file], 233)
+    files = [products_file, instructions_file if human_goals else None, attributes_file, reviews_file]
+    key = f"data-{'human' if human_goals else 'synthetic'}-" + _fingerprint(files, WEBSHOP_GOAL_SEED)
     if key not in _LOADED:
-        _LOADED[key] = load_webshop_data(products_file, instructions_file, attributes_file, reviews_file)
+        _LOADED[key] = load_webshop_data(products_file, instructions_file, attributes_file, reviews_file,
+                                         human_goals=human_goals)
     return _LOADED[key]

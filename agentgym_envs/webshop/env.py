@@ -9,9 +9,11 @@
   released by ``close()``.
 
 Item id ``i`` is goal ``i`` of the catalogue (ids 0-199 = test). The default catalogue is the
-generated one (``catalogue.py``); pass ``products_file=`` and ``instructions_file=`` (plus
-optionally ``attributes_file=``, ``reviews_file=``) to play on the original WebShop data instead:
-then the first ``min(200, n // 2)`` goals are the test split and the rest train.
+generated one (``catalogue.py``); pass ``products_file=`` and ``attributes_file=`` (plus optionally
+``reviews_file=``) to play on the original WebShop data instead, with the goals AgentGym's server plays
+(WebShop's synthetic goals over the first 1000 products, shuffled by seed 233); ``human_goals=True`` with
+``instructions_file=`` plays the human instructions in file order instead. Then the first
+``min(200, n // 2)`` goals are the test split and the rest train.
 """
 
 from __future__ import annotations
@@ -176,6 +178,7 @@ class WebShopEnv(TextEnv):
         detailed_instruction: bool = False,
         exact_sizes: bool = False,
         match_option_values: bool = False,
+        human_goals: bool = False,
     ):
         """``detailed_instruction=True`` explains the page format, the buttons and the reward
         instead of AgentGym's shorter instruction. The reward is WebShop's as AgentGym's server
@@ -183,7 +186,10 @@ class WebShopEnv(TextEnv):
         are. ``match_option_values=True`` matches the chosen values to the goal's values instead (as
         WebShop's human goals are scored: "12 fl oz" then passes for "16 fl oz", and a colour such as
         "dark wash" always matches itself); ``exact_sizes=True`` matches values too, a chosen size
-        only to the very size asked for (so "3 piece set" does not pass for "2 piece set")."""
+        only to the very size asked for (so "3 piece set" does not pass for "2 piece set").
+        With ``products_file=``, the goals are AgentGym's (WebShop's synthetic goals from ``attributes_file``,
+        as its server makes them); ``human_goals=True``: the human instructions of ``instructions_file`` in
+        file order, our earlier reading."""
         super().__init__(task_id, render_mode=render_mode)
         self.detailed_instruction = detailed_instruction
         self.exact_sizes = bool(exact_sizes)
@@ -202,8 +208,13 @@ class WebShopEnv(TextEnv):
             from agentgym_envs.web.browser import require_browser
 
             require_browser()
-        if (products_file is None) != (instructions_file is None):
-            raise ValueError("pass products_file and instructions_file together (the original WebShop data)")
+        needed = ("instructions_file", instructions_file) if human_goals else ("attributes_file", attributes_file)
+        if products_file is None and (instructions_file is not None or attributes_file is not None):
+            raise ValueError("the original WebShop data needs products_file too")
+        if products_file is not None and needed[1] is None:
+            raise ValueError(f"pass products_file with {needed[0]} (the original WebShop data"
+                             f"{'; human_goals=True reads the human instructions' if human_goals else ''})")
+        self.human_goals = bool(human_goals)
         self._data_files = (
             (products_file, instructions_file, attributes_file, reviews_file) if products_file is not None else None
         )
@@ -227,7 +238,8 @@ class WebShopEnv(TextEnv):
         """The default generated catalogue, or the original data files' (loaded once per process)."""
         if self._catalogue is None:
             files = self._data_files
-            self._catalogue = cached_webshop_data(*files) if files is not None else default_catalogue()
+            self._catalogue = (cached_webshop_data(*files, human_goals=self.human_goals) if files is not None
+                               else default_catalogue())
         return self._catalogue
 
     @property
