@@ -115,6 +115,8 @@ def test_the_rules_named_cases() -> None:
     assert obs == f"Observation: {no_action[1]}\nGive me one action." and not terminated and not info["valid_action"]
     obs, _, terminated, _, _ = env.step("Thought: go.\nAction: finish with Action Input: {'answer': 1")
     assert obs.startswith("Observation: ERROR | Exception(Parameters") and not terminated  # the episode goes on
+    obs, _, terminated, _, _ = env.step("Action: finish with Action Input: {}")  # upstream: a KeyError, caught
+    assert obs == "Observation: ERROR | KeyError('answer')\nGive me one action." and not terminated
     obs, _, terminated, _, _ = env.step("Action: get_user_current_date with Action Input: {}\nDone.")
     assert obs == AGENTGYM_FORMAT_ERROR and not terminated
     env.close()

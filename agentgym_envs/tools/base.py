@@ -9,13 +9,13 @@ By default an episode reads as AgentGym's tool servers (``agentenv-tool``) write
 instruction layout (its opening lines, each tool as ``Name:``/``Description:``/``Parameters:``/
 ``Returns:``, ``check_valid_actions`` and ``finish``, the env's hint and the response format), "Ok.",
 the goal as "Now new trial starts. ...", every answer as "Observation: ...\nGive me one action."
-and AgentGym's "Format error, ..." for a response without a call. AgentGym's step rules are the
-default too: the whole response is read as its servers read it (``toolkit.agentgym_tool_action``: the call
-must end the response, the last one wins, the tool follows ``Action:``), the Action Input is read as a Python literal (``ast.literal_eval``; AgentGym ``eval``s
-it), errors read ``ERROR | ...`` (an unknown tool ``ERROR | Invalid action: x.``), every successful
-tool result counts as ``finish``'s answer does (a result equal to the gold answer wins), and any
-action containing "finish" ends the episode. The tools themselves are ours (SQLite services in place
-of the web APIs), so their names, arguments and results follow our data.
+and AgentGym's "Format error, ..." for a response without a call. AgentGym's step rules are the default too:
+the whole response is read as its servers read it (``toolkit.agentgym_tool_action``: the call must end the
+response, the last one wins, the tool follows ``Action:``), the Action Input is read as a Python literal
+(``ast.literal_eval``; AgentGym ``eval``s it), errors read ``ERROR | ...`` (an unknown tool ``ERROR | Invalid
+action: x.``), every successful tool result counts as ``finish``'s answer does (a result equal to the gold
+answer wins), and any action containing "finish" ends the episode. The tools themselves are ours (SQLite
+services in place of the web APIs), so their names, arguments and results follow our data.
 ``detailed_instruction=True`` gives our instruction, plain observations and our rules instead: our lenient
 parser (a bare one-line call, prose after the call, an input over several lines, ``<tool_call>`` replies), JSON
 Action Inputs, ``Error: ...`` explanations, only ``finish`` scores and ends.
@@ -491,9 +491,10 @@ class ToolEnv(TextEnv):
 
     def _finish_as_agentgym(self, call: Call, ends: bool) -> Outcome:
         """AgentGym's ``finish``: its answer (a list sorted) is recorded as a subgoal and shown; a missing answer is
-        its ``KeyError``. Question tasks are won by an answer ``==`` the gold (``lenient_answers=True``: our rule)."""
+        its ``KeyError``, raised inside upstream's ``try``, whose ``except`` returns before the "finish" test, so the
+        episode goes on. Question tasks are won by an answer ``==`` the gold (``lenient_answers=True``: our rule)."""
         if "answer" not in call.arguments:
-            return self._agentgym_outcome("ERROR | KeyError('answer')", ends, valid=False)
+            return self._agentgym_outcome("ERROR | KeyError('answer')", False, valid=False)
         answer = call.arguments["answer"]
         if self._finish_meets_subgoal(answer):
             self._reached = 1.0
