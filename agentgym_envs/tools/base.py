@@ -14,7 +14,9 @@ the whole response is read as its servers read it (``toolkit.agentgym_tool_actio
 response, the last one wins, the tool follows ``Action:``), the Action Input is read as a Python literal
 (``ast.literal_eval``; AgentGym ``eval``s it), errors read ``ERROR | ...`` (an unknown tool ``ERROR | Invalid
 action: x.``), every successful tool result counts as ``finish``'s answer does (a result equal to the gold
-answer wins), and any action containing "finish" ends the episode. The tools themselves are ours (SQLite
+answer wins), and an action containing "finish" ends the episode unless upstream's ``step`` raises on it (an
+unreadable call, a missing argument: ``ERROR | KeyError('x')``, ``finish`` without an answer; Sheet's ``finish``
+takes none and shows the sheet). The tools themselves are ours (SQLite
 services in place of the web APIs), so their names, arguments and results follow our data.
 ``detailed_instruction=True`` gives our instruction, plain observations and our rules instead: our lenient
 parser (a bare one-line call, prose after the call, an input over several lines, ``<tool_call>`` replies), JSON
@@ -34,8 +36,9 @@ from agentgym_envs.core import Outcome, ParsedAction, Start, TextEnv
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.dbutil import clone
 from agentgym_envs.tools.tasks import ENVS, ITEMS_PER_ENV
-from agentgym_envs.tools.toolkit import (FINISH, Call, Service, Tool, ToolError, agentgym_tool_action, parse_call,
-                                         parse_python_call, parse_response, python_literal)
+from agentgym_envs.tools.toolkit import (FINISH, Call, Service, Tool, ToolError, agentgym_read_error,
+                                         agentgym_tool_action, parse_call, parse_response, python_call_parts,
+                                         python_literal)
 
 
 @dataclass
@@ -270,8 +273,10 @@ class ToolEnv(TextEnv):
     Rewards:
         1 when ``finish``'s answer (by default also any tool's result) equals the gold answer (Python's ``==``,
         lists sorted; ``lenient_answers=True`` forgives case, units and spellings) or the store reaches the target
-        state; else 0. By default any action containing "finish" ends the episode; with
-        ``detailed_instruction=True`` only ``finish`` scores and ends.
+        state; else 0. By default an action containing "finish" ends the episode unless AgentGym's ``step`` raises on
+        it (an unreadable call, a missing argument, ``finish`` without an answer but in Sheet); our tools' refusals
+        end it too, as upstream's tools return theirs. With ``detailed_instruction=True`` only ``finish`` scores and
+        ends.
     """
 
     #: AgentGym's tool conversations answer the instruction with this.
@@ -342,8 +347,9 @@ class ToolEnv(TextEnv):
         """
         assert self.service is not None
         if not self.detailed_instruction:
-            finish = AGENTGYM_FINISH_OPERATION if self.stateful else AGENTGYM_FINISH
-            tools = [agentgym_tool_doc(tool) for tool in self.service.TOOLS] + [AGENTGYM_CHECK_VALID_ACTIONS, finish]
+            tools = [agentgym_tool_doc(tool) for tool in self.service.TOOLS]
+            tools += [AGENTGYM_CHECK_VALID_ACTIONS] if self.agentgym_check_valid_actions else []
+            tools.append(self._agentgym_finish_doc())
             return AGENTGYM_PREAMBLE + "\n\n".join(tools) + f"\n\n{self.agentgym_hint}\n{AGENTGYM_FORMAT}"
         if self.stateful:
             finish_rule = (
@@ -359,6 +365,17 @@ class ToolEnv(TextEnv):
             )
         rules = FORMAT_RULES.format(example=self.example_call, finish_rule=finish_rule)
         return f"{self.intro}\n\nTools:\n{self.service.tool_docs()}\n\n{rules}"
+
+    #: whether AgentGym's server of this env has ``check_valid_actions`` (Sheet's has not: "Invalid action" there)
+    agentgym_check_valid_actions: ClassVar[bool] = True
+
+    def _agentgym_finish_doc(self) -> str:
+        """``finish`` in AgentGym's instruction: the question envs' wording, or TODOList's for envs that change data."""
+        return AGENTGYM_FINISH_OPERATION if self.stateful else AGENTGYM_FINISH
+
+    def _agentgym_invalid_action(self, head: str) -> str:
+        """AgentGym's reply to an unknown tool (not raised: the "finish" test still follows)."""
+        return f"ERROR | Invalid action: {head}."
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """This env's tools in OpenAI's function-calling format, for function-calling models: pass them as
@@ -412,34 +429,55 @@ class ToolEnv(TextEnv):
         return Outcome(result.text, valid=result.ok, info={"tool": call.tool})
 
     def _act_as_agentgym(self, action: str) -> Outcome:
-        """AgentGym's tool step: the Action Input read as a Python literal; errors as ``ERROR | ...``; every
-        successful tool result recorded as a subgoal, so a result equal to the gold answer wins as ``finish``
-        with it does; the episode ends on any action containing "finish" (the tool still runs)."""
+        """AgentGym's tool step, in its order: the Action Input read as a Python literal; the tool picked by name (an
+        unknown one ``ERROR | Invalid action: x.``); the input indexed by the arguments the tool reads (a missing one
+        is upstream's ``KeyError``, a non-dict input its ``TypeError``: raised inside its ``try``, whose ``except``
+        returns before the "finish" test, so the episode goes on with the reward unchanged); then the tool runs on
+        the arguments it reads (others are ignored, as upstream passes only those). Every other answer, our tools'
+        refusals included (upstream's tools return theirs as values), ends the episode when the action contains
+        "finish" (``_agentgym_ends``). Every successful tool result is recorded as a subgoal, so a result equal to
+        the gold answer wins as ``finish`` with it does."""
         assert self.service is not None and self.current is not None
         ends = self._agentgym_ends(action)
         try:
-            call = parse_python_call(action)
+            head, arguments = python_call_parts(action)
         except ToolError as error:  # AgentGym's env returns before its "finish" test: the episode goes on
             return self._agentgym_outcome(str(error), False, valid=False)
-        if call.tool == "check_valid_actions":
+        if head == "check_valid_actions" and self.agentgym_check_valid_actions:
             names = [tool.name for tool in self.service.TOOLS] + ["check_valid_actions", "finish"]
             return self._agentgym_outcome(f"You can use following valid actions: {names}", ends,
-                                          info={"tool": call.tool})
-        if call.tool == "finish":
-            return self._finish(call, ends)
-        if self.service.tool(call.tool) is None:
-            return self._agentgym_outcome(f"ERROR | Invalid action: {call.tool}.", ends, valid=False)
+                                          info={"tool": head})
+        tool = self.service.tool(head)
+        if tool is None:
+            return self._agentgym_outcome(self._agentgym_invalid_action(head), ends, valid=False)
+        raised = agentgym_read_error(arguments, self._agentgym_reads(tool))
+        if raised is not None:
+            return self._agentgym_outcome(raised, False, valid=False, info={"tool": head})
+        known = {param.name for param in tool.params}
+        call = Call(head, {k: v for k, v in arguments.items() if k in known} if isinstance(arguments, dict) else {})
+        if tool is FINISH:
+            return self._finish_as_agentgym(call, ends)
         result = self.service.call(call)
         self._follow(call, result.ok, result.wrote)
-        if not result.ok:
+        if not result.ok:  # our tool's refusal: upstream's tools return theirs, so "finish" still ends
             return self._agentgym_outcome("ERROR | " + result.text.removeprefix("Error: "), ends, valid=False,
-                                          info={"tool": call.tool})
+                                          info={"tool": head})
         gold = self.current.gold
         if gold is not None and self._agentgym_subgoal_met(result.value):
             self._reached = 1.0
         if result.wrote and self.current.changes_state and self._state_reached() and self._ends_when_state_reached:
             return Outcome(f"{result.text}\nThe task is complete.", progress=1.0, score=1.0, done=True, success=True)
-        return self._agentgym_outcome(result.text, ends, info={"tool": call.tool})
+        return self._agentgym_outcome(result.text, ends, info={"tool": head})
+
+    #: whether AgentGym's ``finish`` reads an ``answer`` (Weather, Movie, Academia, TODOList); Sheet's takes none
+    agentgym_finish_takes_answer: ClassVar[bool] = True
+
+    def _agentgym_reads(self, tool: Tool) -> tuple[str, ...]:
+        """The arguments AgentGym's ``step`` indexes the Action Input by (``params["x"]``) before the tool runs: our
+        tool's required ones (upstream reads each tool's own), ``finish``'s ``answer`` unless Sheet."""
+        if tool is FINISH:
+            return ("answer",) if self.agentgym_finish_takes_answer else ()
+        return tuple(param.name for param in tool.params if param.required)
 
     #: whether a state task ends as soon as the data is right (Sheet's kept rule); TODOList: at finish
     _ends_when_state_reached: ClassVar[bool] = True
@@ -461,13 +499,13 @@ class ToolEnv(TextEnv):
     def _finish(self, call: Call, ends: bool = True) -> Outcome:
         task = self.current
         assert task is not None
+        if not self.detailed_instruction:
+            return self._finish_as_agentgym(call, ends)
         try:
             FINISH.check_arguments(call.arguments)
         except ToolError as error:
             return Outcome(f"Error: {error}", valid=False)
         answer = call.arguments.get("answer")
-        if not self.detailed_instruction:
-            return self._finish_as_agentgym(call, ends)
         if task.gold is not None:
             if answer is None:
                 return Outcome(
@@ -490,15 +528,20 @@ class ToolEnv(TextEnv):
         return Outcome(text, progress=float(success), score=float(success), done=True, success=success)
 
     def _finish_as_agentgym(self, call: Call, ends: bool) -> Outcome:
-        """AgentGym's ``finish``: its answer (a list sorted) is recorded as a subgoal and shown; a missing answer is
-        its ``KeyError``, raised inside upstream's ``try``, whose ``except`` returns before the "finish" test, so the
-        episode goes on. Question tasks are won by an answer ``==`` the gold (``lenient_answers=True``: our rule)."""
-        if "answer" not in call.arguments:
+        """AgentGym's ``finish``: its answer (a list sorted) is recorded as a subgoal and shown (Sheet: the open sheet,
+        ``_agentgym_finish_text``). A missing answer is upstream's ``KeyError``, raised inside its ``try``, whose
+        ``except`` returns before the "finish" test, so the episode goes on (Sheet's ``finish`` reads no answer).
+        Question tasks are won by an answer ``==`` the gold (``lenient_answers=True``: our rule)."""
+        if self.agentgym_finish_takes_answer and "answer" not in call.arguments:
             return self._agentgym_outcome("ERROR | KeyError('answer')", False, valid=False)
-        answer = call.arguments["answer"]
+        answer = call.arguments.get("answer")
         if self._finish_meets_subgoal(answer):
             self._reached = 1.0
-        return self._agentgym_outcome(agentgym_answer(answer), ends)
+        return self._agentgym_outcome(self._agentgym_finish_text(answer), ends)
+
+    def _agentgym_finish_text(self, answer: Any) -> str:
+        """What AgentGym's ``finish`` answers: the answer as Python prints it (a list sorted)."""
+        return agentgym_answer(answer)
 
     def _finish_meets_subgoal(self, answer: Any) -> bool:
         """Whether ``finish``'s answer meets the task's subgoal: the gold answer for a question (AgentGym's ``==``

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from agentgym_envs.tools.answers import Gold
-from agentgym_envs.tools.base import ItemWorldEnv, Step, ToolTask, draw_store_item, finish_step, step
+from agentgym_envs.tools.base import AGENTGYM_FINISH, ItemWorldEnv, Step, ToolTask, draw_store_item, finish_step, step
 from agentgym_envs.tools.names import FIRST_NAMES, LAST_NAMES
 from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_env_texts, load_tools
 
@@ -960,18 +960,49 @@ def generate(local: int) -> tuple[dict[str, Grid], ToolTask]:
     return draw_store_item(WORLD_SEED, local, TEMPLATES, make, lambda book: {"sheet": list(book)[0]})
 
 
+#: AgentGym's Sheet ``finish`` (``agentenv/envs/sheet.py``): no parameters, the sheet's values come back.
+AGENTGYM_SHEET_FINISH = (
+    "Name: finish()\n"
+    "Description: Return an answer and finish the task\n"
+    "Returns:\n"
+    "- result (Type: array[array[Any]]): Return all cell values or an error message."
+)
+
+
 class SheetEnv(ItemWorldEnv):
     """Spreadsheet edits and questions over a per-item workbook; edits are graded on the final sheets."""
 
     subtask = "Sheet"
     stateful = True
     agentgym_finish_any_case = True  # its server: "finish" in action.lower()
+    agentgym_finish_takes_answer = False  # its finish(): no argument read, the episode ends
     # agentgym_hint: AgentGym's without its 4th note ("freeze the first row before sort col": no freeze tool)
     intro, example_call, agentgym_hint = load_env_texts("sheet")
 
     def _open_item(self, local: int) -> tuple[SheetService, ToolTask]:
         book, task = generate(local)
         return SheetService(create_workbook(book)), task
+
+    agentgym_check_valid_actions = False  # its server has none: "Invalid action" there
+
+    def _agentgym_finish_doc(self) -> str:
+        """AgentGym's Sheet ``finish()`` (no answer: it shows the sheet); a question of ours keeps ``finish(answer)``,
+        its answer being what is graded."""
+        assert self.current is not None
+        return AGENTGYM_SHEET_FINISH if self.current.changes_state else AGENTGYM_FINISH
+
+    def _agentgym_invalid_action(self, head: str) -> str:
+        """AgentGym's Sheet names its actions after an unknown one."""
+        names = [tool.name for tool in SheetService.TOOLS] + ["finish"]
+        return f"ERROR | Invalid action: {head}. Please choose another valid action from {names}"
+
+    def _agentgym_finish_text(self, answer: Any) -> str:
+        """AgentGym's Sheet ``finish`` answers the open sheet's values (its ``get_all_values``), or, with no sheet
+        open, its "Please open a sheet before operating it"; an answer given is graded, not shown."""
+        assert isinstance(self.service, SheetService)
+        if self.service.open_id is None:
+            return "Please open a sheet before operating it"
+        return str(self.service.get_all_values())
 
     def _replan(self) -> list[Step]:
         """Rewrite every sheet that differs from the target (reshape it, then write all its cells)."""

@@ -329,18 +329,38 @@ def agentgym_tool_action(response: str) -> str | None:
     return f"{found.group(1)} with Action Input: {found.group(2)}"
 
 
-def parse_python_call(action: str) -> Call:
-    """AgentGym's reading of ``Action: <tool> with Action Input: <input>`` (``agentgym_tool_action``'s result):
-    the tool follows ``Action:``, the input is a Python literal (its servers ``eval`` it; ``ast.literal_eval``
-    takes the same literals without running code). Raises ``ToolError`` with AgentGym's error text."""
+def python_call_parts(action: str) -> tuple[str, Any]:
+    """AgentGym's env ``parse_action`` on ``Action: <tool> with Action Input: <input>``: the tool that follows
+    ``Action:`` and the input read as a Python literal (its servers ``eval`` it; ``ast.literal_eval`` takes the
+    same literals without running code), whatever its type: upstream's ``step`` picks the tool first and only
+    then indexes the input by the arguments that tool reads. Raises ``ToolError`` with AgentGym's error text."""
     found = _AGENTGYM_ENV_CALL.match(action)
     if found is None:
         raise ToolError(AGENTGYM_NO_ACTION)
     head, raw = found.group(1), found.group(2)
     try:
-        arguments = ast.literal_eval(raw)
+        return head, ast.literal_eval(raw)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         raise ToolError(AGENTGYM_BAD_INPUT) from None
+
+
+def agentgym_read_error(arguments: Any, names: tuple[str, ...]) -> str | None:
+    """AgentGym's error when its ``step`` indexes the Action Input by ``names`` in turn (``params["x"]``), or None:
+    ``ERROR | KeyError('x')`` for a missing argument, a ``TypeError`` for an input that is not a dict. Python's own
+    exception is taken, so the text is the one upstream's ``except`` writes."""
+    for name in names:
+        try:
+            arguments[name]
+        except (KeyError, TypeError, IndexError) as error:
+            return f"ERROR | {type(error).__name__}({error})"
+    return None
+
+
+def parse_python_call(action: str) -> Call:
+    """AgentGym's reading of ``Action: <tool> with Action Input: <input>`` (``agentgym_tool_action``'s result) as a
+    ``Call``: ``python_call_parts``, whose input must be a dict of named arguments. Raises ``ToolError`` with
+    AgentGym's error text."""
+    head, arguments = python_call_parts(action)
     if not isinstance(arguments, dict):  # AgentGym's tools index it by name: an error there too
         raise ToolError(f"ERROR | TypeError(the Action Input of {head[:80]} must be a dict of named arguments)")
     return Call(head, arguments)
