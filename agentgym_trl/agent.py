@@ -31,7 +31,7 @@ from agentgym_envs.core.loop import BaseAgent, Episode, Reply
 from agentgym_trl.chat import ChatEncoder
 from agentgym_trl.generation import Generator, HFGenerator, TurnOutput, VLLMGenerator
 from agentgym_trl.config import check_truncated_turn
-from agentgym_trl.fast_training import bf16_is_fast
+from agentgym_trl.fast_training import bf16_is_fast, return_freed_heap
 from agentgym_trl.models import default_model_path, load_tokenizer, local_model_folder, weights_fingerprint
 
 class ModelAgent(BaseAgent):
@@ -105,8 +105,10 @@ class ModelAgent(BaseAgent):
             generator: Generator = VLLMGenerator(shared_engine(path, options), sampling, encoder.stop_ids)
         else:
             pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else encoder.closer_id
+            # an agent's episodes are evaluated, not trained on: no log-probs (nor the logits they are taken from)
             generator = HFGenerator(network, sampling, pad, encoder.stop_ids, progress=progress,
-                                    sampling_dtype=torch.bfloat16 if bf16 and network.device.type == "cpu" else None)
+                                    sampling_dtype=torch.bfloat16 if bf16 and network.device.type == "cpu" else None,
+                                    logprobs=False)
         description = {"kind": "model", "model": path, "weights": weights_fingerprint(path),
                        "temperature": temperature, "engine": engine,
                        "max_turn_tokens": max_turn_tokens, "max_context_tokens": max_context_tokens, "bf16": bf16}
@@ -188,6 +190,8 @@ class ModelAgent(BaseAgent):
         contexts = [episodes[i].trajectory.prompt_ids + episodes[i].trajectory.completion_ids for i in playing]
         limits = [min(self.max_turn_tokens, self.max_context_tokens - 1 - len(c)) for c in contexts]
         outputs = self.generator.generate(contexts, limits)  # called even when empty: ranks generate in step
+        return_freed_heap()  # the turn's caches go back to the OS: freed in pieces, the next turn's larger ones
+        # would not fit them, and they would stay resident (glibc); a cheap call beside a turn's generation
         for index, limit, output in zip(playing, limits, outputs, strict=True):
             replies[index] = self._take_turn(episodes[index].trajectory, output,
                                              hit_context=limit < self.max_turn_tokens)

@@ -217,8 +217,9 @@ class AgentGRPOConfig(GRPOConfig):
     )
     release_memory: bool = field(
         default=True,
-        metadata={"help": "Return freed memory to the OS after each rollout and optimizer step, and drop the bf16 "
-                  "sampling copy of the weights while training (CPU)."},
+        metadata={"help": "Return freed memory to the OS after each rollout, micro-batch forward and backward, and "
+                  "optimizer step, drop the bf16 sampling copy of the weights while training, and cast weights to bf16 "
+                  "where they are used, without autocast's cache (CPU)."},
     )
     share_prompt_prefill: bool = field(
         default=True,

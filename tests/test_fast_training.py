@@ -56,9 +56,13 @@ def gradients(trainer, inputs) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @pytest.mark.parametrize("loss_type", ["dapo", "grpo", "bnpo", "dr_grpo"])
-def test_micro_batches_give_the_whole_batch_gradients(tmp_path, loss_type: str) -> None:
+def test_micro_batches_give_the_whole_batch_gradients(tmp_path, monkeypatch, loss_type: str) -> None:
     trainer = make_trainer(tmp_path, loss_type=loss_type, truncated_turn="step", max_turn_tokens=10, bf16=False,
                            beta=0.0, micro_batch_tokens=0)
+    # on a CPU (release_memory): no autocast weight cache, and the heap handed back around each micro-batch's passes
+    assert trainer.accelerator.autocast_handler.cache_enabled is False
+    trims = []
+    monkeypatch.setattr("agentgym_trl.trainer.return_freed_heap", lambda: trims.append(1))
     inputs = scored_batch(trainer)
     lengths = row_lengths(inputs)
     assert len(set(lengths)) > 1, "rows of different lengths, so trimming is exercised"
@@ -72,6 +76,7 @@ def test_micro_batches_give_the_whole_batch_gradients(tmp_path, loss_type: str) 
 
     assert len(calls) >= 4, "the batch of 8 rows was cut into micro-batches"
     assert all(shape[0] <= 2 for shape in calls)
+    assert len(trims) == 2 * len(calls) - 1  # after each forward, and each backward but the Trainer's own
     assert torch.allclose(split_loss, whole_loss, rtol=1e-5, atol=1e-7)
     assert torch.allclose(split, whole, rtol=1e-4, atol=1e-7), (split - whole).abs().max()
 
@@ -250,3 +255,25 @@ def test_a_groups_shared_prompt_is_encoded_once_and_changes_nothing() -> None:
     assert fed[False][0] >= prompt
     assert fed[True][:2] == [prompt - 1, len(results[True].trajectories[4].prompt_ids) - 1]
     assert fed[True][2] == 1
+
+
+def test_the_warm_up_hands_the_heap_back_after_each_forward_and_backward(monkeypatch) -> None:
+    """``release_memory_each_step`` (the warm-up's callback): after each training forward, before the optimizer step
+    (after the backward) and after the step; an evaluation forward is left alone."""
+    from agentgym_trl.fast_training import release_memory_each_step
+
+    trims = []
+    monkeypatch.setattr("agentgym_trl.fast_training.return_freed_heap", lambda: trims.append(1))
+    model = tiny_model(tiny_tokenizer("chatml"))
+    callback = release_memory_each_step()
+    callback.on_train_begin(None, None, None, model=model)
+    ids = torch.tensor([[1, 2, 3]])
+    model.train()
+    model(input_ids=ids)
+    assert len(trims) == 1
+    model.eval()
+    model(input_ids=ids)
+    assert len(trims) == 1
+    callback.on_pre_optimizer_step(None, None, None)
+    callback.on_step_end(None, None, None)
+    assert len(trims) == 3

@@ -207,6 +207,22 @@ def test_progress_bar_per_turn_shows_the_rollout_and_changes_nothing(capsys) -> 
         assert quiet.completion_ids == shown.completion_ids and quiet.logprobs == shown.logprobs
 
 
+def test_a_generator_without_logprobs_keeps_no_logits_and_samples_the_same() -> None:
+    """``logprobs=False`` (evaluations): the same tokens, zero log-probs, and ``generate`` asked for no logits."""
+    tokenizer, model, encoder, _ = make_parts()
+    greedy = GenerationConfig(do_sample=False)
+    results, asked = {}, {}
+    for wanted in (True, False):
+        generator = HFGenerator(model, greedy, tokenizer.pad_token_id, encoder.stop_ids, logprobs=wanted)
+        asked[wanted] = generator.generation_config.output_logits
+        results[wanted] = run_rollout(rows(COUNTDOWN, range(3)), generator, encoder, EnvPool(), max_turns=2,
+                                      max_turn_tokens=16, max_context_tokens=600)
+    assert asked == {True: True, False: False}
+    for full, bare in zip(results[True].trajectories, results[False].trajectories, strict=True):
+        assert full.completion_ids == bare.completion_ids and any(full.logprobs)
+        assert not any(bare.logprobs)
+
+
 def test_prefix_cache_turns_itself_off_for_a_cache_it_cannot_slice() -> None:
     tokenizer, model, encoder, _ = make_parts()
     generator = HFGenerator(model, GenerationConfig(do_sample=False), tokenizer.pad_token_id, encoder.stop_ids)

@@ -163,6 +163,9 @@ def test_rewards_and_success_reach_the_trainer_for_each_trajectory(tmp_path) -> 
     assert "kl" in log and (tmp_path / "run" / "reference_model" / "config.json").is_file()  # beta > 0 by default
     metrics = trainer.evaluate()
     assert metrics["eval_agent/max_turns"] == 30  # evaluation plays to the env's own turn cap
+    # after saving, examples/grpo.py hands back the optimizer's state and the weights before its evaluation
+    trainer.release_training_memory(keep_model=False)
+    assert trainer.optimizer is None and all(p.device.type == "meta" for p in trainer.model.parameters())
 
 
 @pytest.mark.parametrize("second", [BABYAI, COUNTDOWN])
