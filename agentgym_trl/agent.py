@@ -190,8 +190,9 @@ class ModelAgent(BaseAgent):
         contexts = [episodes[i].trajectory.prompt_ids + episodes[i].trajectory.completion_ids for i in playing]
         limits = [min(self.max_turn_tokens, self.max_context_tokens - 1 - len(c)) for c in contexts]
         outputs = self.generator.generate(contexts, limits)  # called even when empty: ranks generate in step
-        return_freed_heap()  # the turn's caches go back to the OS: freed in pieces, the next turn's larger ones
-        # would not fit them, and they would stay resident (glibc); a cheap call beside a turn's generation
+        # the turn's caches, freed in pieces the next turn's larger ones do not fit, go back to the OS (glibc would
+        # keep them resident); cheap beside a turn's generation
+        return_freed_heap()
         for index, limit, output in zip(playing, limits, outputs, strict=True):
             replies[index] = self._take_turn(episodes[index].trajectory, output,
                                              hit_context=limit < self.max_turn_tokens)

@@ -665,7 +665,9 @@ class AgentGRPOTrainer(GRPOTrainer):
         if isinstance(self.generator, HFGenerator):
             self.generator.drop_sampling_copy()
         if not keep_model and not (self.is_deepspeed_enabled or self.is_fsdp_enabled):  # (sharded: the engine's)
-            self.model.to("meta")  # in place: every reference (the wrapped model, the generator's) lets go of the data
+            # new (meta) parameters replace the module's; with the optimizer's references gone above, nothing keeps
+            # the fp32 data (the generator and the wrapped model hold the module, not its old parameters)
+            self.model.to("meta")
         release_memory()
 
     def _log_trajectories(self, result: RolloutResult, mode: str) -> None:
