@@ -126,6 +126,16 @@ def return_freed_heap() -> None:
         pass
 
 
+def cast_where_used(accelerator: Any) -> None:
+    """Make ``accelerator``'s bf16 autocast cast each weight where it is used, without autocast's cache, which keeps a
+    bf16 copy of every weight it casts until the forward ends (0.25 GB for 135M parameters at a CPU step's peak). In
+    a decoder each weight is used once per forward (once more where activation checkpointing recomputes a layer), so
+    nothing is cast twice. Set before ``train()``: Accelerate wraps the model's forward with it when preparing it."""
+    from accelerate.utils import AutocastKwargs
+
+    accelerator.autocast_handler = AutocastKwargs(cache_enabled=False)
+
+
 def release_memory_each_step() -> Any:
     """A ``TrainerCallback`` that calls ``release_memory`` after every optimizer step, and ``return_freed_heap``
     after each training forward and before each optimizer step: without them the warm-up's resident memory grew step

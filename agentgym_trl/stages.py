@@ -101,8 +101,8 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
     import torch
     from trl import SFTConfig, SFTTrainer
 
-    from agentgym_trl.fast_training import (checkpointing_arguments, release_memory, release_memory_each_step,
-                                            use_compact_lm_head)
+    from agentgym_trl.fast_training import (cast_where_used, checkpointing_arguments, release_memory,
+                                            release_memory_each_step, use_compact_lm_head)
     from agentgym_trl.models import is_reloadable, load_tokenizer, weights_fingerprint
     from agentgym_trl.sft import encoder_for, load_or_collect, save_sft_checkpoint, token_stats, tokenize_conversations
 
@@ -141,10 +141,8 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
     use_compact_lm_head()  # the loss covers the assistant tokens only: score just those through the LM head
     trainer = SFTTrainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer,
                          callbacks=[release_memory_each_step()] if args.use_cpu else None)
-    if args.use_cpu:  # weights cast to bf16 where used, not cached through the forward (as the GRPO trainer does)
-        from accelerate.utils import AutocastKwargs
-
-        trainer.accelerator.autocast_handler = AutocastKwargs(cache_enabled=False)
+    if args.use_cpu:  # as the GRPO trainer: no bf16 copy of every weight cached through the forward
+        cast_where_used(trainer.accelerator)
     trainer.train()
     save_sft_checkpoint(trainer, target)
     (target / STAGE_INPUTS_FILE).write_text(json.dumps(inputs, indent=1, default=str) + "\n", encoding="utf-8")

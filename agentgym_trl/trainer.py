@@ -64,7 +64,7 @@ from typing import Any
 
 import torch
 from accelerate import PartialState
-from accelerate.utils import AutocastKwargs, gather_object, is_peft_model
+from accelerate.utils import gather_object, is_peft_model
 from transformers import PreTrainedModel, TrainerCallback
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
@@ -76,6 +76,7 @@ from agentgym_trl.estimators import ESTIMATORS
 from agentgym_trl.fast_training import (
     LOSS_NORMALISERS,
     action_mask,
+    cast_where_used,
     micro_batch_shares,
     plan_micro_batches,
     release_memory,
@@ -247,10 +248,7 @@ class AgentGRPOTrainer(GRPOTrainer):
             args.use_vllm = wants_vllm  # the config says what the user asked, even when TRL refused it
         self.use_vllm = wants_vllm
         if self.on_cpu and args.release_memory:
-            # bf16 autocast keeps a bf16 copy of every weight it casts until the forward ends (0.25 GB for 135M
-            # parameters at the step's peak); without the cache each weight is cast where it is used, which in a
-            # decoder is once per forward (and once more where activation checkpointing recomputes a layer)
-            self.accelerator.autocast_handler = AutocastKwargs(cache_enabled=False)
+            cast_where_used(self.accelerator)
         self.vllm_engine = self._start_vllm_engine(model) if engine_kind == "process" else None
         if engine_kind == "trl" and args.vllm_mode == "server" and self.accelerator.is_main_process:
             check_server_context(self.vllm_generation, required_model_len(args.max_context_tokens,

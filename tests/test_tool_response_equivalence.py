@@ -19,7 +19,7 @@ import gymnasium as gym
 
 import agentgym_envs  # noqa: F401  (registers the ids)
 from agentgym_envs.tools.base import AGENTGYM_FORMAT_ERROR
-from agentgym_envs.tools.toolkit import ToolError, agentgym_tool_action, parse_python_call
+from agentgym_envs.tools.toolkit import ToolError, agentgym_tool_action, python_call_parts
 
 Outcome = tuple
 
@@ -49,18 +49,19 @@ def upstream(message: str) -> Outcome:
 
 
 def ours(message: str) -> Outcome:
-    """Our default path: ``ToolEnv._parse`` (``agentgym_tool_action``) then ``parse_python_call``."""
+    """Our default path: ``ToolEnv._parse`` (``agentgym_tool_action``) then ``python_call_parts``, as
+    ``ToolEnv._act_as_agentgym`` reads the action."""
     action = agentgym_tool_action(message)
     if action is None:
         return ("format error",)
     ends = "Finish" in action or "finish" in action
     try:
-        call = parse_python_call(action)
+        head, arguments = python_call_parts(action)
     except ToolError as error:
-        if "must be a dict" in str(error):
-            return ("not a dict", re.match(r".*?Action:\s*(.*?)\s*with\s*Action Input:", action, re.S).group(1), ends)
         return ("error", str(error), False)
-    return ("call", call.tool, call.arguments, ends)
+    if not isinstance(arguments, dict):
+        return ("not a dict", head, ends)
+    return ("call", head, arguments, ends)
 
 
 THOUGHTS = ["", "Thought: I need the date.\n\n", "  ", "Thought: a plan\nwith two lines.\n", "I think so.\n"]

@@ -356,16 +356,6 @@ def agentgym_read_error(arguments: Any, names: tuple[str, ...]) -> str | None:
     return None
 
 
-def parse_python_call(action: str) -> Call:
-    """AgentGym's reading of ``Action: <tool> with Action Input: <input>`` (``agentgym_tool_action``'s result) as a
-    ``Call``: ``python_call_parts``, whose input must be a dict of named arguments. Raises ``ToolError`` with
-    AgentGym's error text."""
-    head, arguments = python_call_parts(action)
-    if not isinstance(arguments, dict):  # AgentGym's tools index it by name: an error there too
-        raise ToolError(f"ERROR | TypeError(the Action Input of {head[:80]} must be a dict of named arguments)")
-    return Call(head, arguments)
-
-
 def parse_call(action: str) -> Call:
     """Split ``tool with Action Input: {...}`` into a ``Call``; raises ``ToolError`` with the reason."""
     parts = _INPUT_SPLIT.split(action, maxsplit=1)

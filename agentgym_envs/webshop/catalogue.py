@@ -575,9 +575,17 @@ def load_webshop_data(
     if not goals:
         source = instructions_file if human_goals else attributes_file
         raise ValueError(f"{source} gave no usable goal (none names a product of {products_file} with attributes)")
+    return Catalogue(_data_key(products_file, instructions_file, attributes_file, reviews_file, human_goals, seed),
+                     products, goals)
+
+
+def _data_key(products_file: str | os.PathLike[str], instructions_file: str | os.PathLike[str] | None,
+              attributes_file: str | os.PathLike[str] | None, reviews_file: str | os.PathLike[str] | None,
+              human_goals: bool, seed: int) -> str:
+    """The name of a catalogue read from WebShop's files: which goals (the human file counts only for them) and a
+    fingerprint of the files and the seed; the process cache is keyed by it too."""
     files = [products_file, instructions_file if human_goals else None, attributes_file, reviews_file]
-    kind = "human" if human_goals else "synthetic"
-    return Catalogue(f"data-{kind}-{_fingerprint(files, seed)}", products, goals)
+    return f"data-{'human' if human_goals else 'synthetic'}-{_fingerprint(files, seed)}"
 
 
 def _option_lists(raw: dict[str, Any]) -> dict[str, list[str]]:
@@ -588,10 +596,14 @@ def _option_lists(raw: dict[str, Any]) -> dict[str, list[str]]:
     for name, contents in (raw.get("customization_options") or {}).items():
         if contents is None:
             continue
-        options[_clean(name).lower()] = [
-            _clean(c.get("value") if isinstance(c, dict) else c).replace("/", " | ").lower() for c in contents
-        ]
+        options[_clean(name).lower()] = [_option_value(c) for c in contents]
     return options
+
+
+def _option_value(content: Any) -> str:
+    """An option value as pages and goals both show it: WebShop's ``{"value": ...}`` (or a bare value) cleaned,
+    lower-cased, with ``/`` turned into `` | ``."""
+    return _clean(content.get("value") if isinstance(content, dict) else content).replace("/", " | ").lower()
 
 
 def _synthetic_goals(
@@ -670,7 +682,7 @@ def _scraped_product(
     for name, contents in (raw.get("customization_options") or {}).items():
         if not contents:
             continue
-        values = [_clean(c.get("value") if isinstance(c, dict) else c).replace("/", " | ").lower() for c in contents]
+        values = [_option_value(c) for c in contents]
         options[_clean(name).lower()] = [v for v in dict.fromkeys(values) if v]
     bullets = raw.get("small_description") or []
     bullets = bullets if isinstance(bullets, list) else [bullets]
@@ -742,8 +754,7 @@ def cached_webshop_data(
     human_goals: bool = False,
 ) -> Catalogue:
     """``load_webshop_data`` once per process for the same unchanged files (envs of a process share it)."""
-    files = [products_file, instructions_file if human_goals else None, attributes_file, reviews_file]
-    key = f"data-{'human' if human_goals else 'synthetic'}-" + _fingerprint(files, WEBSHOP_GOAL_SEED)
+    key = _data_key(products_file, instructions_file, attributes_file, reviews_file, human_goals, WEBSHOP_GOAL_SEED)
     if key not in _LOADED:
         _LOADED[key] = load_webshop_data(products_file, instructions_file, attributes_file, reviews_file,
                                          human_goals=human_goals)
