@@ -88,7 +88,14 @@ def generated(count: int, seed: int = 0) -> list[str]:
 def test_the_default_rule_equals_agentgyms_tool_servers_on_generated_responses() -> None:
     responses = generated(4000) + ["", "\n", "with Action Input: {}", "Action: with Action Input: {}",
                                    "Action: a with Action Input: b with Action Input: {}",
-                                   "Action: a with Action Input: {}\nwith Action Input: {'x': 1}"]
+                                   "Action: a with Action Input: {}\nwith Action Input: {'x': 1}",
+                                   # long lines around the call: ours searches only where a match can start
+                                   "x" * 3000 + "\nAction: a with Action Input: {}",
+                                   "x" * 3000 + " with Action Input: {}",
+                                   "Action: a with Action Input: {} " + "x" * 3000 + "\nmore",
+                                   "Thought:\n\n  \t" + "y " * 500 + "\n \n with Action Input: {'a': 1}\n",
+                                   "Action: a with Action Input: " * 100 + "\n{}",
+                                   "\u00a0\nAction: a\u2028with Action Input:\x85{}"]
     kinds: dict[str, int] = {}
     for response in responses:
         expected = upstream(response)

@@ -315,6 +315,8 @@ _AGENTGYM_SERVER_CALL = re.compile(r"\s*(.*?)\s*with\s*Action Input:\s*(.*?)$")
 #: Step 2, the env's ``parse_action`` on the rebuilt ``<name> with Action Input: <input>``: the tool is what
 #: follows the first ``Action:`` (case-sensitive) up to ``with Action Input:``.
 _AGENTGYM_ENV_CALL = re.compile(r".*?Action:\s*(.*?)\s*with\s*Action Input:\s*(.*?)$", re.DOTALL | re.MULTILINE)
+#: A ``with Action Input:`` and the white space after it, where a match of step 1 can end.
+_AGENTGYM_INPUT_MARK = re.compile(r"with\s*Action Input:\s*")
 
 
 def agentgym_tool_action(response: str) -> str | None:
@@ -323,10 +325,39 @@ def agentgym_tool_action(response: str) -> str | None:
     server's format error). Written from the rule so that a model trained against AgentGym's servers meets the
     same refusals here: a call must end the response (prose after it, or an input over several lines, is a
     format error), the last call wins, and the name keeps its ``Action:`` (a bare call fails in step 2)."""
-    found = _AGENTGYM_SERVER_CALL.search(response)
-    if found is None:
+    tail = _first_call_tail(response)
+    if tail is None:  # no match can end the response: step 1 finds no call
         return None
+    # the same search from where its leftmost match can start at the earliest: searched from 0, every start on a long
+    # line before the call scans that line to its end (a 16,000-character line took 2-4 s)
+    found = _AGENTGYM_SERVER_CALL.search(response, _call_region_start(response, tail))
+    assert found is not None  # one starts at the tail itself
     return f"{found.group(1)} with Action Input: {found.group(2)}"
+
+
+def _first_call_tail(text: str) -> int | None:
+    """Where the first ``with`` stands after which step 1's ``\\s*(.*?)$`` can end the text, in one pass: the input
+    after ``with Action Input:`` and its white space must hold no newline but a final one. None: there is none."""
+    end = len(text) - 1 if text.endswith("\n") else len(text)
+    last_newline = text.rfind("\n", 0, end)
+    for mark in _AGENTGYM_INPUT_MARK.finditer(text):
+        if mark.end() > last_newline:
+            return mark.start()
+    return None
+
+
+def _call_region_start(text: str, tail: int) -> int:
+    """A position no match of step 1 starts before, given the first ``with`` that can end one (``tail``): a match
+    spans white space, one line's text and white space up to its ``with``, which is ``tail`` or later, so its
+    start lies within the white space, line and white space that precede ``tail``."""
+    start = tail
+    while start > 0 and text[start - 1].isspace():
+        start -= 1
+    while start > 0 and text[start - 1] != "\n":
+        start -= 1
+    while start > 0 and text[start - 1].isspace():
+        start -= 1
+    return start
 
 
 def python_call_parts(action: str) -> tuple[str, Any]:
