@@ -20,11 +20,12 @@ def evaluate_model(model: str, env_ids: Sequence[str], out_dir: str | Path, *, s
                    max_context_tokens: int = 4096, seed: int = 0, progress: bool = True,
                    chat_template_kwargs: dict[str, Any] | None = None, bf16: bool | None = None,
                    merged_first_turn: bool = False, engine: str = "hf", engine_options: Any = None,
-                   items: Sequence[int] | None = None) -> EvalReport:
+                   items: Sequence[int] | None = None, oracle_prefix: int = 0) -> EvalReport:
     """Evaluate a local HF model (``"default"`` = SmolLM2-135M-Instruct) and write the run into ``out_dir``.
 
     ``engine="vllm"`` samples with the shared vLLM engine process (see ``ModelAgent.from_name``); ``bf16=None``
-    samples as the trainer does by default.
+    samples as the trainer does by default; ``oracle_prefix=k`` starts every episode after the oracle's first k
+    actions (as the reverse curriculum trains).
     """
     try:
         agent = ModelAgent.from_name(model, temperature=temperature, batch_size=batch_size,
@@ -36,6 +37,7 @@ def evaluate_model(model: str, env_ids: Sequence[str], out_dir: str | Path, *, s
         raise EvalError(str(error)) from None
     try:
         return evaluate(agent, env_ids, out_dir, split=split, n_samples=n_samples, max_turns=max_turns,
-                        limit=limit, progress=progress, merged_first_turn=merged_first_turn, items=items)
+                        limit=limit, progress=progress, merged_first_turn=merged_first_turn, items=items,
+                        oracle_prefix=oracle_prefix)
     finally:
         agent.close()

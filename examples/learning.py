@@ -7,6 +7,7 @@ on items that neither the warm-up nor RL ever draws (K samples each)::
 
     python examples/learning.py                     # the whole experiment; run it again to resume
     python examples/learning.py --report_only true  # learning.json and docs/learning.png from what exists
+    python examples/learning.py --config examples/learning_2.yaml  # the second experiment
 
 Steps, each skipped when its output exists:
 
@@ -16,6 +17,8 @@ Steps, each skipped when its output exists:
 2. ``start``: behaviour cloning on one oracle episode of each warm-up item.
 3. For the start and each seed: GRPO (``examples/grpo.py`` in its own process, checkpointed, resumable) and
    the evaluation (``agentgym eval``'s runner, resumable episode by episode).
+   Then the zero-training controls: the start at a lower temperature and greedy, and every model again with a
+   second sampling seed (``control_runs``), so a gain can be told from sharpening the start's sampling.
 4. The report: ``benchmarks/results/learning.json`` (per-item outcomes of every model, each run's exact
    command, seeds, steps, episodes and wall time) and the plot; ``agentgym_envs.evaluation.significance``
    computes the registered tests from that file alone.
@@ -28,7 +31,7 @@ import os
 import sys
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded at run time
@@ -36,6 +39,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
+import yaml  # noqa: E402
 from transformers import HfArgumentParser  # noqa: E402
 
 import agentgym_envs  # noqa: E402
@@ -73,6 +77,37 @@ class ExperimentConfig:
     max_context_tokens: int = 1536
     engine: str = field(default="vllm", metadata={"help": "generation engine of training and tests: vllm | hf"})
     save_steps: int = field(default=2, metadata={"help": "checkpoint (with optimizer state) every N steps"})
+    rl_items: str = field(default="all", metadata={
+        "help": "the items RL draws: all (every warm-up item) | multi_ingredient (the warm-up items whose oracle "
+                "needs more than 2 actions: two or three ingredients)"})
+    oracle_prefix_schedule: str | None = field(default=None, metadata={
+        "help": "reverse curriculum (R3): training episodes start after the oracle's first k actions, "
+                "'step:k,...' as grpo.py's option of that name (default: none, every episode from the start)"})
+    oracle_prefix_success: float | None = field(default=None, metadata={
+        "help": "with oracle_prefix_schedule: a stage also ends once this success is reached (grpo.py's option)"})
+    oracle_prefix_window: int = 32
+    hard_eval_samples: int = field(default=0, metadata={
+        "help": "samples per hard held-out item (oracle > 2 actions); 0: eval_samples, as every item"})
+    primary_items: str = field(default="held_out", metadata={
+        "help": "the items of the primary test: held_out (every held-out item) | hard (the hard ones)"})
+    non_inferiority_margin: float = field(default=0.0, metadata={
+        "help": "report non-inferiority on the easy held-out items: the change's BCa 95%% lower bound above "
+                "-margin (a fraction, 0.05 = 5 points; 0: not reported)"})
+    curve_steps: int = field(default=0, metadata={
+        "help": "keep a checkpoint every N steps (instead of save_steps, only the latest) and evaluate each on the "
+                "hard held-out items once its seed has trained: the learning curve (0: none)"})
+    curve_samples: int = field(default=16, metadata={"help": "samples per hard item at each curve checkpoint"})
+    gate_samples: int = field(default=0, metadata={
+        "help": "the gate: the start on the multi-ingredient RL items, this many samples per item, once per k of "
+                "gate_prefixes (0: no gate)"})
+    gate_prefixes: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={
+        "help": "the gate's oracle prefixes (0: from the start)"})
+    gate_only: bool = field(default=False, metadata={"help": "make the start, run the gate, report it, and stop"})
+    protocol: str = "docs/learning_protocol.md"
+    control_temperatures: list[float] = field(default_factory=lambda: [0.5, 0.0], metadata={
+        "help": "zero-training controls: the start evaluated at these temperatures too (0 = greedy, one sample)"})
+    control_sampling_seeds: list[int] = field(default_factory=lambda: [1], metadata={
+        "help": "zero-training controls: every model evaluated again with these sampling seeds"})
     report_only: bool = False
     results_file: str = "benchmarks/results/learning.json"
     plot_file: str = "docs/learning.png"
@@ -135,12 +170,6 @@ def load_items(config: ExperimentConfig) -> dict:
     return items
 
 
-def held_out_ids(items: dict, limit: int = 0) -> list[int]:
-    """The held-out items evaluated: the test split, then the held-out train items (the first ``limit`` of each)."""
-    parts = (items["test"], items["held_out_train"])
-    return [i for part in parts for i in (part[:limit] if limit else part)]
-
-
 # ---- 2-3. start, training, evaluation ----------------------------------------------------------
 def start_model(config: ExperimentConfig) -> Path:
     return Path(config.out_dir) / "start"
@@ -187,12 +216,40 @@ def grpo_command(config: ExperimentConfig, seed: int) -> list[str]:
         "--max_turn_tokens", str(config.max_turn_tokens),
         "--max_context_tokens", str(config.max_context_tokens),
         "--use_vllm", str(config.engine == "vllm").lower(),
-        "--save_strategy", "steps", "--save_steps", str(config.save_steps), "--save_total_limit", "1",
+        "--save_strategy", "steps",
+        # every checkpoint of the learning curve kept; else only the latest (each ~1.6 GB with its optimizer state)
+        *(["--save_steps", str(config.curve_steps)] if config.curve_steps else
+          ["--save_steps", str(config.save_steps), "--save_total_limit", "1"]),
         "--save_only_model", "false",  # optimizer and RNG state too, so a resumed run continues the same run
         "--resume_from_checkpoint", "last",
         "--log_trajectories", "true",
         "--clone_episodes", "0", "--eval_items", "0",  # the start is given; this experiment evaluates on its own
+        *prefix_options(config),
     ]
+
+
+def prefix_options(config: ExperimentConfig) -> list[str]:
+    """grpo.py's reverse-curriculum options, when the experiment uses it."""
+    if not config.oracle_prefix_schedule:
+        return []
+    options = ["--oracle_prefix_schedule", config.oracle_prefix_schedule,
+               "--oracle_prefix_window", str(config.oracle_prefix_window)]
+    if config.oracle_prefix_success is not None:
+        options += ["--oracle_prefix_success", str(config.oracle_prefix_success)]
+    return options
+
+
+def hard(items: dict, ids: list[int]) -> list[int]:
+    """The items whose oracle needs more than 2 actions (TextCraft: two or three ingredients)."""
+    return [i for i in ids if items["oracle_actions"][str(i)] > 2]
+
+
+def rl_item_ids(config: ExperimentConfig, items: dict) -> list[int]:
+    if config.rl_items == "all":
+        return items["warmup_and_rl"]
+    if config.rl_items == "multi_ingredient":
+        return hard(items, items["warmup_and_rl"])
+    sys.exit(f"unknown rl_items {config.rl_items!r}; choose all or multi_ingredient")
 
 
 def train_seed(config: ExperimentConfig, items: dict, seed: int) -> None:
@@ -200,39 +257,154 @@ def train_seed(config: ExperimentConfig, items: dict, seed: int) -> None:
     if (folder / TRAINED_MARK).exists():
         return
     rl_items = Path(config.out_dir) / "rl_items.json"
-    rl_items.write_text(json.dumps({config.env_id: items["warmup_and_rl"]}) + "\n", encoding="utf-8")
+    rl_items.write_text(json.dumps({config.env_id: rl_item_ids(config, items)}) + "\n", encoding="utf-8")
     began = time.time()
     run_logged(grpo_command(config, seed), Path(config.out_dir) / "logs" / f"train-seed{seed}.log")
     (folder / TRAINED_MARK).write_text(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M:%S"),
                                                    "last_call_s": round(time.time() - began, 1)}) + "\n")
 
 
-def evaluate(config: ExperimentConfig, items: dict, name: str, model: Path) -> None:
-    """K samples of every held-out item: the test split, then the held-out train items (two resumable runs)."""
+def eval_parts(config: ExperimentConfig, items: dict) -> list[tuple[str, str, list[int], int]]:
+    """The evaluation's runs: (folder, split, item ids, K). The test split and the held-out train items, each at
+    K = eval_samples; with ``hard_eval_samples``, their easy and hard items apart, the hard at that K.
+    ``eval_limit`` keeps the first N items of each run (a quick trial)."""
+    parts = [("test", "test", items["test"]), ("held_out_train", "train", items["held_out_train"])]
+    if config.hard_eval_samples:
+        parts = ([(f"{part}_easy", split, [i for i in ids if i not in hard(items, ids)]) for part, split, ids in parts]
+                 + [(f"{part}_hard", split, hard(items, ids)) for part, split, ids in parts])
+    return [(part, split, ids[:config.eval_limit] if config.eval_limit else ids,
+             config.hard_eval_samples if part.endswith("_hard") else config.eval_samples)
+            for part, split, ids in parts if ids]
+
+
+def evaluate(config: ExperimentConfig, items: dict, name: str, model: Path, *, temperature: float | None = None,
+             sampling_seed: int = 0) -> None:
+    """K samples of every held-out item: the test split, then the held-out train items (two resumable runs).
+
+    ``temperature`` (default: the config's; 0 = greedy, one sample per item) and ``sampling_seed`` serve the
+    zero-training controls."""
     from agentgym_trl.eval import evaluate_model
     from agentgym_trl.fast_training import bf16_is_fast
 
-    parts = (("test", "test", items["test"]), ("held_out_train", "train", items["held_out_train"]))
-    for part, split, ids in parts:
-        ids = ids[:config.eval_limit] if config.eval_limit else ids
+    temperature = config.temperature if temperature is None else temperature
+    for part, split, ids, samples in eval_parts(config, items):
         out = Path(config.out_dir) / "eval" / name / part
         if (out / "summary.json").is_file() and json.loads((out / "summary.json").read_text()).get("complete"):
             continue
         print(f"evaluating {name} on {part} -> {out}", flush=True)
         report = evaluate_model(
-            str(model), [config.env_id], out, split=split, items=ids, n_samples=config.eval_samples,
-            max_turns=[config.max_turns], temperature=config.temperature, batch_size=config.eval_batch_size,
-            max_turn_tokens=config.max_turn_tokens, max_context_tokens=config.max_context_tokens, seed=0,
+            str(model), [config.env_id], out, split=split, items=ids,
+            n_samples=1 if temperature == 0 else samples, max_turns=[config.max_turns],
+            temperature=temperature, batch_size=config.eval_batch_size, max_turn_tokens=config.max_turn_tokens,
+            max_context_tokens=config.max_context_tokens, seed=sampling_seed,
             bf16=bf16_is_fast(), engine=config.engine,
         )
         if not report.complete:
             sys.exit(f"evaluation {out} stopped after {report.episodes} of {report.expected} episodes; run again")
 
 
+def control_runs(config: ExperimentConfig) -> dict[str, dict]:
+    """The zero-training controls, by evaluation name: the start at other temperatures, every model at other
+    sampling seeds. They tell a trained model's gain from what a lower temperature or another draw gives."""
+    runs = {f"start@T{t:g}" if t else "start@greedy": {"model": "start", "temperature": t, "sampling_seed": 0,
+                                                       "k": config.eval_samples if t else 1}
+            for t in config.control_temperatures}
+    for seed in config.control_sampling_seeds:
+        for model in ["start", *(f"seed{s}" for s in config.seeds)]:
+            runs[f"{model}@seed{seed}"] = {"model": model, "temperature": config.temperature, "sampling_seed": seed,
+                                           "k": config.eval_samples}
+    return runs
+
+
+def model_path(config: ExperimentConfig, name: str) -> Path:
+    return start_model(config) if name == "start" else seed_dir(config, int(name.removeprefix("seed")))
+
+
+def run_controls(config: ExperimentConfig, items: dict) -> None:
+    for name, run in control_runs(config).items():
+        evaluate(config, items, name, model_path(config, run["model"]), temperature=run["temperature"],
+                 sampling_seed=run["sampling_seed"])
+
+
+def run_gate(config: ExperimentConfig, items: dict) -> None:
+    """The start on the multi-ingredient RL items, ``gate_samples`` per item, from the start and after the oracle's
+    first k actions: does it ever solve them, and from how late a state? (plain GRPO or a reverse curriculum)."""
+    from agentgym_trl.eval import evaluate_model
+    from agentgym_trl.fast_training import bf16_is_fast
+
+    for k in config.gate_prefixes:
+        out = Path(config.out_dir) / "eval" / "gate" / f"k{k}"
+        if (out / "summary.json").is_file() and json.loads((out / "summary.json").read_text()).get("complete"):
+            continue
+        print(f"the gate: the start after {k} oracle actions -> {out}", flush=True)
+        report = evaluate_model(
+            str(start_model(config)), [config.env_id], out, split="train", items=hard(items, items["warmup_and_rl"]),
+            n_samples=config.gate_samples, max_turns=[config.max_turns], temperature=config.temperature,
+            batch_size=config.eval_batch_size, max_turn_tokens=config.max_turn_tokens,
+            max_context_tokens=config.max_context_tokens, seed=0, bf16=bf16_is_fast(), engine=config.engine,
+            oracle_prefix=k)
+        if not report.complete:
+            sys.exit(f"the gate's evaluation {out} stopped after {report.episodes} of {report.expected} episodes")
+
+
+def gate_record(config: ExperimentConfig, items: dict) -> dict:
+    """The gate's outcomes per k (empty without a gate): per item, and the success and items solved at least once."""
+    per_prefix = {}
+    for k in config.gate_prefixes:
+        folder = Path(config.out_dir) / "eval" / "gate" / f"k{k}"
+        if not (folder / "summary.json").is_file():
+            continue
+        per_item = outcome_lists(item_successes(load_run(folder)))
+        per_prefix[str(k)] = {"success": float(np.mean([o for v in per_item.values() for o in v])),
+                              "items_solved_at_least_once": sum(any(v) for v in per_item.values()),
+                              "outcomes": per_item}
+    if not per_prefix:
+        return {}
+    first = Path(config.out_dir) / "eval" / "gate" / f"k{config.gate_prefixes[0]}" / "run.json"
+    return {"what": "the start on the multi-ingredient warm-up items (the RL items' hard part), after the oracle's "
+                    "first k actions (k = 0: from the start); k is clamped per item so one action remains",
+            "start_weights": json.loads(first.read_text(encoding="utf-8"))["agent"].get("weights"),
+            "k_samples": config.gate_samples, "items": hard(items, items["warmup_and_rl"]), "per_prefix": per_prefix}
+
+
+def curve_folder(config: ExperimentConfig, seed: int) -> Path:
+    return Path(config.out_dir) / "curves" / f"seed{seed}.json"
+
+
+def evaluate_curve(config: ExperimentConfig, items: dict, seed: int) -> None:
+    """Every kept checkpoint of a trained seed on the hard held-out items (``agentgym_trl.learning_curve``)."""
+    from agentgym_trl.learning_curve import evaluate_checkpoints
+
+    path = curve_folder(config, seed)
+    if not config.curve_steps or path.is_file():
+        return
+    parts = {split: hard(items, ids) for split, ids in (("test", items["test"]), ("train", items["held_out_train"]))}
+    print(f"the learning curve of seed {seed} -> {path}", flush=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial.json")
+    evaluate_checkpoints(seed_dir(config, seed), [config.env_id], held_out=parts, n_samples=config.curve_samples,
+                         temperature=config.temperature, max_turns=config.max_turns,
+                         max_turn_tokens=config.max_turn_tokens, max_context_tokens=config.max_context_tokens,
+                         engine=config.engine, out=partial)
+    partial.replace(path)  # complete: a rerun skips it
+
+
+def curve_record(config: ExperimentConfig, seed: int) -> dict:
+    """One seed's learning curve on the hard held-out items: success and per-item outcomes per kept step."""
+    path = curve_folder(config, seed)
+    if not path.is_file():
+        return {}
+    curve = json.loads(path.read_text(encoding="utf-8"))
+    return {"k": curve["settings"]["n_samples"],
+            "steps": [{"step": point["step"], "success": point["success"], "ci95": point["ci95"],
+                       "items_solved": point["items_solved"], "per_item": point["per_item"]}
+                      for point in curve["steps"]]}
+
+
 # ---- 4. the report -----------------------------------------------------------------------------
-def outcomes(config: ExperimentConfig, name: str) -> dict[str, list[int]]:
+def outcomes(config: ExperimentConfig, items: dict, name: str) -> dict[str, list[int]]:
     """Every held-out item's K outcomes (0/1) of one model."""
-    records = [record for part in ("test", "held_out_train")
+    records = [record for part, *_ in eval_parts(config, items)
                for record in load_run(Path(config.out_dir) / "eval" / name / part)]
     return outcome_lists(item_successes(records))
 
@@ -247,6 +419,9 @@ def run_record(config: ExperimentConfig, seed: int) -> dict:
             "groups_drawn": "dynamic/groups_drawn", "groups_kept": "dynamic/groups_kept",
             "cap_hit": "dynamic/cap_hit", "idle_step": "train/idle_step", "turns": "agent/turns_mean",
             "valid_action_rate": "agent/valid_action_rate", "step_s": "step_time"}
+    prefixes = sorted({key for row in rows for key in row if key.startswith("agent/success_k")})
+    if any("curriculum/oracle_prefix_k" in row for row in rows):  # the reverse curriculum: k and success per k
+        keys |= {"oracle_prefix_k": "curriculum/oracle_prefix_k", **{key.split("/")[1]: key for key in prefixes}}
     curve = {name: [row.get(key) for row in rows] for name, key in keys.items()}
     curve["step"] = [int(row["step"]) for row in rows]
     drawn = sum(g or 0 for g in curve["groups_drawn"])
@@ -260,25 +435,31 @@ def run_record(config: ExperimentConfig, seed: int) -> dict:
     }
 
 
+def evaluated(config: ExperimentConfig, items: dict, name: str) -> bool:
+    return all((Path(config.out_dir) / "eval" / name / part / "summary.json").is_file()
+               for part, *_ in eval_parts(config, items))
+
+
 def report(config: ExperimentConfig) -> dict:
-    from agentgym_envs.evaluation.significance import learning_report
+    from agentgym_envs.evaluation.significance import control_report, learning_report
     from agentgym_envs.evaluation.plots import plot_learning
 
     items = load_items(config)
-    models = {"start": outcomes(config, "start")}
+    models = {"start": outcomes(config, items, "start")}
     runs = {}
     for seed in config.seeds:
         name = f"seed{seed}"
-        if (Path(config.out_dir) / "eval" / name / "held_out_train" / "summary.json").is_file():
-            models[name] = outcomes(config, name)
+        if evaluated(config, items, name):
+            models[name] = outcomes(config, items, name)
             runs[name] = run_record(config, seed)
-    held_out = held_out_ids(items, config.eval_limit)
+    held_out = [i for _, _, ids, _ in eval_parts(config, items) for i in ids]
     keys = {i: f"{items['env_id']}:{i}" for i in held_out}  # "env id:item id", as outcomes() names them
     hard = [keys[i] for i in held_out if items["oracle_actions"][str(i)] > 2]
+    how = " and a reverse curriculum (oracle prefixes)" if config.oracle_prefix_schedule else ""
     result = {
-        "what": f"GRPO with dynamic sampling from one behaviour-cloned start on {config.env_id}: per-item outcomes "
-                "of the start and of every training seed on held-out items",
-        "protocol": "docs/learning_protocol.md",
+        "what": f"GRPO with dynamic sampling{how} from one behaviour-cloned start on {config.env_id}: per-item "
+                "outcomes of the start and of every training seed on held-out items",
+        "protocol": config.protocol,
         "items": [keys[i] for i in held_out],
         "hard_items": hard,
         "item_lists": config.items_file,
@@ -291,10 +472,35 @@ def report(config: ExperimentConfig) -> dict:
         "eval": {"max_turns": config.max_turns, "temperature": config.temperature, "engine": config.engine,
                  "sampling_seed": 0, "top_k": 0, "top_p": 1.0},
     }
+    if config.hard_eval_samples:
+        result["hard_k"] = config.hard_eval_samples
+    if config.primary_items != "held_out":
+        result["primary_items"] = config.primary_items
+    if config.non_inferiority_margin:
+        result["non_inferiority_margin"] = config.non_inferiority_margin
+    if config.rl_items != "all":
+        result["rl_items"] = [f"{items['env_id']}:{i}" for i in rl_item_ids(config, items)]
+    gate = gate_record(config, items)
+    if gate:
+        result["gate"] = gate
+    curves = {f"seed{seed}": curve_record(config, seed) for seed in config.seeds if curve_record(config, seed)}
+    if curves:
+        result["learning_curves"] = curves
     result["analysis"] = learning_report(result)
+    controls = {name: run for name, run in control_runs(config).items() if evaluated(config, items, name)}
+    if controls:
+        result["controls"] = {
+            "what": "zero-training controls: the start at other temperatures (0 = greedy, one sample per item) and "
+                    "every model at other sampling seeds; same items, turn budget and engine",
+            "runs": controls,
+            "models": {name: outcomes(config, items, name) for name in controls},
+        }
+        result["controls"]["analysis"] = control_report(result)
     Path(config.results_file).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     plot_learning(result, Path(config.plot_file))
     print(markdown_table(result))
+    if "controls" in result:
+        print(controls_table(result))
     return result
 
 
@@ -325,6 +531,32 @@ def markdown_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def controls_table(result: dict) -> str:
+    """The zero-training controls as docs/results.md quotes them: each control's success, and what the trained
+    seeds pooled gain over it (start controls) or how far the model moved from its own sampling seed 0."""
+    analysis = result["controls"]["analysis"]
+    lines = ["| control | held-out success (BCa 95%) | hard items solved >= once | compared with | "
+             "change, points (BCa 95%) | within-item p |", "|---" * 6 + "|"]
+    for name, success in analysis["success"].items():
+        run = result["controls"]["runs"][name]
+        if name in analysis.get("trained_vs_start_at", {}):
+            against, change = "seeds pooled minus this", analysis["trained_vs_start_at"][name]
+        elif name in analysis["same_model"]:
+            against, change = f"this minus {run['model']} at sampling seed 0", analysis["same_model"][name]
+        else:
+            against, change = "-", None
+        row = [name, interval_text(success["held_out"]),
+               f"{success['hard_items_solved_at_least_once']} of {len(result['hard_items'])}", against]
+        row += ([interval_text(change["difference_interval"], signed=True),
+                 f"{change['within_item_permutation']['p_value']:.2g}"] if change else ["-", "-"])
+        lines.append("| " + " | ".join(row) + " |")
+    for seed, test in analysis["other_sampling_seed"].items():
+        lines.append(f"| primary test at sampling seed {seed} | | | seeds pooled minus start | "
+                     f"{interval_text(test['pooled']['difference_interval'], signed=True)} | "
+                     f"{test['primary']['p_value']:.2g} |")
+    return "\n".join(lines)
+
+
 def interval_text(interval: dict, signed: bool = False) -> str:
     """A rate as "41.2% [35.0, 47.5]", or a change (``signed``) in points as "+6.1 [+2.0, +10.3]"."""
     sign, unit = ("+", "") if signed else ("", "%")
@@ -332,18 +564,46 @@ def interval_text(interval: dict, signed: bool = False) -> str:
             f"{interval['bca_high'] * 100:{sign}.1f}]")
 
 
+def parse_config(argv: list[str] | None = None) -> ExperimentConfig:
+    """The command line, over a ``--config FILE.yaml`` of the same fields (a second experiment's protocol)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = HfArgumentParser(ExperimentConfig)
+    if "--config" in argv:
+        at = argv.index("--config")
+        path = Path(argv[at + 1]) if at + 1 < len(argv) else None
+        if path is None or not path.is_file():
+            sys.exit(f"--config needs a YAML file of ExperimentConfig fields; got {path}")
+        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        unknown = sorted(set(values) - {f.name for f in fields(ExperimentConfig)})
+        if unknown:
+            sys.exit(f"{path}: unknown fields {unknown}")
+        parser.set_defaults(**values)
+        del argv[at:at + 2]
+    (config,) = parser.parse_args_into_dataclasses(args=argv)
+    return config
+
+
 def main(argv: list[str] | None = None) -> dict:
-    (config,) = HfArgumentParser(ExperimentConfig).parse_args_into_dataclasses(args=argv)
+    config = parse_config(argv)
     if config.engine not in ("vllm", "hf"):
         sys.exit(f"unknown engine {config.engine!r}; choose vllm or hf")
     items = load_items(config)
     if not config.report_only:
         began = time.time()
         make_start(config, items)
+        if config.gate_samples:
+            run_gate(config, items)
+            if config.gate_only:
+                record = gate_record(config, items)
+                print(f"start weights {record['start_weights']}; per k:", json.dumps(
+                    {k: {n: v for n, v in p.items() if n != "outcomes"} for k, p in record["per_prefix"].items()}))
+                return record
         evaluate(config, items, "start", start_model(config))
         for seed in config.seeds:
             train_seed(config, items, seed)
             evaluate(config, items, f"seed{seed}", seed_dir(config, seed))
+            evaluate_curve(config, items, seed)
+        run_controls(config, items)
         print(f"experiment time: {(time.time() - began) / 60:.1f} min", flush=True)
     return report(config)
 

@@ -24,6 +24,7 @@ from agentgym_envs.collect import episode_plan  # noqa: E402
 from agentgym_envs.evaluation.plots import plot_learning  # noqa: E402
 from agentgym_envs.evaluation.runner import EvalError, plan_jobs  # noqa: E402
 from agentgym_envs.evaluation.significance import (  # noqa: E402
+    control_report,
     learning_report,
     mean_interval,
     pooled,
@@ -112,11 +113,25 @@ def test_learning_report_pools_the_seeds_as_registered(tmp_path: Path) -> None:
     assert primary["seeds"] == ["seed0", "seed1"] and primary["items"] == 40 and primary["significant"]
     together = pooled([result["models"]["seed0"], result["models"]["seed1"]])
     assert primary == {**within_item_permutation_test(result["models"]["start"], together), "seeds": primary["seeds"],
-                       "rule": primary["rule"], "significant": True}, "recomputable from the per-item outcomes alone"
+                       "on": "held_out", "rule": primary["rule"], "significant": True}, \
+        "recomputable from the per-item outcomes alone"
     assert set(report["per_seed"]) == {"seed0", "seed1"} and report["hard_items"]["pooled"]
     assert report["success"]["start"]["hard_items_solved_at_least_once"] <= 5
     null = learning_report(synthetic_result(effect=0.0, seed=1))
     assert not null["primary"]["significant"]
+
+    on_hard = learning_report({**result, "primary_items": "hard", "non_inferiority_margin": 0.05})
+    hard = result["hard_items"]
+    assert on_hard["primary"]["items"] == len(hard) and on_hard["primary"]["on"] == "hard"
+    assert on_hard["primary"]["p_value"] == within_item_permutation_test(
+        {k: result["models"]["start"][k] for k in hard}, {k: together[k] for k in hard})["p_value"]
+    easy = on_hard["non_inferiority"]
+    assert easy["items"] == 40 - len(hard) and easy["holds"]  # better on the easy items: not worse by 5 points
+    worse = {**result, "models": {**result["models"], "start": result["models"]["seed0"],
+                                  "seed0": result["models"]["start"], "seed1": result["models"]["start"]},
+             "non_inferiority_margin": 0.05}
+    assert not learning_report(worse)["non_inferiority"]["holds"]
+    assert not learning_report(worse)["primary"]["significant"], "significant only when the trained models are better"
 
     result["analysis"] = report
     table = load_learning().markdown_table(result).splitlines()
@@ -124,6 +139,35 @@ def test_learning_report_pools_the_seeds_as_registered(tmp_path: Path) -> None:
     assert f"**{primary['p_value']:.2g}**" in table[-1]
     plot = plot_learning(result, tmp_path / "learning.png")
     assert (tmp_path / "learning.png").read_bytes()[:4] == b"\x89PNG" and plot.files == [tmp_path / "learning.png"]
+
+
+def test_the_controls_tell_a_gain_from_a_sharpened_start() -> None:
+    """The start decoded greedily as well as the trained models leaves no gain over it; another sampling seed of
+    the same models repeats the primary test, and a model against its own other draw shows no change."""
+    result = synthetic_result(effect=0.25)
+    models = result["models"]
+    result["controls"] = {
+        "runs": {"start@greedy": {"model": "start", "temperature": 0.0, "sampling_seed": 0, "k": 1},
+                 "start@T0.5": {"model": "start", "temperature": 0.5, "sampling_seed": 0, "k": 8},
+                 **{f"{m}@seed1": {"model": m, "temperature": 1.0, "sampling_seed": 1, "k": 8} for m in models}},
+        "models": {"start@greedy": models["seed0"],  # decoding alone does what training did
+                   "start@T0.5": models["start"],
+                   **{f"{m}@seed1": outcomes for m, outcomes in models.items()}},
+    }
+    report = control_report(result)
+    assert set(report["success"]) == set(result["controls"]["runs"])
+    greedy = report["trained_vs_start_at"]["start@greedy"]["within_item_permutation"]
+    assert greedy["p_value"] > 0.01 and abs(greedy["difference"]) < 0.15  # as good greedy: no evidence of learning
+    assert report["trained_vs_start_at"]["start@T0.5"]["within_item_permutation"]["p_value"] < 0.01
+    again = report["other_sampling_seed"]["1"]
+    assert again["primary"] == within_item_permutation_test(models["start"], pooled([models["seed0"], models["seed1"]]))
+    assert set(report["same_model"]) == {"start@seed1", "seed0@seed1", "seed1@seed1"}
+    assert all(c["difference_interval"]["mean"] == 0 for c in report["same_model"].values())
+
+    result["analysis"] = learning_report(result)
+    result["controls"]["analysis"] = report
+    table = load_learning().controls_table(result).splitlines()
+    assert len(table) == 2 + 5 + 1 and table[-1].startswith("| primary test at sampling seed 1 |")
 
 
 def test_items_are_split_per_shape_in_proportion() -> None:
@@ -184,7 +228,74 @@ def test_experiment_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     assert rl_items == {TEXTCRAFT: items["warmup_and_rl"]}
     assert 0 < result["analysis"]["primary"]["p_value"] <= 1
     assert (tmp_path / "learning.png").read_bytes()[:4] == b"\x89PNG"
+    controls = result["controls"]
+    assert set(controls["models"]) == {"start@T0.5", "start@greedy", "start@seed1", "seed0@seed1", "seed1@seed1"}
+    assert all(len(o) == 1 for o in controls["models"]["start@greedy"].values())  # greedy: one sample per item
+    assert all(len(o) == 2 for o in controls["models"]["seed1@seed1"].values())
+    assert set(controls["analysis"]["other_sampling_seed"]) == {"1"}
 
     again = run_offline(command, tmp_path, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "$ " not in again.stdout and "evaluating" not in again.stdout, "a finished experiment reruns nothing"
+
+
+def test_second_experiment_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
+    """The options of the second experiment from a --config file: the gate per oracle prefix (and --gate_only),
+    RL on the multi-ingredient items with a reverse curriculum, hard items at their own K, kept checkpoints
+    evaluated into a learning curve, the primary test on the hard items and non-inferiority on the easy ones."""
+    base = save_tiny(tmp_path / "tiny")
+    config = tmp_path / "learning_2.yaml"
+    config.write_text(json.dumps({  # JSON is YAML
+        "env_id": TEXTCRAFT, "base_model": str(base), "out_dir": str(tmp_path / "exp"),
+        "items_file": str(tmp_path / "items.json"), "warmup_items": 4, "clone_steps": 1, "seeds": [0], "steps": 2,
+        "groups_per_step": 1, "group_size": 2, "max_draw_batches": 1, "max_turns": 2, "eval_samples": 2,
+        "eval_limit": 1, "eval_batch_size": 8, "engine": "hf", "max_turn_tokens": 12, "max_context_tokens": 2048,
+        "rl_items": "multi_ingredient", "oracle_prefix_schedule": "0:1,1:0", "hard_eval_samples": 3,
+        "primary_items": "hard", "non_inferiority_margin": 0.05, "curve_steps": 1, "curve_samples": 2,
+        "gate_samples": 2, "gate_prefixes": [0, 1], "control_temperatures": [], "control_sampling_seeds": [],
+        "protocol": "docs/learning_protocol_2.md",
+        "results_file": str(tmp_path / "learning_2.json"), "plot_file": str(tmp_path / "learning_2.png")}))
+    command = [sys.executable, str(ROOT / "examples" / "learning.py"), "--config", str(config)]
+    gate = run_offline([*command, "--gate_only", "true"], tmp_path, timeout=600)
+    assert gate.returncode == 0, gate.stdout[-3000:] + gate.stderr[-3000:]
+    assert not (tmp_path / "exp" / "eval" / "start").exists(), "--gate_only evaluates nothing else"
+    run = run_offline(command, tmp_path, timeout=1200)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    result = json.loads((tmp_path / "learning_2.json").read_text())
+    items = json.loads((tmp_path / "items.json").read_text())
+    multi = [i for i in items["warmup_and_rl"] if items["oracle_actions"][str(i)] > 2]
+    assert multi and result["rl_items"] == [f"{TEXTCRAFT}:{i}" for i in multi]
+    assert json.loads((tmp_path / "exp" / "rl_items.json").read_text()) == {TEXTCRAFT: multi}
+    assert set(result["gate"]["per_prefix"]) == {"0", "1"} and result["gate"]["items"] == multi
+    assert f"start weights {result['gate']['start_weights']}" in gate.stdout
+    assert all(len(o) == 2 for p in result["gate"]["per_prefix"].values() for o in p["outcomes"].values())
+    gate_k1 = [json.loads(line) for line in (tmp_path / "exp" / "eval" / "gate" / "k1" / "trajectories.jsonl")
+               .read_text().splitlines()]
+    assert all(len(record["prefix_actions"]) == 1 for record in gate_k1)
+    assert len(result["hard_items"]) == 2 and len(result["items"]) == 4  # one easy and one hard item per part
+    for name in ("start", "seed0"):
+        assert {len(result["models"][name][key]) for key in result["hard_items"]} == {3}
+        assert {len(o) for key, o in result["models"][name].items() if key not in result["hard_items"]} == {2}
+    curve = result["runs"]["seed0"]["curve"]
+    assert curve["oracle_prefix_k"] == [1, 0] and "success_k1" in curve
+    assert "--oracle_prefix_schedule" in result["runs"]["seed0"]["command"]
+    assert [point["step"] for point in result["learning_curves"]["seed0"]["steps"]] == [1, 2]
+    analysis = result["analysis"]
+    assert analysis["primary"]["on"] == "hard" and analysis["primary"]["items"] == 2
+    assert analysis["non_inferiority"]["items"] == 2 and "holds" in analysis["non_inferiority"]
+    assert "controls" not in result and (tmp_path / "learning_2.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_second_experiments_config_parses_as_registered(tmp_path: Path) -> None:
+    """examples/learning_2.yaml holds docs/learning_protocol_2.md's settings; the command line still wins."""
+    learning = load_learning()
+    config = learning.parse_config(["--config", str(ROOT / "examples" / "learning_2.yaml"), "--steps", "3"])
+    assert (config.rl_items, config.hard_eval_samples, config.eval_samples, config.primary_items) == \
+        ("multi_ingredient", 32, 8, "hard")
+    assert (config.gate_samples, config.gate_prefixes, config.seeds, config.curve_steps) == (32, [0, 1, 2], [0, 1], 10)
+    assert config.non_inferiority_margin == 0.05 and config.steps == 3
+    assert config.protocol == "docs/learning_protocol_2.md" and config.results_file.endswith("learning_2.json")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("stepz: 3\n")
+    with pytest.raises(SystemExit, match=r"unknown fields \['stepz'\]"):
+        learning.parse_config(["--config", str(bad)])

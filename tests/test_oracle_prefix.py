@@ -112,6 +112,24 @@ def test_a_prefix_is_clamped_to_leave_one_action_and_is_not_part_of_the_budget(c
     assert f"{NO_ORACLE} has no oracle" in caplog.text
 
 
+def test_an_evaluation_from_an_oracle_prefix_is_a_run_of_its_own(tmp_path, capsys) -> None:
+    """``agentgym eval --oracle-prefix K`` (success per k): every episode starts after K oracle actions, the run
+    folder records K, and a folder of another K is refused rather than mixed."""
+    from agentgym_envs.cli import main as cli_main
+
+    out = tmp_path / "k2"
+    flags = ["eval", "--env", "AgentGym/TextCraft-Depth2-v0", "--agent", "oracle", "--limit", "3",
+             "--no-progress", "--out", str(out)]
+    assert cli_main([*flags, "--oracle-prefix", "2"]) == 0
+    records = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert len(records) == 3 and all(r["info"]["success"] for r in records)
+    assert all(1 <= len(r["prefix_actions"]) <= 2 for r in records)  # clamped where 2 would finish the item
+    assert any(len(r["prefix_actions"]) == 2 for r in records)
+    assert json.loads((out / "run.json").read_text())["agent"]["oracle_prefix"] == 2
+    assert cli_main(flags) != 0  # the same folder without the prefix: another run
+    assert "oracle_prefix: 2 -> (unset)" in capsys.readouterr().err
+
+
 def test_the_prefix_is_prompt_and_stays_out_of_the_loss(tmp_path) -> None:
     # dynamic sampling's refills (items of the same 3-action shape) start after the same prefix
     trainer = make_trainer(tmp_path, countdown_rows([2, 5, 8, 11]), oracle_prefix_schedule="0:2",

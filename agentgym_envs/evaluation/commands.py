@@ -80,6 +80,7 @@ def flag_settings(args: argparse.Namespace, env_kwargs: dict[str, Any] | None) -
         settings = {"kind": args.agent, **({"seed": args.seed} if args.agent == "random" else {})}
     settings["env_kwargs"] = dict(env_kwargs) if env_kwargs else None
     settings["merged_first_turn"] = True if args.merged_first_turn else None
+    settings["oracle_prefix"] = args.oracle_prefix or None
     return settings
 
 
@@ -151,7 +152,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         agent = make_eval_agent(args)
         report = evaluate(agent, env_ids, out, split=args.split, n_samples=args.n_samples,
                           max_turns=args.max_turns or [None], limit=args.limit, progress=not args.no_progress,
-                          env_kwargs=env_kwargs, merged_first_turn=args.merged_first_turn, make_env=make_env)
+                          env_kwargs=env_kwargs, merged_first_turn=args.merged_first_turn, make_env=make_env,
+                          oracle_prefix=args.oracle_prefix)
     except KeyboardInterrupt:
         summary = print_summary(out)
         saved = f"{summary['episodes']} of {summary['expected_episodes']} episodes" if summary else "finished episodes"
@@ -246,6 +248,9 @@ def add_commands(commands: Any) -> None:
                      help="local model: generate with transformers in this process (hf) or with the vLLM engine "
                           "process (vllm; scripts/setup_vllm.sh installs it; several times faster)")
     add_opening_argument(run)
+    run.add_argument("--oracle-prefix", type=int, default=0, metavar="K",
+                     help="start every episode after the env oracle's first K actions, shown as the conversation so "
+                          "far (success per K of a reverse curriculum; at least one action is left to the agent)")
     run.add_argument("--timeout", type=float, default=120.0, help="seconds per endpoint request")
     run.add_argument("--retries", type=int, default=4,
                      help="endpoint: retries of a failed request (connection errors, timeouts, 408/409/429/5xx), with "

@@ -416,11 +416,15 @@ def plot_comparison(runs: Mapping[str, str | os.PathLike], out_dir: str | os.Pat
 def plot_learning(result: Mapping[str, Any], path: str | os.PathLike, window: int = 3) -> PlotResult:
     """The learning experiment from its result file alone (``benchmarks/results/learning.json``): each seed's
     success over every episode it played, the groups it drew and kept per step, and held-out success per model
-    (all held-out items, and the hard ones) with BCa 95% intervals."""
+    (all held-out items, and the hard ones) with BCa 95% intervals. With a reverse curriculum, the scheduled k
+    per step (dotted, right axis); with kept checkpoints (``learning_curves``), a fourth panel: hard-item success
+    at each checkpoint, the start's at step 0."""
     plt = _pyplot()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
+    curves = result.get("learning_curves", {})
+    fig, axes = plt.subplots(1, 4 if curves else 3, figsize=(21 if curves else 16, 4.2))
+    prefix_axis = None
     for index, (name, run) in enumerate(result.get("runs", {}).items()):
         colour = ENV_COLOURS[index % len(ENV_COLOURS)]
         curve = run["curve"]
@@ -430,6 +434,10 @@ def plot_learning(result: Mapping[str, Any], path: str | os.PathLike, window: in
         axes[0].plot(steps, _rolling_mean(drawn, window), color=colour, linewidth=2, label=name)
         axes[1].plot(steps, curve["groups_drawn"], color=colour, linewidth=1.6, marker=".", label=f"{name} drawn")
         axes[1].plot(steps, curve["groups_kept"], color=colour, linewidth=1.6, linestyle="--", label=f"{name} kept")
+        if "oracle_prefix_k" in curve:
+            prefix_axis = prefix_axis or axes[0].twinx()
+            prefix_axis.step(steps, curve["oracle_prefix_k"], where="post", color=colour, linestyle=":", linewidth=1.4)
+            prefix_axis.set_ylabel("oracle prefix k (dotted)")
     axes[0].set_title(f"training: success of every episode played (mean of {window})")
     axes[0].set_ylim(0, 1)
     axes[1].set_title("dynamic sampling: groups drawn and kept per step")
@@ -446,6 +454,15 @@ def plot_learning(result: Mapping[str, Any], path: str | os.PathLike, window: in
     axes[2].set_xticks(np.arange(len(names)), names)
     axes[2].set_ylim(0, 1)
     axes[2].set_title(f"held-out success (K={result.get('k')}, BCa 95%)")
+    start_hard = (analysis.get("start") or {}).get("hard")
+    for index, (name, curve) in enumerate(curves.items()):
+        points = [(0, start_hard["mean"])] if start_hard else []
+        points += [(point["step"], point["success"]) for point in curve["steps"]]
+        axes[3].plot(*zip(*points), color=ENV_COLOURS[index % len(ENV_COLOURS)], marker="o", label=name)
+    if curves:
+        axes[3].set_title(f"hard held-out items at each checkpoint (K={next(iter(curves.values()))['k']})")
+        axes[3].set_xlabel("step")
+        axes[3].set_ylim(0, 1)
     for ax in axes:
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:

@@ -147,13 +147,17 @@ class EvalReport:
 
 
 def plan_jobs(env_ids: Sequence[str], split: str, n_samples: int, max_turns: Sequence[int | None],
-              limit: int | None = None, items: Sequence[int] | None = None) -> list[EpisodeStart]:
+              limit: int | None = None, items: Sequence[int] | None = None,
+              oracle_prefix: int = 0) -> list[EpisodeStart]:
     """Every episode of the evaluation; checks env ids, extras and splits first (``EvalError`` on bad input).
 
     ``items``: only these item ids of the split (e.g. a held-out part of the train split), in the given order.
+    ``oracle_prefix``: every episode starts after the oracle's first k actions (``core/oracle_prefix.py``).
     """
     if n_samples < 1:
         raise EvalError(f"--n-samples must be at least 1, got {n_samples}")
+    if oracle_prefix < 0:
+        raise EvalError(f"--oracle-prefix must be at least 0, got {oracle_prefix}")
     if not env_ids:
         raise EvalError("give at least one env id (--env AgentGym/TextCraft-v0)")
     jobs: list[EpisodeStart] = []
@@ -175,8 +179,8 @@ def plan_jobs(env_ids: Sequence[str], split: str, n_samples: int, max_turns: Seq
                 hint = " (--limit 0)" if limit == 0 else ""
                 raise EvalError(f"{spec.env_id} has no items in the {split!r} split{hint}")
             cap = budget if budget is not None else spec.max_turns
-            jobs += [EpisodeStart(spec.env_id, int(item), cap, sample=sample) for item in chosen
-                     for sample in range(n_samples)]
+            jobs += [EpisodeStart(spec.env_id, int(item), cap, sample=sample, prefix=oracle_prefix)
+                     for item in chosen for sample in range(n_samples)]
     return list(dict.fromkeys(jobs))  # an env or budget named twice (or None = the cap given again) plays once
 
 
@@ -236,13 +240,15 @@ def evaluate(agent: Agent, env_ids: Sequence[str], out_dir: str | Path, *, split
              n_samples: int = 1, max_turns: Sequence[int | None] = (None,), limit: int | None = None,
              progress: bool = True, env_kwargs: dict[str, Any] | None = None,
              merged_first_turn: bool = False, items: Sequence[int] | None = None,
-             make_env: Callable[..., Any] | None = None) -> EvalReport:
+             make_env: Callable[..., Any] | None = None, oracle_prefix: int = 0) -> EvalReport:
     """Evaluate ``agent`` and write trajectories.jsonl + summary.json into ``out_dir``; resumes a previous run.
 
     ``max_turns``: one or more turn budgets (``None`` = each env's evaluation cap); several budgets
     measure test-time interaction scaling. ``env_kwargs`` go to every ``gym.make``;
-    ``merged_first_turn`` opens episodes with one user turn (as a model trained that way saw them).
-    Both change the episodes, so they are part of the run's identity; ``make_env`` (what makes the envs
+    ``merged_first_turn`` opens episodes with one user turn (as a model trained that way saw them);
+    ``oracle_prefix=k`` starts each episode after the oracle's first k actions (success per k of a reverse
+    curriculum; at least one action is left, and the k replayed turns are not part of the budget).
+    These change the episodes, so they are part of the run's identity; ``make_env`` (what makes the envs
     instead of ``gym.make``, e.g. ``server.hosts.RemoteEnvFactory`` for envs on servers) does not: a served
     id plays as the local one, so a run may resume on other hosts. An interruption (Ctrl-C, a
     failing endpoint) keeps every finished episode and still writes the summary before re-raising.
@@ -250,8 +256,8 @@ def evaluate(agent: Agent, env_ids: Sequence[str], out_dir: str | Path, *, split
     from tqdm import tqdm
 
     out = Path(out_dir)
-    jobs = plan_jobs(env_ids, split, n_samples, list(max_turns), limit, items)
-    description = run_description(agent, env_kwargs, merged_first_turn)
+    jobs = plan_jobs(env_ids, split, n_samples, list(max_turns), limit, items, oracle_prefix)
+    description = run_description(agent, env_kwargs, merged_first_turn, oracle_prefix)
     _check_run_file(out, {"agent": description, "split": split})
     pool = EnvPool(make_env=make_env, **(env_kwargs or {}))
     log = TrajectoryLog(out / TRAJECTORIES_FILE)
@@ -291,13 +297,16 @@ def evaluate(agent: Agent, env_ids: Sequence[str], out_dir: str | Path, *, split
     return report
 
 
-def run_description(agent: Agent, env_kwargs: dict[str, Any] | None, merged_first_turn: bool) -> dict[str, Any]:
-    """What identifies a run: the agent, and the env kwargs and opening that change its episodes."""
+def run_description(agent: Agent, env_kwargs: dict[str, Any] | None, merged_first_turn: bool,
+                    oracle_prefix: int = 0) -> dict[str, Any]:
+    """What identifies a run: the agent, and the env kwargs, opening and oracle prefix that change its episodes."""
     description = agent.describe()
     if env_kwargs:
         description["env_kwargs"] = dict(env_kwargs)
     if merged_first_turn:
         description["merged_first_turn"] = True
+    if oracle_prefix:
+        description["oracle_prefix"] = oracle_prefix
     return description
 
 

@@ -94,24 +94,71 @@ def comparison(start: Outcomes, trained: Outcomes, keys: Sequence[str] | None = 
 
 
 def learning_report(result: Mapping[str, Any], alpha: float = 0.01) -> dict[str, Any]:
-    """The registered analysis of a ``learning.json``: primary test on the seeds pooled, each seed, hard items."""
+    """The registered analysis of a ``learning.json``: primary test on the seeds pooled (on every held-out item, or
+    on the hard ones with ``"primary_items": "hard"``), each seed, hard items, and non-inferiority on the easy items
+    when the result names a ``non_inferiority_margin``."""
     models, items, hard = result["models"], list(result["items"]), list(result.get("hard_items", []))
     start = models["start"]
     seeds = [name for name in models if name != "start"]
-    success = {name: {"held_out": mean_interval(rates(model, items)),
-                      "hard": mean_interval(rates(model, hard)) if hard else None,
-                      "hard_items_solved_at_least_once": int(sum(any(model[k]) for k in hard))}
-               for name, model in models.items()}
+    success = {name: success_summary(model, items, hard) for name, model in models.items()}
     report: dict[str, Any] = {"alpha": alpha, "success": success}
     if not seeds:
         return report
     trained = pooled([models[name] for name in seeds])
-    primary = within_item_permutation_test(start, {k: trained[k] for k in items})
-    report["primary"] = {**primary, "seeds": seeds, "rule": "seeds pooled per item (K per seed), two-sided",
-                         "significant": primary["p_value"] < alpha}
+    on = result.get("primary_items", "held_out")  # the registered test's items: every held-out item, or the hard
+    tested = hard if on == "hard" else items
+    primary = within_item_permutation_test({k: start[k] for k in tested}, {k: trained[k] for k in tested})
+    report["primary"] = {**primary, "seeds": seeds, "on": on,
+                         "rule": "seeds pooled per item (K per seed), two-sided",
+                         "significant": primary["p_value"] < alpha and primary["difference"] > 0}
+    margin = result.get("non_inferiority_margin")
+    if margin:  # the easy items must not get worse by more than the margin (the interval's lower bound above it)
+        easy = [key for key in items if key not in set(hard)]
+        change = comparison(start, trained, easy)
+        report["non_inferiority"] = {"items": len(easy), "margin": margin, **change,
+                                     "holds": change["difference_interval"]["bca_low"] > -margin}
     report["pooled"] = comparison(start, trained, items)
     report["per_seed"] = {name: comparison(start, models[name], items) for name in seeds}
     if hard:
         report["hard_items"] = {"pooled": comparison(start, trained, hard),
                                 "per_seed": {name: comparison(start, models[name], hard) for name in seeds}}
+    return report
+
+
+def success_summary(model: Outcomes, items: Sequence[str], hard: Sequence[str]) -> dict[str, Any]:
+    """A model's held-out success and hard-item success (BCa over items), and the hard items it ever solves."""
+    return {"held_out": mean_interval(rates(model, items)),
+            "hard": mean_interval(rates(model, hard)) if hard else None,
+            "hard_items_solved_at_least_once": int(sum(any(model[k]) for k in hard))}
+
+
+def control_report(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The zero-training controls of a ``learning.json`` (its ``controls`` part), beside the registered analysis.
+
+    * ``trained_vs_start_at``: the trained seeds pooled (sampling seed 0, T of the protocol) against the start
+      decoded otherwise (a lower temperature, greedy): is the gain more than sharpening the start's sampling gives?
+    * ``other_sampling_seed``: the registered primary test again, every model sampled with another seed.
+    * ``same_model``: each model against itself under another sampling seed (the draw-to-draw noise).
+    """
+    controls, items = result["controls"], list(result["items"])
+    runs, outcomes = controls["runs"], controls["models"]
+    hard = list(result.get("hard_items", []))
+    seeds = [name for name in result["models"] if name != "start"]
+    report: dict[str, Any] = {"success": {name: success_summary(model, items, hard)
+                                          for name, model in outcomes.items()}}
+    if seeds:
+        trained = pooled([result["models"][name] for name in seeds])
+        report["trained_vs_start_at"] = {name: comparison(outcomes[name], trained, items) for name, run in runs.items()
+                                         if run["model"] == "start" and run["sampling_seed"] == 0}
+    report["other_sampling_seed"] = {}
+    for sampling_seed in sorted({run["sampling_seed"] for run in runs.values()} - {0}):
+        names = {run["model"]: name for name, run in runs.items() if run["sampling_seed"] == sampling_seed}
+        if "start" in names and all(seed in names for seed in seeds) and seeds:
+            start, trained = outcomes[names["start"]], pooled([outcomes[names[seed]] for seed in seeds])
+            report["other_sampling_seed"][str(sampling_seed)] = {
+                "primary": within_item_permutation_test(start, {k: trained[k] for k in items}),
+                "pooled": comparison(start, trained, items)}
+    report["same_model"] = {name: comparison(result["models"][run["model"]], outcomes[name], items)
+                            for name, run in runs.items()
+                            if run["sampling_seed"] != 0 and run["model"] in result["models"]}
     return report
