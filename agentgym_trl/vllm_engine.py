@@ -708,6 +708,15 @@ def shared_engine(model: str | os.PathLike, options: EngineOptions | None = None
     return _SHARED
 
 
+def close_shared_engine() -> None:
+    """Stop this process's shared engine, if one runs: before another process (a training run started from this
+    one) samples with its own, so the idle engine's memory (~3 GB for a 135M model) is free for it."""
+    global _SHARED
+    if _SHARED is not None:
+        _SHARED.close()
+        _SHARED = None
+
+
 def same_architecture(first: str | os.PathLike, second: str | os.PathLike) -> bool:
     """Whether two model folders have the same ``config.json`` (then weights alone tell them apart)."""
     import json

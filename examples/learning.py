@@ -258,6 +258,10 @@ def train_seed(config: ExperimentConfig, items: dict, seed: int) -> None:
         return
     rl_items = Path(config.out_dir) / "rl_items.json"
     rl_items.write_text(json.dumps({config.env_id: rl_item_ids(config, items)}) + "\n", encoding="utf-8")
+    if config.engine == "vllm":  # the evaluations' engine would sit idle beside the training run's own
+        from agentgym_trl.vllm_engine import close_shared_engine
+
+        close_shared_engine()
     began = time.time()
     run_logged(grpo_command(config, seed), Path(config.out_dir) / "logs" / f"train-seed{seed}.log")
     (folder / TRAINED_MARK).write_text(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M:%S"),

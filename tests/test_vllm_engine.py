@@ -27,6 +27,7 @@ from agentgym_trl.vllm_engine import (  # noqa: E402
     VLLMEngine,
     engine_available,
     policy_weights,
+    close_shared_engine,
     shared_engine,
     sync_policy,
 )
@@ -203,3 +204,7 @@ def test_eval_with_the_engine_replays_alike_and_shares_the_trainers_engine(tmp_p
     assert runs[0] == runs[1] and len(runs[0]) == 6
     engine = shared_engine(folder, options)
     assert engine is shared_engine(folder, EngineOptions(max_model_len=200, max_num_seqs=4)), "covered: reused"
+    close_shared_engine()  # before another process trains with its own engine: nothing of this one is left
+    from agentgym_trl import vllm_engine
+
+    assert not engine.running and vllm_engine._SHARED is None
