@@ -108,6 +108,8 @@ class ExperimentConfig:
         "help": "zero-training controls: the start evaluated at these temperatures too (0 = greedy, one sample)"})
     control_sampling_seeds: list[int] = field(default_factory=lambda: [1], metadata={
         "help": "zero-training controls: every model evaluated again with these sampling seeds"})
+    control_greedy_trained: bool = field(default=True, metadata={
+        "help": "with 0 in control_temperatures: the trained models greedy too, to compare with the greedy start"})
     report_only: bool = False
     results_file: str = "benchmarks/results/learning.json"
     plot_file: str = "docs/learning.png"
@@ -313,6 +315,9 @@ def control_runs(config: ExperimentConfig) -> dict[str, dict]:
     runs = {f"start@T{t:g}" if t else "start@greedy": {"model": "start", "temperature": t, "sampling_seed": 0,
                                                        "k": config.eval_samples if t else 1}
             for t in config.control_temperatures}
+    if 0 in config.control_temperatures and config.control_greedy_trained:
+        for seed in config.seeds:
+            runs[f"seed{seed}@greedy"] = {"model": f"seed{seed}", "temperature": 0.0, "sampling_seed": 0, "k": 1}
     for seed in config.control_sampling_seeds:
         for model in ["start", *(f"seed{s}" for s in config.seeds)]:
             runs[f"{model}@seed{seed}"] = {"model": model, "temperature": config.temperature, "sampling_seed": seed,
@@ -521,7 +526,7 @@ def markdown_table(result: dict) -> str:
         if name != "start" and change is not None:
             flip = change["sign_flip_over_items"]
             row += [interval_text(change["difference_interval"], signed=True),
-                    f"{change['within_item_permutation']['p_value']:.2g}",
+                    p_text(change["within_item_permutation"]),
                     f"{flip['p_value']:.2g} ({flip['items_up']}/{flip['items_down']})"]
         else:
             row += ["-", "-", "-"]
@@ -530,7 +535,7 @@ def markdown_table(result: dict) -> str:
         pooled, primary = analysis["pooled"], analysis["primary"]
         flip = pooled["sign_flip_over_items"]
         change = interval_text(pooled["difference_interval"], signed=True)
-        lines.append(f"| seeds pooled (primary) | | | | {change} | **{primary['p_value']:.2g}** | "
+        lines.append(f"| seeds pooled (primary) | | | | {change} | **{p_text(primary)}** | "
                      f"{flip['p_value']:.2g} ({flip['items_up']}/{flip['items_down']}) |")
     return "\n".join(lines)
 
@@ -545,6 +550,8 @@ def controls_table(result: dict) -> str:
         run = result["controls"]["runs"][name]
         if name in analysis.get("trained_vs_start_at", {}):
             against, change = "seeds pooled minus this", analysis["trained_vs_start_at"][name]
+        elif name in analysis.get("greedy_vs_greedy_start", {}):
+            against, change = "this minus start@greedy", analysis["greedy_vs_greedy_start"][name]
         elif name in analysis["same_model"]:
             against, change = f"this minus {run['model']} at sampling seed 0", analysis["same_model"][name]
         else:
@@ -552,13 +559,21 @@ def controls_table(result: dict) -> str:
         row = [name, interval_text(success["held_out"]),
                f"{success['hard_items_solved_at_least_once']} of {len(result['hard_items'])}", against]
         row += ([interval_text(change["difference_interval"], signed=True),
-                 f"{change['within_item_permutation']['p_value']:.2g}"] if change else ["-", "-"])
+                 p_text(change["within_item_permutation"])] if change else ["-", "-"])
         lines.append("| " + " | ".join(row) + " |")
     for seed, test in analysis["other_sampling_seed"].items():
         lines.append(f"| primary test at sampling seed {seed} | | | seeds pooled minus start | "
                      f"{interval_text(test['pooled']['difference_interval'], signed=True)} | "
-                     f"{test['primary']['p_value']:.2g} |")
+                     f"{p_text(test['primary'])} |")
     return "\n".join(lines)
+
+
+def p_text(test: dict) -> str:
+    """A Monte Carlo permutation p: "< 1e-05" where no resample reached the observed statistic (the floor
+    1 / (1 + resamples) is not an estimate of p), else two significant digits."""
+    if test["p_value"] <= 1.000001 / (test["resamples"] + 1):
+        return f"< {1 / test['resamples']:.2g}"
+    return f"{test['p_value']:.2g}"
 
 
 def interval_text(interval: dict, signed: bool = False) -> str:

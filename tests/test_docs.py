@@ -415,6 +415,19 @@ def quoted_numbers() -> list[tuple[str, str]]:
     quotes.append(("docs/results.md", "A step took " + " and ".join(
         f"{num(sum(run['curve']['step_s']) / len(run['curve']['step_s']), 0)} s" for run in runs.values())))
 
+    # the re-made first experiment and its zero-training controls: docs/results.md holds both tables as printed
+    from test_learning import load_learning
+
+    learning_example, replication = load_learning(), result("learning_controls")
+    for table in (learning_example.markdown_table(replication), learning_example.controls_table(replication)):
+        quotes += [("docs/results.md", line) for line in table.splitlines()[2:]]
+    controls = replication["controls"]["analysis"]
+    greedy_gain = controls["greedy_vs_greedy_start"]["seed0@greedy"]["difference_interval"]["mean"]
+    greedy_start = controls["success"]["start@greedy"]["held_out"]["mean"]
+    quotes += [("README.md", f"the start decoded greedily scores {pct(greedy_start)}%"),
+               ("README.md", f"at T = 1 ({pct(replication['analysis']['success']['seed0']['held_out']['mean'])}%)"),
+               ("README.md", f"training still adds {num(100 * greedy_gain, 1, signed=True)} points")]
+
     main_job = result("main_job")
     stages = main_job["stage_time_and_memory"]
     minutes, seconds = main_job["wall_clock"].split(":")  # GNU time's m:ss

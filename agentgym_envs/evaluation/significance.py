@@ -137,6 +137,7 @@ def control_report(result: Mapping[str, Any]) -> dict[str, Any]:
 
     * ``trained_vs_start_at``: the trained seeds pooled (sampling seed 0, T of the protocol) against the start
       decoded otherwise (a lower temperature, greedy): is the gain more than sharpening the start's sampling gives?
+    * ``greedy_vs_greedy_start``: each trained model greedy against the start greedy (decoding matched).
     * ``other_sampling_seed``: the registered primary test again, every model sampled with another seed.
     * ``same_model``: each model against itself under another sampling seed (the draw-to-draw noise).
     """
@@ -150,6 +151,10 @@ def control_report(result: Mapping[str, Any]) -> dict[str, Any]:
         trained = pooled([result["models"][name] for name in seeds])
         report["trained_vs_start_at"] = {name: comparison(outcomes[name], trained, items) for name, run in runs.items()
                                          if run["model"] == "start" and run["sampling_seed"] == 0}
+    if "start@greedy" in outcomes:  # decoding matched: each trained model greedy against the start greedy
+        report["greedy_vs_greedy_start"] = {
+            name: comparison(outcomes["start@greedy"], outcomes[name], items) for name, run in runs.items()
+            if run["model"] != "start" and run["temperature"] == 0 and run["sampling_seed"] == 0}
     report["other_sampling_seed"] = {}
     for sampling_seed in sorted({run["sampling_seed"] for run in runs.values()} - {0}):
         names = {run["model"]: name for name, run in runs.items() if run["sampling_seed"] == sampling_seed}
