@@ -416,9 +416,9 @@ def plot_comparison(runs: Mapping[str, str | os.PathLike], out_dir: str | os.Pat
 def plot_learning(result: Mapping[str, Any], path: str | os.PathLike, window: int = 3) -> PlotResult:
     """The learning experiment from its result file alone (``benchmarks/results/learning.json``): each seed's
     success over every episode it played, the groups it drew and kept per step, and held-out success per model
-    (all held-out items, and the hard ones) with BCa 95% intervals. With a reverse curriculum, the scheduled k
-    per step (dotted, right axis); with kept checkpoints (``learning_curves``), a fourth panel: hard-item success
-    at each checkpoint, the start's at step 0."""
+    and per zero-training control (all held-out items, and the hard ones) with BCa 95% intervals. With a reverse
+    curriculum, the scheduled k per step (dotted, right axis); with kept checkpoints (``learning_curves``), a
+    fourth panel: hard-item success at each checkpoint, the start's at step 0."""
     plt = _pyplot()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -442,6 +442,8 @@ def plot_learning(result: Mapping[str, Any], path: str | os.PathLike, window: in
     axes[0].set_ylim(0, 1)
     axes[1].set_title("dynamic sampling: groups drawn and kept per step")
     analysis = result.get("analysis", {}).get("success", {})
+    # the zero-training controls (other temperatures, greedy, other sampling seeds) beside the models
+    analysis = {**analysis, **result.get("controls", {}).get("analysis", {}).get("success", {})}
     names = list(analysis)
     for offset, (part, label) in enumerate((("held_out", "all held-out items"), ("hard", "hard items"))):
         values = [analysis[name][part] for name in names]
@@ -451,7 +453,7 @@ def plot_learning(result: Mapping[str, Any], path: str | os.PathLike, window: in
         means = np.array([v["mean"] for v in values])
         errors = np.array([[v["mean"] - v["bca_low"] for v in values], [v["bca_high"] - v["mean"] for v in values]])
         axes[2].bar(x, means, width=0.36, yerr=errors, capsize=4, label=label, color=ENV_COLOURS[offset])
-    axes[2].set_xticks(np.arange(len(names)), names)
+    axes[2].set_xticks(np.arange(len(names)), names, rotation=30 if len(names) > 4 else 0, fontsize=8)
     axes[2].set_ylim(0, 1)
     axes[2].set_title(f"held-out success (K={result.get('k')}, BCa 95%)")
     start_hard = (analysis.get("start") or {}).get("hard")
