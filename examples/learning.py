@@ -249,9 +249,7 @@ def hard(items: dict, ids: list[int]) -> list[int]:
 def rl_item_ids(config: ExperimentConfig, items: dict) -> list[int]:
     if config.rl_items == "all":
         return items["warmup_and_rl"]
-    if config.rl_items == "multi_ingredient":
-        return hard(items, items["warmup_and_rl"])
-    sys.exit(f"unknown rl_items {config.rl_items!r}; choose all or multi_ingredient")
+    return hard(items, items["warmup_and_rl"])  # multi_ingredient (parse_config refuses any other value)
 
 
 def train_seed(config: ExperimentConfig, items: dict, seed: int) -> None:
@@ -276,8 +274,9 @@ def eval_parts(config: ExperimentConfig, items: dict) -> list[tuple[str, str, li
     ``eval_limit`` keeps the first N items of each run (a quick trial)."""
     parts = [("test", "test", items["test"]), ("held_out_train", "train", items["held_out_train"])]
     if config.hard_eval_samples:
-        parts = ([(f"{part}_easy", split, [i for i in ids if i not in hard(items, ids)]) for part, split, ids in parts]
-                 + [(f"{part}_hard", split, hard(items, ids)) for part, split, ids in parts])
+        hard_ids = {part: hard(items, ids) for part, _, ids in parts}
+        parts = ([(f"{part}_easy", split, [i for i in ids if i not in hard_ids[part]]) for part, split, ids in parts]
+                 + [(f"{part}_hard", split, hard_ids[part]) for part, split, _ in parts])
     return [(part, split, ids[:config.eval_limit] if config.eval_limit else ids,
              config.hard_eval_samples if part.endswith("_hard") else config.eval_samples)
             for part, split, ids in parts if ids]
@@ -289,24 +288,29 @@ def evaluate(config: ExperimentConfig, items: dict, name: str, model: Path, *, t
 
     ``temperature`` (default: the config's; 0 = greedy, one sample per item) and ``sampling_seed`` serve the
     zero-training controls."""
+    temperature = config.temperature if temperature is None else temperature
+    for part, split, ids, samples in eval_parts(config, items):
+        evaluate_run(config, model, Path(config.out_dir) / "eval" / name / part, split, ids,
+                     1 if temperature == 0 else samples, temperature, sampling_seed, f"evaluating {name} on {part}")
+
+
+def evaluate_run(config: ExperimentConfig, model: Path, out: Path, split: str, ids: list[int], samples: int,
+                 temperature: float, sampling_seed: int, what: str, oracle_prefix: int = 0) -> None:
+    """One resumable evaluation run into ``out`` (skipped once complete) with the experiment's budget and engine."""
     from agentgym_trl.eval import evaluate_model
     from agentgym_trl.fast_training import bf16_is_fast
 
-    temperature = config.temperature if temperature is None else temperature
-    for part, split, ids, samples in eval_parts(config, items):
-        out = Path(config.out_dir) / "eval" / name / part
-        if (out / "summary.json").is_file() and json.loads((out / "summary.json").read_text()).get("complete"):
-            continue
-        print(f"evaluating {name} on {part} -> {out}", flush=True)
-        report = evaluate_model(
-            str(model), [config.env_id], out, split=split, items=ids,
-            n_samples=1 if temperature == 0 else samples, max_turns=[config.max_turns],
-            temperature=temperature, batch_size=config.eval_batch_size, max_turn_tokens=config.max_turn_tokens,
-            max_context_tokens=config.max_context_tokens, seed=sampling_seed,
-            bf16=bf16_is_fast(), engine=config.engine,
-        )
-        if not report.complete:
-            sys.exit(f"evaluation {out} stopped after {report.episodes} of {report.expected} episodes; run again")
+    if (out / "summary.json").is_file() and json.loads((out / "summary.json").read_text()).get("complete"):
+        return
+    print(f"{what} -> {out}", flush=True)
+    report = evaluate_model(
+        str(model), [config.env_id], out, split=split, items=ids, n_samples=samples, max_turns=[config.max_turns],
+        temperature=temperature, batch_size=config.eval_batch_size, max_turn_tokens=config.max_turn_tokens,
+        max_context_tokens=config.max_context_tokens, seed=sampling_seed, bf16=bf16_is_fast(), engine=config.engine,
+        oracle_prefix=oracle_prefix,
+    )
+    if not report.complete:
+        sys.exit(f"evaluation {out} stopped after {report.episodes} of {report.expected} episodes; run again")
 
 
 def control_runs(config: ExperimentConfig) -> dict[str, dict]:
@@ -338,29 +342,21 @@ def run_controls(config: ExperimentConfig, items: dict) -> None:
 def run_gate(config: ExperimentConfig, items: dict) -> None:
     """The start on the multi-ingredient RL items, ``gate_samples`` per item, from the start and after the oracle's
     first k actions: does it ever solve them, and from how late a state? (plain GRPO or a reverse curriculum)."""
-    from agentgym_trl.eval import evaluate_model
-    from agentgym_trl.fast_training import bf16_is_fast
-
     for k in config.gate_prefixes:
-        out = Path(config.out_dir) / "eval" / "gate" / f"k{k}"
-        if (out / "summary.json").is_file() and json.loads((out / "summary.json").read_text()).get("complete"):
-            continue
-        print(f"the gate: the start after {k} oracle actions -> {out}", flush=True)
-        report = evaluate_model(
-            str(start_model(config)), [config.env_id], out, split="train", items=hard(items, items["warmup_and_rl"]),
-            n_samples=config.gate_samples, max_turns=[config.max_turns], temperature=config.temperature,
-            batch_size=config.eval_batch_size, max_turn_tokens=config.max_turn_tokens,
-            max_context_tokens=config.max_context_tokens, seed=0, bf16=bf16_is_fast(), engine=config.engine,
-            oracle_prefix=k)
-        if not report.complete:
-            sys.exit(f"the gate's evaluation {out} stopped after {report.episodes} of {report.expected} episodes")
+        evaluate_run(config, start_model(config), gate_folder(config, k), "train", hard(items, items["warmup_and_rl"]),
+                     config.gate_samples, config.temperature, 0, f"the gate: the start after {k} oracle actions",
+                     oracle_prefix=k)
+
+
+def gate_folder(config: ExperimentConfig, k: int) -> Path:
+    return Path(config.out_dir) / "eval" / "gate" / f"k{k}"
 
 
 def gate_record(config: ExperimentConfig, items: dict) -> dict:
     """The gate's outcomes per k (empty without a gate): per item, and the success and items solved at least once."""
     per_prefix = {}
     for k in config.gate_prefixes:
-        folder = Path(config.out_dir) / "eval" / "gate" / f"k{k}"
+        folder = gate_folder(config, k)
         if not (folder / "summary.json").is_file():
             continue
         per_item = outcome_lists(item_successes(load_run(folder)))
@@ -369,7 +365,7 @@ def gate_record(config: ExperimentConfig, items: dict) -> dict:
                               "outcomes": per_item}
     if not per_prefix:
         return {}
-    first = Path(config.out_dir) / "eval" / "gate" / f"k{config.gate_prefixes[0]}" / "run.json"
+    first = gate_folder(config, config.gate_prefixes[0]) / "run.json"
     return {"what": "the start on the multi-ingredient warm-up items (the RL items' hard part), after the oracle's "
                     "first k actions (k = 0: from the start); k is clamped per item so one action remains",
             "start_weights": json.loads(first.read_text(encoding="utf-8"))["agent"].get("weights"),
@@ -463,14 +459,14 @@ def report(config: ExperimentConfig) -> dict:
             runs[name] = run_record(config, seed)
     held_out = [i for _, _, ids, _ in eval_parts(config, items) for i in ids]
     keys = {i: f"{items['env_id']}:{i}" for i in held_out}  # "env id:item id", as outcomes() names them
-    hard = [keys[i] for i in held_out if items["oracle_actions"][str(i)] > 2]
+    hard_keys = [keys[i] for i in hard(items, held_out)]
     how = " and a reverse curriculum (oracle prefixes)" if config.oracle_prefix_schedule else ""
     result = {
         "what": f"GRPO with dynamic sampling{how} from one behaviour-cloned start on {config.env_id}: per-item "
                 "outcomes of the start and of every training seed on held-out items",
         "protocol": config.protocol,
         "items": [keys[i] for i in held_out],
-        "hard_items": hard,
+        "hard_items": hard_keys,
         "item_lists": config.items_file,
         "k": config.eval_samples,
         "models": models,
@@ -492,7 +488,8 @@ def report(config: ExperimentConfig) -> dict:
     gate = gate_record(config, items)
     if gate:
         result["gate"] = gate
-    curves = {f"seed{seed}": curve_record(config, seed) for seed in config.seeds if curve_record(config, seed)}
+    curves = {f"seed{seed}": curve_record(config, seed) for seed in config.seeds}
+    curves = {name: curve for name, curve in curves.items() if curve}
     if curves:
         result["learning_curves"] = curves
     result["analysis"] = learning_report(result)
@@ -599,13 +596,17 @@ def parse_config(argv: list[str] | None = None) -> ExperimentConfig:
         parser.set_defaults(**values)
         del argv[at:at + 2]
     (config,) = parser.parse_args_into_dataclasses(args=argv)
+    choices = {"engine": ("vllm", "hf"), "rl_items": ("all", "multi_ingredient"), "primary_items": ("held_out", "hard")}
+    for name, allowed in choices.items():
+        if getattr(config, name) not in allowed:
+            sys.exit(f"unknown {name} {getattr(config, name)!r}; choose {' or '.join(allowed)}")
+    if config.gate_only and not config.gate_samples:
+        sys.exit("gate_only needs gate_samples above 0 (else it would run the whole experiment)")
     return config
 
 
 def main(argv: list[str] | None = None) -> dict:
     config = parse_config(argv)
-    if config.engine not in ("vllm", "hf"):
-        sys.exit(f"unknown engine {config.engine!r}; choose vllm or hf")
     items = load_items(config)
     if not config.report_only:
         began = time.time()

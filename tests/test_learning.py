@@ -305,3 +305,9 @@ def test_the_second_experiments_config_parses_as_registered(tmp_path: Path) -> N
     bad.write_text("stepz: 3\n")
     with pytest.raises(SystemExit, match=r"unknown fields \['stepz'\]"):
         learning.parse_config(["--config", str(bad)])
+    with pytest.raises(SystemExit, match="unknown primary_items 'hardest'; choose held_out or hard"):
+        learning.parse_config(["--primary_items", "hardest"])
+    with pytest.raises(SystemExit, match="unknown rl_items 'some'"):
+        learning.parse_config(["--rl_items", "some"])
+    with pytest.raises(SystemExit, match="gate_only needs gate_samples"):  # it would run the whole experiment
+        learning.parse_config(["--gate_only", "true"])

@@ -113,7 +113,8 @@ def learning_report(result: Mapping[str, Any], alpha: float = 0.01) -> dict[str,
                          "significant": primary["p_value"] < alpha and primary["difference"] > 0}
     margin = result.get("non_inferiority_margin")
     if margin:  # the easy items must not get worse by more than the margin (the interval's lower bound above it)
-        easy = [key for key in items if key not in set(hard)]
+        hard_keys = set(hard)
+        easy = [key for key in items if key not in hard_keys]
         change = comparison(start, trained, easy)
         report["non_inferiority"] = {"items": len(easy), "margin": margin, **change,
                                      "holds": change["difference_interval"]["bca_low"] > -margin}
