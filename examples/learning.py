@@ -513,13 +513,17 @@ def report(config: ExperimentConfig) -> dict:
 def markdown_table(result: dict) -> str:
     """The result as docs/results.md quotes it: one row per model, then the registered primary test."""
     analysis = result["analysis"]
+    # the changes on the items the registered test is on: every held-out item, or the hard ones
+    on_hard = result.get("primary_items") == "hard"
+    changes = analysis.get("hard_items", {}) if on_hard else analysis
     lines = ["| model | held-out success (BCa 95%) | hard items (BCa 95%) | hard items solved >= once | "
-             "change vs start, points (BCa 95%) | within-item p | sign-flip p (items up/down) |", "|---" * 7 + "|"]
+             f"change vs start{' on the hard items' if on_hard else ''}, points (BCa 95%) | within-item p | "
+             "sign-flip p (items up/down) |", "|---" * 7 + "|"]
     for name, success in analysis["success"].items():
         held, hard = success["held_out"], success["hard"]
         row = [name, interval_text(held), interval_text(hard) if hard else "-",
                f"{success['hard_items_solved_at_least_once']} of {len(result['hard_items'])}"]
-        change = analysis.get("per_seed", {}).get(name)
+        change = changes.get("per_seed", {}).get(name)
         if name != "start" and change is not None:
             flip = change["sign_flip_over_items"]
             row += [interval_text(change["difference_interval"], signed=True),
@@ -529,7 +533,7 @@ def markdown_table(result: dict) -> str:
             row += ["-", "-", "-"]
         lines.append("| " + " | ".join(row) + " |")
     if "primary" in analysis:
-        pooled, primary = analysis["pooled"], analysis["primary"]
+        pooled, primary = changes["pooled"], analysis["primary"]
         flip = pooled["sign_flip_over_items"]
         change = interval_text(pooled["difference_interval"], signed=True)
         lines.append(f"| seeds pooled (primary) | | | | {change} | **{p_text(primary)}** | "

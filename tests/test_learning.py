@@ -137,6 +137,13 @@ def test_learning_report_pools_the_seeds_as_registered(tmp_path: Path) -> None:
     table = load_learning().markdown_table(result).splitlines()
     assert len(table) == 2 + 3 + 1 and table[-1].startswith("| seeds pooled (primary) |")
     assert "**< 1e-05**" in table[-1], "no resample reached it: the Monte Carlo floor, written as a bound"
+    hard_primary = {**result, "primary_items": "hard"}
+    hard_primary["analysis"] = learning_report(hard_primary)
+    hard_table = load_learning().markdown_table(hard_primary).splitlines()
+    pooled_on_hard = hard_primary["analysis"]["hard_items"]["pooled"]["difference_interval"]
+    assert "change vs start on the hard items" in hard_table[0]
+    assert f"| {pooled_on_hard['mean'] * 100:+.1f} [" in hard_table[-1], \
+        "the primary row's change is on the items its p is on"
     plot = plot_learning(result, tmp_path / "learning.png")
     assert (tmp_path / "learning.png").read_bytes()[:4] == b"\x89PNG" and plot.files == [tmp_path / "learning.png"]
 

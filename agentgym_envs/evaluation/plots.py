@@ -455,7 +455,8 @@ def plot_learning(result: Mapping[str, Any], path: str | os.PathLike, window: in
         axes[2].bar(x, means, width=0.36, yerr=errors, capsize=4, label=label, color=ENV_COLOURS[offset])
     axes[2].set_xticks(np.arange(len(names)), names, rotation=30 if len(names) > 4 else 0, fontsize=8)
     axes[2].set_ylim(0, 1)
-    axes[2].set_title(f"held-out success (K={result.get('k')}, BCa 95%)")
+    samples = f"K={result.get('k')}" + (f", hard items K={result['hard_k']}" if result.get("hard_k") else "")
+    axes[2].set_title(f"held-out success ({samples}, BCa 95%)")
     start_hard = (analysis.get("start") or {}).get("hard")
     for index, (name, curve) in enumerate(curves.items()):
         points = [(0, start_hard["mean"])] if start_hard else []
