@@ -507,6 +507,25 @@ def test_no_healthy_host_is_a_clear_error() -> None:
     assert router.status()[0]["retry_in_s"] > 25
 
 
+def test_a_server_restarted_at_the_same_address_with_other_ids_is_read_again() -> None:
+    """The router keeps the ids each host serves from its last health check; a new server on the old address (the
+    shared router of a spec outlives it) must not be refused for the ids it did not serve before."""
+    with LocalServer("textcraft") as first:
+        spec, port = first.url, first.port
+        env = RemoteEnvFactory(spec)(TEXTCRAFT)
+        env.reset(seed=0)
+        env.close()
+    with LocalServer("maze", port=port) as second:
+        env = RemoteEnvFactory(spec)(MAZE)
+        try:
+            observation, _ = env.reset(seed=0)
+            assert observation and env.unwrapped.url == second.url
+        finally:
+            env.close()
+        with pytest.raises(ValueError, match=f"no server of the spec serves {TEXTCRAFT}"):
+            RemoteEnvFactory(spec)(TEXTCRAFT).reset(seed=0)
+
+
 # ---- the trainer ----------------------------------------------------------------------------------------
 def test_trainer_plays_its_env_ids_on_the_servers(two_servers: Any, tmp_path: Any) -> None:
     """``env_servers``: checked when the config is built; the rollout's envs run on the servers, splits stay local."""

@@ -248,8 +248,11 @@ class HostRouter:
         """
         urls = [url for url in self.spec.urls_for(env_id) if url not in avoid]
         ready = [url for url in urls if self._ready(url)]
+        if ready and not self._serving(ready, env_id):
+            # the ids were read at the host's last check: a server restarted at the same address may serve others now
+            ready = [url for url in ready if self.check(url)]
         with self._lock:
-            serving = [url for url in ready if self._hosts[url].env_ids is None or env_id in self._hosts[url].env_ids]
+            serving = self._serving(ready, env_id)
             if not serving:
                 if ready:
                     served = {url: list(self._hosts[url].env_ids or ()) for url in ready}
@@ -266,6 +269,10 @@ class HostRouter:
             if lease:
                 self._hosts[chosen].in_flight += 1
             return chosen
+
+    def _serving(self, urls: list[str], env_id: str) -> list[str]:
+        """Those of ``urls`` whose last health check listed ``env_id`` (or listed no ids at all)."""
+        return [url for url in urls if self._hosts[url].env_ids is None or env_id in self._hosts[url].env_ids]
 
     def lease(self, url: str) -> None:
         """Count one more episode in flight on ``url`` (what ``choose`` weighs hosts by).
