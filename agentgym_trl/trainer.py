@@ -163,7 +163,7 @@ TRL_PRIVATE_MEMBERS = (
 
 
 def env_reward(completions: list, env_reward: list[float] | None = None, **kwargs: Any) -> list[float]:
-    """The env's outcome reward of each episode (sum of its rewards = final score in [0, 1])."""
+    """The env's outcome reward of each episode (the sum of its rewards: its final outcome, on the env's scale)."""
     if env_reward is None:
         raise ValueError("env_reward needs the rollout's 'env_reward' field: use it with AgentGRPOTrainer, "
                          "or with GRPOTrainer(rollout_func=agentgym_trl.trl_recipes.env_rollout_func(...))")

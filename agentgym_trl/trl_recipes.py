@@ -120,7 +120,7 @@ class EnvToolEnvironment:
     ``GRPOTrainer(..., environment_factory=lambda: EnvToolEnvironment(max_turns=10))`` with a dataset whose
     rows carry ``env_id`` and ``item_id`` (``build_env_dataset``): TRL calls ``reset(**row)``, whose text (the
     task's instruction and first observation) is appended to the row's prompt; every ``act`` tool call is one env
-    step and returns the observation; ``get_reward`` is the episode's return (its outcome in [0, 1]). The env's
+    step and returns the observation; ``get_reward`` is the episode's return (its outcome). The env's
     action parsing is unchanged, so the action is what the instruction asks for (``Action: ...`` text works too).
     The model's chat template must support tool calls (TRL checks it).
     """
@@ -168,5 +168,5 @@ class EnvToolEnvironment:
         return f"{observation}\n\nThe episode is over." if self._over else str(observation)
 
     def get_reward(self) -> float:
-        """The episode's return: the sum of its rewards (the env's outcome, in [0, 1])."""
+        """The episode's return: the sum of its rewards (the env's outcome)."""
         return self._return

@@ -255,7 +255,7 @@ def test_agentgym_maze_matches_its_server_step_for_step() -> None:
             observation, reward, terminated, _, info = env.step(response)
             expected = upstream.step(response)
             steps += 1
-            equal += (observation, reward, terminated) == (expected[0], max(expected[1], 0.0), expected[2])
+            equal += (observation, reward, terminated) == expected
             assert info["score"] == expected[1] or not terminated
             if terminated or expected[2]:
                 failures += expected[0] == "Failure\n"
@@ -265,6 +265,18 @@ def test_agentgym_maze_matches_its_server_step_for_step() -> None:
     print(f"maze: {equal}/{steps} steps equal, {successes} successes, {failures} failures")
     assert equal == steps, f"{equal}/{steps} steps equal"
     assert successes >= 8 and failures >= 5
+
+
+@pytest.mark.parametrize("nonnegative", [False, True])
+def test_the_move_limits_failure_is_rewarded_minus_one_as_lmrl_gyms_unless_floored(nonnegative: bool) -> None:
+    """AgentGym-RL trains on the last reward of the client, LMRL-Gym's -1 after the 50 moves; 0 is the opt-in."""
+    env = gym.make(ENV_ID, max_episode_steps=51, nonnegative_reward=nonnegative)
+    env.reset(options={"item_id": 0})
+    rewards = [env.step("Action: jump")[1] for _ in range(50)]
+    observation, reward, terminated, _, info = env.step("Action: jump")
+    assert observation == "Failure\n" and terminated and set(rewards) == {0.0}
+    assert reward == (0.0 if nonnegative else -1.0) and info["score"] == -1.0 and not info["success"]
+    env.close()
 
 
 def test_generated_mazes_are_an_option() -> None:

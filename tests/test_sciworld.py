@@ -100,7 +100,7 @@ def test_gold_replay_succeeds_on_test_items_of_every_subtask(family_env: gym.Env
             success, score, rewards, info = replay_gold(family_env, item)
             assert success and score == 100, f"{subtask} item {item}: gold replay ended with score {score}"
             assert info["subtask"] == subtask and info["turn"] <= 30
-            assert sum(rewards) == pytest.approx(1.0), "rewards must add up to the normalised final score"
+            assert sum(rewards) == 100, "rewards are the score's increases in points: they add up to the final score"
             tried[item] = subtask
     assert len(tried) >= 30 and set(tried.values()) == set(TEST_SIZES)
 
@@ -169,11 +169,24 @@ def test_bad_input_gets_feedback(family_env: gym.Env) -> None:
 
 
 def test_failing_the_task_ends_the_episode(family_env: gym.Env) -> None:
-    """As in AgentGym, a failed task keeps the simulator's negative score: the outcome is -1."""
+    """As in AgentGym, a failed task keeps the simulator's negative score: the outcome is -100."""
     family_env.reset(options={"item_id": load_splits("sciworld")["Find"]["test"][0]})
     obs, reward, terminated, truncated, info = family_env.step("Action: focus on chair")
-    assert terminated and not info["success"] and info["score"] == -100 and reward == -1.0
+    assert terminated and not info["success"] and info["score"] == -100 and reward == -100.0
     assert "failed" not in obs
+
+
+def test_normalized_reward_is_the_score_in_hundredths() -> None:
+    """``normalized_reward=True``: the 0-1 scale of the other families; the gold path's rewards sum to 1, a failure
+    to -1, and ``info["score"]`` stays in points."""
+    env = gym.make(FAMILY_ID, normalized_reward=True)
+    item = load_splits("sciworld")["Find"]["test"][0]
+    success, score, rewards, _ = replay_gold(env, item)
+    assert success and score == 100 and sum(rewards) == pytest.approx(1.0) and max(rewards) <= 1.0
+    env.reset(options={"item_id": item})
+    _, reward, terminated, _, info = env.step("Action: focus on chair")
+    assert terminated and reward == -1.0 and info["score"] == -100
+    env.close()
 
 
 def test_extra_feedback_and_nonnegative_reward_are_opt_in() -> None:

@@ -197,7 +197,9 @@ def test_sciworld_matches_the_scienceworld_package() -> None:
     """AgentGym's SciWorld server drives ``scienceworld.ScienceWorldEnv``: its ``/reset`` loads the task and
     steps "look around" (the first observation: description + "\\n" + that look), its ``/step`` sends each
     command as the client extracted it; the same commands through the Python API give the same text,
-    score and end at every step (a trailing ".", "reset task", a long or non-English command included)."""
+    score, reward (its change in points) and end at every step (a trailing ".", "reset task", a long or
+    non-English command included). The one reward that differs is the first step's where the reset's look
+    scored: ours carries those points (an episode's rewards sum to its score, the reward AgentGym-RL trains on)."""
     scienceworld = pytest.importorskip("scienceworld")
     from agentgym_envs.core.tasks import load_splits
     from agentgym_envs.sciworld.catalog import decode
@@ -217,14 +219,15 @@ def test_sciworld_matches_the_scienceworld_package() -> None:
             first, _ = env.reset(options={"item_id": item})
             task, variation = decode(item)
             upstream.load(task.name, variation, "")
-            look, _, _, _ = upstream.step("look around")
+            look, look_points, _, _ = upstream.step("look around")
             assert first == upstream.get_task_description() + "\n" + look, subtask
             scores: list[tuple[float, int]] = []
             for step in range(12):
                 response = fixed[step] if number == 0 and step < len(fixed) else _mixed_responses(env, rng, invalid)
-                observation, _, terminated, truncated, info = env.step(response)
+                observation, reward, terminated, truncated, info = env.step(response)
                 sent = agentgym_react_action(response)  # AgentGym's client: "" for no action
-                expected, _, completed, extra = upstream.step(sent)
+                expected, points, completed, extra = upstream.step(sent)
+                assert reward == points + (look_points if step == 0 else 0), (subtask, sent, reward, points)
                 if expected.startswith("Ambiguous request"):
                     # the simulator lists the candidates in an order that varies between JVM runs (upstream
                     # too), so a numbered choice may name different objects: compare the choices, stop here

@@ -10,8 +10,9 @@ The base class owns everything the families share, so a family only writes its e
   ``info["action_error"]``, which the conformance checks treat as a bug to fix in the family;
 * observations and info are always valid UTF-8 (``core.safety.valid_utf8``), whatever an
   engine echoes back of the agent's text; ``item_id`` and ``index`` must be ints;
-* rewards are differences of a progress value in [0, 1], so an episode's rewards always sum to
-  its final outcome score;
+* rewards are differences of a progress value, so an episode's rewards always sum to its final
+  outcome on the scale upstream's server rewards it (0 to 1 for most families; ScienceWorld's
+  points, -100 to 100; Maze's -1 on failure);
 * ``info`` always carries ``task``, ``item_id``, ``split``, ``valid_action``, ``score``,
   ``success`` and ``turn`` (plus ``instruction`` after reset, ``available_actions`` where the
   action set is finite, and after each step ``parsed_action``: the action the parser took from the
@@ -69,8 +70,9 @@ class EnvCopyError(TypeError):
 class Outcome:
     """What a family returns for one action.
 
-    ``progress`` is the normalised outcome so far in [0, 1] (the base turns its increase into the
-    reward); ``score`` is the engine's native score (e.g. ScienceWorld's 0-100).
+    ``progress`` is the outcome so far on the family's reward scale, in ``[min_progress, max_progress]``
+    (the base turns its increase into the reward); ``score`` is the engine's native score (e.g.
+    ScienceWorld's 0-100).
     ``valid=False`` marks an action the engine rejected; the observation must say why.
     """
 
@@ -98,9 +100,11 @@ class TextEnv(gym.Env[str, str]):
     family: ClassVar[str] = ""
     max_observation_length: ClassVar[int] = 64_000
     max_action_length: ClassVar[int] = 16_000
-    #: The lowest outcome an episode can have (normalised): 0 for most families; -1 where the engine
-    #: scores failures negatively and AgentGym passes that on (ScienceWorld).
+    #: The lowest and highest outcome an episode can have, on the scale AgentGym's server rewards it:
+    #: [0, 1] for most families; a negative floor where the engine scores failures negatively and
+    #: AgentGym passes that on (ScienceWorld, Maze); ScienceWorld's points by default.
     min_progress: float = 0.0
+    max_progress: float = 1.0
     #: The assistant turn between the instruction and the first observation in AgentGym's
     #: conversations (``info["acknowledgement"]`` at reset; see ``agents.first_messages``).
     acknowledgement: ClassVar[str] = "OK. I'll follow your instructions and try my best to solve the task."
@@ -278,7 +282,7 @@ class TextEnv(gym.Env[str, str]):
         outcome = self._turn_outcome(action)
         if not outcome.done and self._turn == self.turn_budget:
             outcome = self._budget_spent(outcome)
-        progress = float(np.clip(outcome.progress, self.min_progress, 1.0))
+        progress = float(np.clip(outcome.progress, self.min_progress, self.max_progress))
         reward = progress - self._progress
         self._progress = progress
         self._score = float(outcome.score)

@@ -26,7 +26,7 @@ it or its record. The record (``Trajectory.to_record``) is one JSON object per e
                        ``max_turn_tokens``, an endpoint's ``max_tokens``)
 ``rewards``, ``valid``, ``scores``
                        per env step: reward, ``info["valid_action"]``, ``info["score"]``
-``return``             the sum of ``rewards`` and ``prefix_rewards`` (the outcome score in [0, 1])
+``return``             the sum of ``rewards`` and ``prefix_rewards`` (the outcome on the env's reward scale)
 ``turns``              ``len(actions)`` (the agent's turns; replayed oracle turns are not counted)
 ``tokens``             model tokens, when the agent counts them
 ``info``               ``success``, ``score`` (the env's native final score) and ``stop_reason``
@@ -189,7 +189,7 @@ class Trajectory:
 
     @property
     def reward(self) -> float:
-        """The return: the sum of the env's rewards (the outcome score in [0, 1]), replayed oracle turns' included."""
+        """The return: the sum of the env's rewards (the outcome, on its scale), replayed oracle turns' included."""
         return float(sum(self.prefix_rewards) + sum(self.rewards))
 
     @property

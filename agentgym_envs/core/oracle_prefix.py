@@ -20,7 +20,7 @@ Rules (what ``play_batch`` does with a start whose ``prefix`` is above 0):
   is told), so nothing counts turns twice and an env that scores at its budget scores at the real end.
 * **The outcome is the episode's.** Rewards the replayed steps earned are kept apart
   (``Trajectory.prefix_rewards``); ``Trajectory.reward`` (the return) includes them, so it is still the outcome
-  score of the whole episode in [0, 1]. ``Trajectory.rewards`` / ``turns`` / ``valid`` cover the agent's turns
+  of the whole episode. ``Trajectory.rewards`` / ``turns`` / ``valid`` cover the agent's turns
   only, so every per-turn reader (turn-level credit, metrics) sees the agent's own turns.
 * **No oracle, no prefix.** An env whose ``oracle_action`` raises ``NotImplementedError`` plays from its start
   (prefix 0), with one warning per env id.

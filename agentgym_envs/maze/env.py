@@ -12,7 +12,8 @@ every action, whether the move worked, hit a wall or was not a move at all (LMRL
 three the same way; ``info["valid_action"]`` still tells them apart), and "Success" at the goal.
 The maze is AgentGym's: item ``k`` (0-24) is game ``k`` of its server, LMRL-Gym's 10x13 double-T
 maze from its ``k``-th start square, goal (8, 6); after 50 moves the next action is answered
-"Failure" and ends the episode (score -1, reward 0), as LMRL-Gym's ``max_steps=50``. Train items are
+"Failure" and ends the episode with reward -1, as LMRL-Gym's ``max_steps=50`` (``nonnegative_reward=True``:
+reward 0, score -1). Train items are
 generated mazes (7x7 to 13x13) played by the same rules: AgentGym has no train games apart from its
 25. ``maze="generated"``: every item is a generated maze (items 0-24 too). ``extra_feedback=True``
 gives our instruction and explanations (which way is open, "there is a wall above you; you did not
@@ -112,25 +113,28 @@ class MazeEnv(TextEnv):
         ``go north``, ...).
 
     Rewards:
-        1 when the goal square is reached (the episode ends), else 0; the action after 50 moves is answered
-        "Failure" and ends the episode (AgentGym's wording only).
+        1 when the goal square is reached (the episode ends), else 0; the action after 50 moves (AgentGym's rules
+        only) is answered "Failure", rewarded -1 as LMRL-Gym does, and ends the episode.
 
     Options:
         ``maze="generated"``: generated mazes (7x7 to 13x13) for every item instead of AgentGym's double-T maze.
+        ``nonnegative_reward=True``: the failure is rewarded 0.
     """
 
     family = "maze"
 
     def __init__(self, task_id: str, render_mode: str | None = None, extra_feedback: bool = False,
-                 maze: str = "agentgym"):
+                 maze: str = "agentgym", nonnegative_reward: bool = False):
         """``extra_feedback=True``: our instruction and explanations instead of AgentGym's, and
         lenient action spellings (``up``, ``go north``, any case), without the move limit.
+        ``nonnegative_reward=True``: the failure after the move limit is rewarded 0, not LMRL-Gym's -1.
         ``maze``: ``"agentgym"`` (items 0-24 are AgentGym's 25 games on LMRL-Gym's double-T maze, other items
         generated mazes) or ``"generated"`` (every item a generated maze)."""
         super().__init__(task_id, render_mode=render_mode)
         if maze not in MAZES:
             raise ValueError(f"maze must be one of {MAZES}, not {maze!r}")
         self.extra_feedback = extra_feedback
+        self.min_progress = 0.0 if nonnegative_reward else -1.0
         self.maze_kind = maze
         self.moves = 0
         self.maze: Maze | None = None
@@ -180,10 +184,10 @@ class MazeEnv(TextEnv):
     def _act_as_agentgym(self, action: str) -> Outcome:
         """LMRL-Gym's step: only the four exact actions move; a wall or anything else leaves the
         agent in place, and the answer is the same description either way. After 50 moves (any action
-        counts) the next action gets "Failure" (LMRL-Gym's reward -1, here score -1 and reward 0)."""
+        counts) the next action gets "Failure" and LMRL-Gym's reward -1 (clipped to 0 under ``nonnegative_reward``)."""
         assert self.maze is not None
         if self.moves >= MOVE_LIMIT:
-            return Outcome(FAILURE, score=-1.0, done=True)
+            return Outcome(FAILURE, progress=-1.0, score=-1.0, done=True)
         self.moves += 1
         move = action[len("move "):] if action.startswith("move ") and action[len("move "):] in MOVES else None
         target = None if move is None else self.maze.step(self.position, move)

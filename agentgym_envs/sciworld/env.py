@@ -2,7 +2,8 @@
 
 An item id names a (task type, variation) pair (see ``catalog.py``). The first observation is the
 task description and the room the agent starts in; then every action's text from the simulator.
-``info["score"]`` is the simulator's 0-100 score, the reward its normalised increase, and
+``info["score"]`` is the simulator's 0-100 score, the reward its increase in points as AgentGym's server
+sends it (``normalized_reward=True``: in hundredths, so rewards sum to score / 100), and
 ``info["success"]`` is set when the simulator declares the task completed.
 
 The simulator runs in a JVM owned by the env (``jvm.py``): started at the first reset, reused by
@@ -139,8 +140,10 @@ class SciWorldEnv(TextEnv):
         pending question.
 
     Rewards:
-        The increase of the simulator's 0-100 score, normalised (``info["score"]`` keeps it): an episode's rewards
-        sum to score / 100, and a failed task's -100 to -1 (``nonnegative_reward=True`` floors it at 0).
+        The increase of the simulator's 0-100 score, in points, as AgentGym's server sends it: an episode's rewards
+        sum to its final score (-100 for a failed task; ``nonnegative_reward=True`` floors it at 0), the reward
+        AgentGym-RL trains on. ``normalized_reward=True``: the same divided by 100 (rewards sum to score / 100,
+        in [-1, 1]), on the 0-1 scale of the other families.
     """
 
     family = "sciworld"
@@ -157,15 +160,20 @@ class SciWorldEnv(TextEnv):
         start_timeout: float | None = None,
         extra_feedback: bool = False,
         nonnegative_reward: bool = False,
+        normalized_reward: bool = False,
     ):
         """By default the env answers as AgentGym's ScienceWorld server: the simulator's own text,
-        and a failed task's negative score passed on (rewards sum to score / 100, -1 on failure).
-        ``extra_feedback=True`` adds our notes (closest valid commands for a command the simulator
-        does not understand, "the task is complete" / "has failed"); ``nonnegative_reward=True``
-        floors the outcome at 0. ``info["score"]`` is the simulator's score (-100..100) either way."""
+        and its score's increase in points as the reward, a failed task's negative score passed on (rewards
+        sum to the score, -100 on failure). ``extra_feedback=True`` adds our notes (closest valid commands for
+        a command the simulator does not understand, "the task is complete" / "has failed");
+        ``nonnegative_reward=True`` floors the outcome at 0; ``normalized_reward=True`` divides rewards by 100
+        (one scale with the other families, for estimators that are not scale-free). ``info["score"]`` is the
+        simulator's score (-100..100) either way."""
         super().__init__(task_id, render_mode=render_mode)
         self.extra_feedback = extra_feedback
-        self.min_progress = 0.0 if nonnegative_reward else -1.0
+        self.points_per_reward = 100.0 if normalized_reward else 1.0
+        self.max_progress = 100.0 / self.points_per_reward
+        self.min_progress = 0.0 if nonnegative_reward else -self.max_progress
         require("scienceworld", extra="sciworld")
         self._jvm_config = JvmConfig.from_environment(
             heap_mb=heap_mb, step_timeout=step_timeout, load_timeout=load_timeout, start_timeout=start_timeout
@@ -257,7 +265,7 @@ class SciWorldEnv(TextEnv):
                 observation += "\n\nThat was not what the task asked for: the task has failed and the episode is over."
         return Outcome(
             observation,
-            progress=score / 100.0,
+            progress=score / self.points_per_reward,
             score=float(score),
             done=success or failed,
             success=success,
