@@ -5,10 +5,18 @@ three generated sheets (sales, grades, expenses, inventory) stored cell by cell 
 either ask a question about the data or ask for an edit (sort, delete rows, append, add a
 computed column, write a total...); edits are graded by comparing every sheet of the workbook
 with the expected one, so collateral damage to other sheets fails the task too.
+
+AgentGym's Sheet server scores an edit by partial credit instead: the largest share, over the episode,
+of equal cells where the open sheet and the gold sheet overlap. Rows or columns the task adds lie
+outside that overlap, so an agent that opens the sheet and edits nothing scores 1 on half of the edit
+tasks (32 of 64: every "add a row", "add a column" and "write a total/average into a cell"): an
+upstream bug that tells the agent it is done when it is not. That rule is the opt-in
+``partial_credit=True``, for comparing numbers with AgentGym's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 import re
@@ -17,10 +25,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from agentgym_envs.core import Outcome
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.base import AGENTGYM_FINISH, ItemWorldEnv, Step, ToolTask, draw_store_item, finish_step, step
 from agentgym_envs.tools.names import FIRST_NAMES, LAST_NAMES
-from agentgym_envs.tools.toolkit import Param, Service, ToolError, load_env_texts, load_tools
+from agentgym_envs.tools.toolkit import (Call, Param, Service, ToolError, load_env_texts, load_tools,
+                                         python_call_parts)
 
 WORLD_SEED = 7_004
 MAX_ROWS, MAX_COLS = 200, 26
@@ -117,6 +127,18 @@ def trimmed(grid: Grid) -> tuple[tuple[Any, ...], ...]:
     while rows and all(v == "" for v in rows[-1]):
         rows.pop()
     return tuple(rows)
+
+
+def agentgym_match_score(open_sheet: tuple[tuple[Any, ...], ...] | None, gold: tuple[tuple[Any, ...], ...]) -> float:
+    """AgentGym's Sheet reward (``get_match_score``): the share of equal cells over the rows and columns both sheets
+    have (the first row's width), 0 with no sheet open or no overlap. Cells are compared in their canonical form
+    (``trimmed``), as upstream compares the strings Google Sheets shows."""
+    if open_sheet is None:
+        return 0.0
+    rows = min(len(open_sheet), len(gold))
+    cols = min(len(open_sheet[0]) if open_sheet else 0, len(gold[0]) if gold else 0)
+    equal = sum(open_sheet[i][j] == gold[i][j] for i in range(rows) for j in range(cols))
+    return equal / (rows * cols) if rows * cols else 0.0
 
 
 def number(value: Any) -> float:
@@ -979,9 +1001,53 @@ class SheetEnv(ItemWorldEnv):
     # agentgym_hint: AgentGym's without its 4th note ("freeze the first row before sort col": no freeze tool)
     intro, example_call, agentgym_hint = load_env_texts("sheet")
 
+    def __init__(self, task_id: str, render_mode: str | None = None, detailed_instruction: bool = False,
+                 lenient_answers: bool | None = None, partial_credit: bool = False):
+        """``partial_credit=True`` (with AgentGym's rules, not ``detailed_instruction``): an edit task is scored as
+        AgentGym's Sheet server scores it (``agentgym_match_score``, the best over the episode; the episode ends at
+        "finish" only), not 1 for the whole workbook right and 0 otherwise; ``info["success"]`` still says whether
+        the data was right."""
+        super().__init__(task_id, render_mode=render_mode, detailed_instruction=detailed_instruction,
+                         lenient_answers=lenient_answers)
+        self.partial_credit = bool(partial_credit) and not detailed_instruction
+        if self.partial_credit:
+            self._ends_when_state_reached = False  # upstream ends only on "finish"
+
     def _open_item(self, local: int) -> tuple[SheetService, ToolTask]:
         book, task = generate(local)
         return SheetService(create_workbook(book)), task
+
+    def _act_as_agentgym(self, action: str) -> Outcome:
+        """AgentGym's step; under ``partial_credit``, an edit task's reward is then updated as its server's ``update``
+        does: after every step whose call parsed and whose answer does not say "Invalid"."""
+        outcome = super()._act_as_agentgym(action)
+        assert self.current is not None and isinstance(self.service, SheetService)
+        if not (self.partial_credit and self.current.changes_state):
+            return outcome
+        try:
+            python_call_parts(action)
+        except ToolError:  # upstream's parse error returns before its update
+            return outcome
+        if "Invalid" not in outcome.observation:
+            open_grid = None if self.service.open_id is None else trimmed(self.service.grid_of(self.service.open_name))
+            self._reached = max(self._reached, agentgym_match_score(open_grid, self.current.target[0][1]))
+        return dataclasses.replace(outcome, progress=self._reached, score=self._reached,
+                                   success=self._state_reached())
+
+    def oracle_action(self) -> str:
+        """The expert's next call; under ``partial_credit`` an edit task's episode ends only at "finish", so the
+        expert finishes once the data is right."""
+        assert self.current is not None
+        if self.partial_credit and self.current.changes_state and self._state_reached():
+            return f"Thought: The sheet is as the task asks; finish.\n\nAction: {self._render(Call('finish', {}))}"
+        return super().oracle_action()
+
+    def _finish_meets_subgoal(self, answer: Any) -> bool:
+        """Under ``partial_credit`` an edit task's ``finish`` scores the sheet like any other step, not the data."""
+        assert self.current is not None
+        if self.partial_credit and self.current.changes_state:
+            return False
+        return super()._finish_meets_subgoal(answer)
 
     agentgym_check_valid_actions = False  # its server has none: "Invalid action" there
 
