@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 pytest.importorskip("fastapi")
@@ -249,8 +250,16 @@ def oracle_solves(remote: list, here: list, local: gym.Env) -> None:
     assert remote == here and here[-1][2] and here[-1][1] > 0  # the oracle solves it through the client
 
 
+def tool_turns(remote: list, here: list, local: gym.Env) -> None:
+    """AgentGym's tool servers reply with the reward so far (their env's ``reward``), ours per step: the oracle
+    solves it, and every reply's reward is the sum of ours up to that turn."""
+    so_far = np.cumsum([reward for _, reward, _ in here])
+    assert [(obs, done) for obs, _, done in remote] == [(obs, done) for obs, _, done in here]
+    assert [reward for _, reward, _ in remote] == pytest.approx(list(so_far)) and remote[-1][2] and remote[-1][1] > 0
+
+
 def sciworld_turns(remote: list, here: list, local: gym.Env) -> None:
-    """The SciWorld client's reward is the simulator's score (0-100), ours its normalised change."""
+    """The SciWorld client's reward is the simulator's score (0-100), ours its change in points."""
     for (obs, score, done), (local_obs, _, local_done) in zip(remote, here, strict=True):
         assert obs == local_obs and done == local_done
     assert score == local.unwrapped._score
@@ -318,10 +327,38 @@ CASES = [
     pytest.param(ClientCase("AgentGym/Wordle-v0", "wordle", wordle_client, 15, reset_returns_the_first_observation,
                             oracle_wins, requires="wordfreq", after=unknown_env_vocabulary_is_404), id="wordle"),
     *(pytest.param(ClientCase(f"AgentGym/{name}-v0", [f"AgentGym/{name}-v0"], SearchQAClient, 12, reset_then_observe,
-                              oracle_solves), id=name.lower()) for name in TOOL_ENVS),
+                              tool_turns), id=name.lower()) for name in TOOL_ENVS),
     pytest.param(ClientCase("AgentGym/BIRD-v0", ["AgentGym/BIRD-v0"], SqlGymClient, 12, reset_then_observe,
                             oracle_solves), id="sqlgym"),
 ]
+
+
+def test_a_tool_task_won_before_finish_reads_as_won_in_the_last_reply() -> None:
+    """A Weather question whose tool result equals the gold is won before the oracle's ``finish``: that step's reward
+    is 0 here, but AgentGym's server replies with the reward so far, and AgentGym-RL trains on the last reply's."""
+    env_id = "AgentGym/Weather-v0"
+    local = gym.make(env_id)
+    won_early = None
+    for item in agentgym_envs.get_task(env_id).split("test"):
+        local.reset(options={"item_id": item})
+        rewards = []
+        for _ in range(12):
+            _, reward, terminated, truncated, _ = local.step(local.unwrapped.oracle_action())
+            rewards.append(reward)
+            if terminated or truncated:
+                break
+        if rewards[-1] == 0.0 and sum(rewards) == 1.0:
+            won_early = item
+            break
+    assert won_early is not None
+    with LocalServer([env_id]) as server:
+        client = SearchQAClient(server.url)
+        first, info = local.reset(options={"item_id": won_early})
+        reset_then_observe(client, won_early, first, info)
+        remote, here = _play_both(client, local, 12)
+        client.close()
+    local.close()
+    assert here[-1][1] == 0.0 and remote[-1][1] == 1.0 and remote[-1][2]
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -139,6 +139,31 @@ def test_the_upstream_bug_an_edit_task_done_by_doing_nothing() -> None:
     assert round(float(np.mean(no_edit)), 3) == 0.823 and sum(score == 1.0 for score in no_edit) == 32
 
 
+def test_deleting_the_data_scores_almost_1_under_partial_credit_and_success_stays_the_data() -> None:
+    """The other face of the overlap: a sheet cut to its header row overlaps the gold in the header alone, so
+    deleting every data row scores 1 on 56 of the 64 edit tasks (mean 0.997) under AgentGym's rule. None of it is
+    a success, and an unreadable call after an overlap of 1 does not make one either."""
+    env = gym.make(ENV_ID, partial_credit=True)
+    scores, successes = [], 0
+    for item in edit_items():
+        env.reset(options={"item_id": item})
+        name = env.unwrapped.current.target[0][0]
+        total = env.step(call("open_sheet", repr({"sheet_name": name})))[1]
+        rows = len(env.unwrapped.service.grid_of(name))
+        delete = {"dimension": "row", "index_list": list(range(2, rows + 1))}
+        total += env.step(call("delete_batch_data", repr(delete)))[1]
+        _, reward, terminated, _, info = env.step(call("finish"))
+        scores.append(total + reward)
+        successes += info["success"]
+    assert round(float(np.mean(scores)), 3) == 0.997 and sum(score == 1.0 for score in scores) == 56 and successes == 0
+
+    env.reset(options={"item_id": 40003})
+    env.step(call("open_sheet", repr({"sheet_name": env.unwrapped.current.target[0][0]})))
+    _, _, terminated, _, info = env.step("Action: update_cell with Action Input: {'position': ")
+    assert not terminated and not info["success"] and not info["valid_action"]
+    env.close()
+
+
 def test_partial_credit_needs_agentgyms_rules() -> None:
     """With ``detailed_instruction=True`` (our rules) the option has no effect: edits are graded 0/1 at once."""
     env = gym.make(ENV_ID, partial_credit=True, detailed_instruction=True)

@@ -39,6 +39,9 @@ class AgentGymProtocol:
         extracted_action: the family's client sends ``/step`` the action it took out of the model's response
             (TextCraft, BabyAI, SciWorld, ALFWorld), not the response: the server hands the env
             ``Action: <action>``, which the env's default parser (that client's own rule) reads back as it was.
+        reward_so_far: the family's server replies to ``/step`` with the episode's reward so far (the tool envs'
+            ``env.reward``, the best reached), not the step's: AgentGym-RL trains on the last reply's, so a task won
+            before its closing ``finish`` must still read as won there.
     """
 
     bare_create: bool = False
@@ -47,6 +50,7 @@ class AgentGymProtocol:
     vocabulary: Callable[[Any], Sequence[str]] | None = None
     episode_keys: tuple[str, ...] = ()
     extracted_action: bool = False
+    reward_so_far: bool = False
 
     def item(self, index: int) -> int:
         """Our item id for the episode index the family's AgentGym server uses (the same number by default)."""

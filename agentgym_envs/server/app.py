@@ -201,8 +201,10 @@ def _add_agentgym_routes(app: FastAPI, manager: SessionManager) -> None:
     @app.post("/step", response_model=p.AgentGymStepped, **agentgym)
     def agentgym_step(body: p.AgentGymStep) -> dict:
         session = agentgym_session(body)
-        result = manager.step(session, compat.protocol_of(session.env).response(body.action))
-        return {**compat.reply_fields(result.observation, result.info), "reward": result.reward,
+        protocol = compat.protocol_of(session.env)
+        result = manager.step(session, protocol.response(body.action))
+        reward = session.episode_return if protocol.reward_so_far else result.reward
+        return {**compat.reply_fields(result.observation, result.info), "reward": reward,
                 "done": result.terminated or result.truncated,
                 "terminated": result.terminated, "truncated": result.truncated,
                 "score": result.info.get("score"), "success": result.info.get("success"),

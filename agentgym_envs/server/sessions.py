@@ -87,6 +87,8 @@ class Session:
     observation: str = ""
     info: dict[str, Any] = field(default_factory=dict)
     reward: float = 0.0
+    #: the episode's rewards so far (what AgentGym's tool servers reply as ``reward``)
+    episode_return: float = 0.0
     done: bool = False
     last_seq: int | None = None
     last_step: StepResult | None = None
@@ -364,6 +366,7 @@ class SessionManager:
             session.episode_active, session.crashed = True, None
             session.last_seq, session.last_step = None, None
             session.observation, session.info, session.reward, session.done = observation, info, 0.0, False
+            session.episode_return = 0.0
             with self._lock:
                 self.counters["resets"] += 1
             return observation, info
@@ -409,6 +412,7 @@ class SessionManager:
             result = StepResult(str(observation), reward, bool(terminated), bool(truncated), jsonable(info))
             session.observation, session.info = result.observation, result.info
             session.reward, session.done = reward, result.terminated or result.truncated
+            session.episode_return += reward
             session.last_seq, session.last_step = seq, result
             with self._lock:
                 self.counters["steps"] += 1

@@ -9,8 +9,9 @@ with the expected one, so collateral damage to other sheets fails the task too.
 AgentGym's Sheet server scores an edit by partial credit instead: the largest share, over the episode,
 of equal cells where the open sheet and the gold sheet overlap. Rows or columns the task adds lie
 outside that overlap, so an agent that opens the sheet and edits nothing scores 1 on half of the edit
-tasks (32 of 64: every "add a row", "add a column" and "write a total/average into a cell"): an
-upstream bug that tells the agent it is done when it is not. That rule is the opt-in
+tasks (32 of 64: every "add a row", "add a column" and "write a total/average into a cell"), and
+one that deletes every data row scores 1 on 56 of 64: an upstream bug that tells the agent it is
+done when it is not. That rule is the opt-in
 ``partial_credit=True``, for comparing numbers with AgentGym's.
 """
 
@@ -1026,11 +1027,13 @@ class SheetEnv(ItemWorldEnv):
             return outcome
         try:
             python_call_parts(action)
+            parsed = True
         except ToolError:  # upstream's parse error returns before its update
-            return outcome
-        if "Invalid" not in outcome.observation:
+            parsed = False
+        if parsed and "Invalid" not in outcome.observation:
             open_grid = None if self.service.open_id is None else trimmed(self.service.grid_of(self.service.open_name))
             self._reached = max(self._reached, agentgym_match_score(open_grid, self.current.target[0][1]))
+        # success is the data being right, never the overlap score (which can reach 1 with the data wrong)
         return dataclasses.replace(outcome, progress=self._reached, score=self._reached,
                                    success=self._state_reached())
 
