@@ -442,7 +442,7 @@ class ToolEnv(TextEnv):
         try:
             head, arguments = python_call_parts(action)
         except ToolError as error:  # AgentGym's env returns before its "finish" test: the episode goes on
-            return self._agentgym_outcome(str(error), False, valid=False)
+            return self._agentgym_outcome(str(error), False, valid=False, parsed=False)
         if head == "check_valid_actions" and self.agentgym_check_valid_actions:
             names = [tool.name for tool in self.service.TOOLS] + ["check_valid_actions", "finish"]
             return self._agentgym_outcome(f"You can use following valid actions: {names}", ends,
@@ -490,8 +490,9 @@ class ToolEnv(TextEnv):
         return bool(value == gold.agentgym_subgoal)
 
     def _agentgym_outcome(self, text: str, ends: bool, valid: bool = True,
-                          info: dict[str, Any] | None = None) -> Outcome:
-        """A step's outcome with AgentGym's reward so far; ``ends``: the action said "finish"."""
+                          info: dict[str, Any] | None = None, parsed: bool = True) -> Outcome:
+        """A step's outcome with AgentGym's reward so far; ``ends``: the action said "finish"; ``parsed=False``: the
+        call could not be read (upstream's ``step`` returned at once)."""
         won = self._reached >= 1.0
         return Outcome(text, progress=self._reached, score=self._reached, done=ends, success=won, valid=valid,
                        info=info or {})

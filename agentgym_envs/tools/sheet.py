@@ -11,8 +11,8 @@ of equal cells where the open sheet and the gold sheet overlap. Rows or columns 
 outside that overlap, so an agent that opens the sheet and edits nothing scores 1 on half of the edit
 tasks (32 of 64: every "add a row", "add a column" and "write a total/average into a cell"), and
 one that deletes every data row scores 1 on 56 of 64: an upstream bug that tells the agent it is
-done when it is not. That rule is the opt-in
-``partial_credit=True``, for comparing numbers with AgentGym's.
+done when it is not. That rule is the opt-in ``partial_credit=True``, for comparing numbers with
+AgentGym's.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from agentgym_envs.core import Outcome
 from agentgym_envs.tools.answers import Gold
 from agentgym_envs.tools.base import AGENTGYM_FINISH, ItemWorldEnv, Step, ToolTask, draw_store_item, finish_step, step
 from agentgym_envs.tools.names import FIRST_NAMES, LAST_NAMES
-from agentgym_envs.tools.toolkit import (Call, Param, Service, ToolError, load_env_texts, load_tools,
-                                         python_call_parts)
+from agentgym_envs.tools.toolkit import Call, Param, Service, ToolError, load_env_texts, load_tools
 
 WORLD_SEED = 7_004
 MAX_ROWS, MAX_COLS = 200, 26
@@ -1018,23 +1017,18 @@ class SheetEnv(ItemWorldEnv):
         book, task = generate(local)
         return SheetService(create_workbook(book)), task
 
-    def _act_as_agentgym(self, action: str) -> Outcome:
-        """AgentGym's step; under ``partial_credit``, an edit task's reward is then updated as its server's ``update``
-        does: after every step whose call parsed and whose answer does not say "Invalid"."""
-        outcome = super()._act_as_agentgym(action)
+    def _agentgym_outcome(self, text: str, ends: bool, valid: bool = True,
+                          info: dict[str, Any] | None = None, parsed: bool = True) -> Outcome:
+        """Under ``partial_credit``, an edit task's reward is updated as AgentGym's Sheet server's ``update`` does:
+        after every step whose call parsed and whose answer does not say "Invalid"; success stays the data being
+        right, never the overlap score (which can reach 1 with the data wrong)."""
         assert self.current is not None and isinstance(self.service, SheetService)
         if not (self.partial_credit and self.current.changes_state):
-            return outcome
-        try:
-            python_call_parts(action)
-            parsed = True
-        except ToolError:  # upstream's parse error returns before its update
-            parsed = False
-        if parsed and "Invalid" not in outcome.observation:
+            return super()._agentgym_outcome(text, ends, valid, info, parsed)
+        if parsed and "Invalid" not in text:
             open_grid = None if self.service.open_id is None else trimmed(self.service.grid_of(self.service.open_name))
             self._reached = max(self._reached, agentgym_match_score(open_grid, self.current.target[0][1]))
-        # success is the data being right, never the overlap score (which can reach 1 with the data wrong)
-        return dataclasses.replace(outcome, progress=self._reached, score=self._reached,
+        return dataclasses.replace(super()._agentgym_outcome(text, ends, valid, info, parsed),
                                    success=self._state_reached())
 
     def oracle_action(self) -> str:

@@ -606,7 +606,7 @@ class TodoEnv(ItemWorldEnv):
         return super()._finish_meets_subgoal(answer)
 
     def _agentgym_outcome(self, text: str, ends: bool, valid: bool = True,
-                          info: dict[str, Any] | None = None) -> Outcome:
+                          info: dict[str, Any] | None = None, parsed: bool = True) -> Outcome:
         """Nothing is won before the episode ends; at its end, the subgoal and the whole state decide."""
         if not ends:
             return Outcome(text, valid=valid, info=info or {})
