@@ -199,7 +199,7 @@ def seed_dir(config: ExperimentConfig, seed: int) -> Path:
 def grpo_command(config: ExperimentConfig, seed: int) -> list[str]:
     rl_items = Path(config.out_dir) / "rl_items.json"
     return [
-        sys.executable, str(EXAMPLES / "grpo.py"),
+        sys.executable, str(EXAMPLES / "grpo.py"), "--preset", "cpu-demo",  # the demo's settings under these
         "--model_name_or_path", str(start_model(config)),
         "--env_ids", config.env_id,
         "--train_items_file", str(rl_items),

@@ -150,7 +150,7 @@ def train_arm(config: ExperimentConfig, arm: str) -> None:
 def grpo_command(config: ExperimentConfig, arm_dir: Path, extra: list[str]) -> list[str]:
     """``examples/grpo.py`` from the start with the experiment's settings; ``extra`` (the arm's) comes last and wins."""
     return [
-        sys.executable, str(EXAMPLES / "grpo.py"),
+        sys.executable, str(EXAMPLES / "grpo.py"), "--preset", "cpu-demo",  # the demo's settings under these
         "--model_name_or_path", config.start_model,
         "--env_ids", config.env_id,
         "--output_dir", str(arm_dir),

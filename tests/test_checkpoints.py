@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import struct
@@ -66,10 +65,7 @@ def test_complete_checkpoints_and_no_checkpoint(tmp_path) -> None:
 
 
 def test_examples_resume_last_uses_the_complete_rule(tmp_path) -> None:
-    spec = importlib.util.spec_from_file_location(
-        "grpo_example", Path(__file__).resolve().parents[1] / "examples" / "grpo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from agentgym_trl import train as module
     run = tmp_path / "run"
     good = _checkpoint(run, 2)
     _checkpoint(run, 4, state=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import tomllib
@@ -39,10 +38,9 @@ def test_eval_into_another_agents_run_prints_no_results(tmp_path, capsys) -> Non
 @pytest.fixture(scope="module")
 def grpo():
     pytest.importorskip("trl")
-    spec = importlib.util.spec_from_file_location("grpo_example", ROOT / "examples" / "grpo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from agentgym_trl import train
+
+    return train
 
 
 def test_report_to_a_missing_integration_is_one_line_at_parse_time(grpo, monkeypatch) -> None:
@@ -157,25 +155,18 @@ def test_env_takes_the_same_form_on_eval_and_collect(command) -> None:
 
 
 def test_grpo_help_groups_the_projects_options_first(grpo) -> None:
-    from trl import ModelConfig
-
-    from agentgym_trl import AgentGRPOConfig
-    from agentgym_trl.stages import StageArguments
-
-    parser = grpo.Parser((AgentGRPOConfig, StageArguments, ModelConfig))
+    parser = grpo.Parser(grpo.CONFIG_TYPES)
     titles = [group.title for group in parser._action_groups][2:]
-    assert titles[:2] == [grpo.GROUP_TITLES["AgentGRPOConfig"], grpo.GROUP_TITLES["StageArguments"]]
+    assert titles[:3] == [grpo.GROUP_TITLES[name] for name in ("RunArguments", "AgentGRPOConfig", "StageArguments")]
     assert set(grpo.GROUP_TITLES.values()) <= set(titles)
     text = parser.format_help()
-    assert text.index("--max_turns ") < text.index("--clone_episodes") < text.index("--learning_rate ")
+    assert text.index("--preset") < text.index("--max_turns ") < text.index("--clone_episodes") < text.index(
+        "--learning_rate ")
     assert "(default: " in text
-    first = next(action for action in parser._action_groups[2]._group_actions)
+    first = next(action for action in parser._action_groups[3]._group_actions)
     assert "deprecated" not in (first.help or "").lower(), first.option_strings  # not --gradient_checkpointing
-    parser.set_defaults(**grpo.DEFAULTS)
-    grpo.note_main_job_defaults(parser, grpo.DEFAULTS)
-    text = " ".join(parser.format_help().split())
-    assert "With no arguments: the project's main job" in text
-    assert "(AgentGRPOConfig's default: 0.001; the main job's below) (default: 0.0)" in text  # --beta
+    text = " ".join(text.split())
+    assert "'cpu-demo': the project's main job on 2 CPU cores" in text and "Default: none, the library's own" in text
     assert text.index("--env_ids") < text.index("--beta ") < text.index("--gradient_checkpointing ")
 
 

@@ -63,25 +63,34 @@ def load_example(name: str):
     return module
 
 
+def train_command():
+    """The trainer's command (``agentgym_trl.train``, which examples/grpo.py runs)."""
+    pytest.importorskip("trl")
+    from agentgym_trl import train
+
+    return train
+
+
 @pytest.mark.parametrize("budget", ["max_turns: 5", "turn_rounds: [2, 4]\nturn_round_steps: 3"])
 def test_a_yaml_config_with_its_own_budget_replaces_the_default_schedule(tmp_path: Path, budget: str) -> None:
     config = tmp_path / "run.yaml"
     config.write_text(f"env_ids: [AgentGym/TextCraft-Depth1-v0]\n{budget}\n")
-    args, _, _ = load_example("grpo").parse_args(["--config", str(config), "--output_dir", str(tmp_path / "run")])
+    args, _, _ = train_command().parse_args(["--preset", "cpu-demo", "--config", str(config),
+                                                  "--output_dir", str(tmp_path / "run")])
     assert args.max_turns_schedule is None
     assert args.turn_schedule().max_turns == (5 if "max_turns" in budget else 4)
 
 
 def test_a_missing_config_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"^error: --config: cannot read .*nope\.yaml: No such file"):
-        load_example("grpo").parse_args(["--config", str(tmp_path / "nope.yaml")])
+        train_command().parse_args(["--config", str(tmp_path / "nope.yaml")])
 
 
 @pytest.mark.parametrize("model", ["./no-such-model", "no-such-org/no-such-model"])
 def test_grpo_with_a_model_that_is_not_here_is_one_line(tmp_path: Path, capsys, monkeypatch, model: str) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
-    grpo = load_example("grpo")
+    grpo = train_command()
     with pytest.raises(SystemExit) as stopped:
         grpo.main(["--model_name_or_path", model, "--output_dir", str(tmp_path / "run")])
     assert stopped.value.code == 2

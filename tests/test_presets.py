@@ -3,7 +3,6 @@ with the paper's hyperparameters, and one of them runs a training step with a ti
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -30,10 +29,9 @@ RECIPES = {
 
 
 def _grpo_module():
-    spec = importlib.util.spec_from_file_location("grpo_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from agentgym_trl import train
+
+    return train
 
 
 def test_every_scenario_has_a_preset() -> None:

@@ -34,6 +34,8 @@ def test_two_process_cpu_run_completes(tmp_path: Path) -> None:
         "--config_file",
         str(CPU_2PROC),
         str(EXAMPLE),
+        "--preset",
+        "cpu-demo",
         "--model_name_or_path",
         str(model_dir),
         "--env_ids",
@@ -93,7 +95,7 @@ def test_default_run_with_the_pypi_model(tmp_path: Path) -> None:
     output_dir = tmp_path / "run"
     shortened = ["--max_steps", "1", "--per_device_train_batch_size", "4", "--clone_episodes", "4",
                  "--clone_steps", "2", "--eval_items", "2", "--max_turns_schedule", "0:2"]
-    command = [sys.executable, str(EXAMPLE), "--output_dir", str(output_dir), *shortened]
+    command = [sys.executable, str(EXAMPLE), "--preset", "cpu-demo", "--output_dir", str(output_dir), *shortened]
     result = run_offline(command, tmp_path, timeout=1800)
     assert result.returncode == 0, result.stderr[-4000:]
     (line,) = metric_lines(output_dir)

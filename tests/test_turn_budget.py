@@ -83,10 +83,12 @@ def test_comparison_plot_keeps_the_last_log_of_a_resumed_step(tmp_path: Path) ->
 def test_grpo_example_budget_flags_replace_the_default_schedule_and_resume_from_the_newest_checkpoint(
     tmp_path: Path,
 ) -> None:
-    grpo = load_example("grpo")
-    args, _, _ = grpo.parse_args(["--max_turns", "5", "--output_dir", str(tmp_path / "run")])
+    from agentgym_trl import train as grpo
+
+    args, _, _ = grpo.parse_args(["--preset", "cpu-demo", "--max_turns", "5", "--output_dir", str(tmp_path / "run")])
     assert args.turn_schedule() == TurnSchedule.fixed(5)
-    args, _, _ = grpo.parse_args(["--turn_rounds", "2", "4", "--turn_round_steps", "3", "--output_dir", str(tmp_path)])
+    args, _, _ = grpo.parse_args(["--preset", "cpu-demo", "--turn_rounds", "2", "4", "--turn_round_steps", "3",
+                                  "--output_dir", str(tmp_path)])
     assert args.turn_schedule().at(3) == 4
     args, _, _ = grpo.parse_args(["--output_dir", str(tmp_path / "run"), "--resume_from_checkpoint", "last"])
     assert grpo.resume_point(args) is None  # nothing to resume yet: a fresh start
