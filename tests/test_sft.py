@@ -228,7 +228,8 @@ def test_sft_example_checkpoint_starts_grpo(tmp_path: Path) -> None:
     assert PreTrainedTokenizerFast.from_pretrained(checkpoint).chat_template == tiny_tokenizer("chatml").chat_template
 
     grpo = load_example("grpo").main([
-        "--preset", "cpu-demo", "--model_name_or_path", str(checkpoint), "--output_dir", str(tmp_path / "grpo"), "--max_steps", "1",
+        "--preset", "cpu-demo", "--model_name_or_path", str(checkpoint), "--output_dir", str(tmp_path / "grpo"),
+        "--max_steps", "1",
         "--max_turns_schedule", "0:1", "--max_turn_tokens", "12", "--max_context_tokens", "2048",
         "--disable_tqdm", "true", "--clone_episodes", "0", "--eval_items", "0", "--per_device_train_batch_size", "4",
     ])
