@@ -262,10 +262,9 @@ def plan_run(argv: list[str]) -> RunPlan:
     sources = {name: "default" for name in values}
     sources.update({name: f"preset {preset}" for name in preset_values})
     sources.update({name: f"file {path}" for name in file_kept})
-    if cli:
-        namespace, _ = parser.parse_known_args(strip_config(argv))
-        for name in cli & set(vars(namespace)):
-            values[name], sources[name] = getattr(namespace, name), "flag"
+    namespace = parser.parse_args(strip_config(argv))  # an unknown or malformed flag stops here, as argparse does
+    for name in cli & set(vars(namespace)):
+        values[name], sources[name] = getattr(namespace, name), "flag"
     return RunPlan(argv=argv, values=values, sources=sources, parser=parser)
 
 

@@ -5,7 +5,7 @@ BabyAI GoTo train items into ``runs/sft-data/oracle-textcraft-babyai``, fine-tun
 on them for a few steps on CPU and saves a plain HF checkpoint (model + tokenizer) to ``runs/sft-oracle``::
 
     accelerate launch examples/sft.py          # or: python examples/sft.py
-    accelerate launch examples/grpo.py --model_name_or_path runs/sft-oracle   # then RL from the clone
+    accelerate launch examples/grpo.py --preset cpu-demo --model_name_or_path runs/sft-oracle   # then RL from the clone
 
 The loss covers the assistant turns only, end-of-turn tokens included, on exactly the token stream the
 RL rollout produces (``agentgym_trl.sft``), so any chat template works. Every field of TRL's ``SFTConfig``
@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> SFTTrainer:
         if before and after:
             print(f"held-out loss ({held_out} conversations): before {before['before_loss']:.4f}, "
                   f"after {after['after_loss']:.4f}", file=sys.stderr)
-        print(f"checkpoint: {training_args.output_dir}  (next: examples/grpo.py --model_name_or_path "
+        print(f"checkpoint: {training_args.output_dir}  (next: examples/grpo.py --preset cpu-demo "
+              "--model_name_or_path "
               f"{training_args.output_dir})", file=sys.stderr)
     return trainer
 

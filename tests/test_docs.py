@@ -86,7 +86,7 @@ RULES = [
     Rule(r"AgentGym/Remote-v0", skip="needs `agentgym serve` running (on another machine); covered by "
                                      "tests/test_server.py"),
     # long runs: training, behaviour cloning, the learning experiment
-    Rule(r"^python examples/grpo\.py --max_steps 6", skip=LONG_RUN),
+    Rule(r"^python examples/grpo\.py --preset cpu-demo --max_steps 6", skip=LONG_RUN),
     Rule(r"^agentgym eval --model default --env AgentGym/TextCraft-Depth1-v0 --limit 4",
          skip="loads and samples SmolLM2 as tests/test_trainer_example.py::test_default_run_with_the_pypi_model "
               "does"),
@@ -95,7 +95,7 @@ RULES = [
     Rule(r"^agentgym plot runs/grpo-", skip="plots a training run (long run); covered by "
                                             "tests/test_eval.py::test_training_plots_show_every_metric_and_env"),
     Rule(r"^accelerate launch examples/sft\.py", skip="long run; covered by tests/test_sft.py"),
-    Rule(r"^accelerate launch examples/grpo\.py --model_name_or_path runs/sft-oracle", skip=LONG_RUN),
+    Rule(r"^accelerate launch examples/grpo\.py --preset cpu-demo --model_name_or_path runs/sft-oracle", skip=LONG_RUN),
     Rule(r"^python examples/agentevol\.py", skip="long run; covered by tests/test_sft.py (agentevol, shortened)"),
     Rule(r"^agentgym eval --model runs/turn-budget/",
          skip="tests the learning experiment's models (an hour to make); covered by tests/test_eval.py"),
@@ -124,7 +124,7 @@ RULES = [
     Rule(r"check_text_env\(\"AgentGym/MyEnv-v0\"\)", replace=(("AgentGym/MyEnv-v0", "AgentGym/TextCraft-Depth1-v0"),)),
     Rule(r"AgentGym/WebArena-v0", needs=("selenium",)),
     Rule(r"--oracle_prefix_schedule", skip="long run; covered by tests/test_oracle_prefix.py (a tiny model, 2 steps)"),
-    Rule(r"^accelerate launch examples/grpo\.py --output_dir runs/curve",
+    Rule(r"^accelerate launch examples/grpo\.py --preset cpu-demo --output_dir runs/curve",
          skip="long run; keeping every checkpoint is covered by tests/test_oracle_prefix.py (a tiny model)"),
     Rule(r"^python -m agentgym_trl\.learning_curve runs/curve",
          skip="evaluates the checkpoints of the run above (skipped); covered by tests/test_oracle_prefix.py"),

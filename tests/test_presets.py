@@ -26,12 +26,39 @@ RECIPES = {
     "babyai": ("AgentGym/BabyAI-v0", [(0, 6), (100, 13), (200, 20)], 4),
     "sciworld": ("AgentGym/SciWorld-v0", [(0, 10), (100, 20), (200, 30)], 8),
 }
+#: the released per-scenario scripts (paper section 3b): rollouts per task, tasks per rollout batch, tasks per PPO
+#: mini-batch, PPO epochs, tokens per turn (BabyAI: its ScalingInter script's)
+PAPER_SCRIPTS = {
+    "webarena": (4, 32, 4, 2, 512), "searchqa": (4, 32, 8, 2, 512), "textcraft": (8, 32, 8, 2, 512),
+    "babyai": (4, 32, 8, 2, 512), "sciworld": (8, 16, 8, 1, 200),
+}
+#: what the paper states for every scenario: GRPO, KL 0.001 as a loss (k3), clip 0.2, entropy 0.001, lr 1e-6
+#: constant without warm-up, grad clip 1, temperature 1, top-p 1, token-level mean, outcome reward only, no SFT
+#: start, every train item drawn alike
+PAPER_COMMON = {
+    "advantage_estimator": "grpo", "turn_credit": "none", "turn_reward": "outcome", "scale_rewards": "group",
+    "loss_type": "dapo", "beta": 0.001, "use_bias_correction_kl": False, "epsilon": 0.2, "entropy_coef": 0.001,
+    "learning_rate": 1e-6, "lr_scheduler_type": "constant", "warmup_steps": 0, "max_grad_norm": 1.0,
+    "temperature": 1.0, "top_p": 1.0, "top_k": 0, "invalid_action_penalty": 0.0, "item_draws": "uniform",
+    "dynamic_sampling": False, "oracle_prefix_schedule": None, "clone_episodes": 0,
+}
 
 
-def _grpo_module():
-    from agentgym_trl import train
+def papers_settings(scenario: str) -> dict:
+    """Every setting the paper states for ``scenario``, as this trainer's fields."""
+    env_id, schedule, _ = RECIPES[scenario]
+    group, tasks_per_batch, tasks_per_minibatch, epochs, turn_tokens = PAPER_SCRIPTS[scenario]
+    return {**PAPER_COMMON, "env_ids": [env_id], "num_generations": group, "num_iterations": epochs,
+            "max_turn_tokens": turn_tokens, "per_device_train_batch_size": tasks_per_minibatch * group,
+            "steps_per_generation": tasks_per_batch // tasks_per_minibatch,
+            "max_turns_schedule": ",".join(f"{step}:{turns}" for step, turns in schedule)}
 
-    return train
+
+def declared_differences(path: Path) -> set[str]:
+    """The settings a recipe's header says differ from the paper ('Differences from the paper's settings: a, b')."""
+    (line,) = [line for line in path.read_text().splitlines() if "Differences from the paper's settings:" in line]
+    listed = line.split(":", 1)[1].split("(")[0].strip().rstrip(".")
+    return set() if listed == "none" else {name.strip() for name in listed.split(",")}
 
 
 def test_every_scenario_has_a_preset() -> None:
@@ -39,11 +66,25 @@ def test_every_scenario_has_a_preset() -> None:
 
 
 @pytest.mark.parametrize("scenario", sorted(RECIPES))
+def test_a_recipe_differs_from_the_paper_only_where_its_file_says_so(scenario: str) -> None:
+    """The recipe as the trainer's command reads it (library defaults, then the file) against the paper's table."""
+    from agentgym_trl.train import plan_run
+
+    path = CONFIGS / f"{scenario}.yaml"
+    plan = plan_run(["--config", str(path)])
+    differ = {name for name, value in papers_settings(scenario).items() if plan.values[name] != value}
+    assert differ == declared_differences(path), {name: plan.values[name] for name in differ}
+    assert not any(source.startswith("preset") for source in plan.sources.values())  # no demo value inherited
+
+
+@pytest.mark.parametrize("scenario", sorted(RECIPES))
 def test_preset_parses_with_the_papers_hyperparameters(scenario: str) -> None:
+    from agentgym_trl.train import parse_args
+
     env_id, schedule, group = RECIPES[scenario]
-    args, stages, model_args = _grpo_module().parse_args(["--config", str(CONFIGS / f"{scenario}.yaml")])
+    args, stages, model_args = parse_args(["--config", str(CONFIGS / f"{scenario}.yaml")])
     assert stages.clone_episodes == 0 and stages.eval_items == 0  # the paper's RL alone, no stages around it
-    assert args.env_ids == [env_id] and args.num_generations == group
+    assert args.env_ids == [env_id] and args.num_generations == group and args.item_draws == "uniform"
     parsed = [tuple(int(x) for x in stage.split(":")) for stage in args.max_turns_schedule.split(",")]
     assert parsed == schedule and args.max_steps == schedule[-1][0] + schedule[1][0]
     assert (args.beta, args.epsilon, args.entropy_coef, args.learning_rate) == (0.001, 0.2, 0.001, 1e-6)
