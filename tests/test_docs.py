@@ -11,6 +11,7 @@ reason, or runs them shortened; every rule must still match a block, so the tabl
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -372,188 +373,32 @@ def result(name: str) -> dict:
     return json.loads((ROOT / "benchmarks" / "results" / f"{name}.json").read_text(encoding="utf-8"))
 
 
-def quoted_numbers() -> list[tuple[str, str]]:
-    """(document, text) pairs: what the docs quote from a result file, formatted from that file as printed
-    (rounded half up: a file's 14.35 is printed 14.4)."""
-
-    def num(x: float, digits: int = 1, signed: bool = False) -> str:
-        from decimal import ROUND_HALF_UP, Decimal
-
-        text = str(Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
-        return ("+" if signed and not text.startswith("-") else "") + text
-
-    def pct(x: float) -> str:
-        return num(100 * x)
-
-    def interval(entry: dict, low: str = "low", high: str = "high", signed: bool = False) -> str:
-        return f"[{num(100 * entry[low], signed=signed)}, {num(100 * entry[high], signed=signed)}]"
-
-    def permutation_p(test: dict) -> str:  # no resample as extreme: the Monte Carlo floor, so "< 1/resamples"
-        floor = 1 / (test["resamples"] + 1)
-        return f"< {1 / test['resamples']:.2g}" if test["p_value"] <= floor * 1.000001 else f"{test['p_value']:.2g}"
-
-    quotes: list[tuple[str, str]] = []
-    learning = result("learning")["analysis"]
-    for name, row in learning["success"].items():
-        held = row["held_out"]
-        text = f"{pct(held['mean'])}% {interval(held, 'bca_low', 'bca_high')}"
-        quotes += [("README.md", text), ("docs/results.md", text)]
-    for name, change in {**learning["per_seed"], "pooled": learning["pooled"]}.items():
-        diff = change["difference_interval"]
-        text = f"{num(100 * diff['mean'], 1, signed=True)} {interval(diff, 'bca_low', 'bca_high', signed=True)}"
-        flip = change["sign_flip_over_items"]
-        within = f"{text} | {permutation_p(change['within_item_permutation'])} |"
-        if name == "pooled":  # the registered test: in bold
-            within = f"{text} | **{permutation_p(learning['primary'])}** |"
-        quotes += [("README.md", within), ("docs/results.md", within),
-                   ("docs/results.md", f"{flip['p_value']:.2g} ({flip['items_up']}/{flip['items_down']})")]
-    pooled = sum(learning["success"][seed]["held_out"]["mean"] for seed in ("seed0", "seed1")) / 2
-    quotes += [("README.md", f"from {pct(learning['success']['start']['held_out']['mean'])}% (its behaviour-cloned "
-                             f"start) to {pct(pooled)}%"),
-               ("docs/results.md", f"| 0.0% [0.0, 0.0] | 0 of {len(result('learning')['hard_items'])} |")]
-    runs = result("learning")["runs"]
-    quotes.append(("docs/results.md", "A step took " + " and ".join(
-        f"{num(sum(run['curve']['step_s']) / len(run['curve']['step_s']), 0)} s" for run in runs.values())))
-
-    # the re-made first experiment and its zero-training controls: docs/results.md holds both tables as printed
-    from test_learning import load_learning
-
-    learning_example, replication = load_learning(), result("learning_controls")
-    for table in (learning_example.markdown_table(replication), learning_example.controls_table(replication)):
-        quotes += [("docs/results.md", line) for line in table.splitlines()[2:]]
-    controls = replication["controls"]["analysis"]
-    greedy_gain = {seed: num(100 * controls["greedy_vs_greedy_start"][f"{seed}@greedy"]["difference_interval"]["mean"],
-                             1, signed=True) for seed in ("seed0", "seed1")}
-    greedy_start = controls["success"]["start@greedy"]["held_out"]["mean"]
-    at_t1 = {seed: pct(replication["analysis"]["success"][seed]["held_out"]["mean"]) for seed in ("seed0", "seed1")}
-    quotes += [("README.md", f"the start decoded greedily scores {pct(greedy_start)}%"),
-               ("README.md", f"at T = 1 ({at_t1['seed0']}% and {at_t1['seed1']}%)"),
-               ("README.md", f"training adds {greedy_gain['seed0']} points for seed 0 and an insignificant "
-                             f"{greedy_gain['seed1']} for seed 1")]
-
-    # the second experiment (a skill the start lacks): its two tables as printed, the secondary tests, the README
-    skill = result("learning_2")
-    for table in (learning_example.markdown_table(skill), learning_example.controls_table(skill)):
-        quotes += [("docs/results.md", line) for line in table.splitlines()[2:]]
-    analysis = skill["analysis"]
-    hard_success = {name: pct(row["hard"]["mean"]) for name, row in analysis["success"].items()}
-    gain = analysis["hard_items"]["pooled"]
-    gain_text = (f"{num(100 * gain['difference_interval']['mean'], 1, signed=True)} points "
-                 f"{interval(gain['difference_interval'], 'bca_low', 'bca_high', signed=True)}")
-    flip = gain["sign_flip_over_items"]
-    up_down = f"{flip['items_up']} items up and {flip['items_down']} down"
-    quotes += [("README.md", f"from {hard_success['start']}% to {hard_success['seed0']}% and {hard_success['seed1']}%"),
-               ("README.md", f"{gain_text}, {up_down}, p < 1e-5"), ("docs/results.md", gain_text),
-               ("docs/results.md", f"success rose from {hard_success['start']}% for the start to "
-                                   f"{hard_success['seed0']}% and {hard_success['seed1']}%")]
-    easy = analysis["non_inferiority"]
-    assert easy["holds"] and analysis["primary"]["significant"]
-    quotes.append(("docs/results.md", f"holds**: {num(100 * easy['difference_interval']['mean'], 1, signed=True)} "
-                                      f"{interval(easy['difference_interval'], 'bca_low', 'bca_high', signed=True)}"))
-    quotes.append(("docs/results.md", "; ".join(
-        f"{name[:-1]} {name[-1]} " + " and ".join(f"{pct(point['success'])}% at step {point['step']}"
-                                                    for point in curve["steps"])
-        for name, curve in skill["learning_curves"].items())))
-    quotes.append(("docs/results.md", f"gate found {pct(skill['gate']['per_prefix']['0']['success'])}% success"))
-
-    main_job = result("main_job")
-    stages = main_job["stage_time_and_memory"]
-    minutes, seconds = main_job["wall_clock"].split(":")  # GNU time's m:ss
-    quotes += [("docs/training.md", f"{minutes} min {int(seconds)} s of wall time on 2 cores; peak RSS "
-                                    f"{main_job['peak_rss_gb']} GB"),
-               ("docs/training.md", f"{main_job['gnu_time_max_rss_gb']} GB for its"),
-               ("docs/training.md", f"base evaluation {num(stages['base evaluation']['seconds'], 0)} s "
-                                    f"({num(stages['base evaluation']['total_gb'], 1)} GB)"),
-               ("docs/training.md", f"GRPO {num(stages['grpo']['seconds'], 0)} s "
-                                    f"({num(stages['grpo']['total_gb'], 1)} GB)")]
-    larger_micro_batches = result("main_job_mb1024")
-    for doc in ("docs/training.md", "docs/results.md"):  # the micro-batch size the job's 4 GB rests on
-        quotes.append((doc, f"{main_job['gnu_time_max_rss_gb']} GB where 1024 took "
-                            f"{larger_micro_batches['gnu_time_max_rss_gb']} GB"))
-    for stage in ("warm-up", "grpo"):
-        entry = main_job["stages"][stage]
-        solved = round(entry["success"] * entry["episodes"])
-        quotes.append(("docs/training.md", f"| {solved}/{entry['episodes']} = {num(100 * entry['success'], 0)}% | "
-                                           f"[{num(100 * entry['ci95'][0], 0)}, {num(100 * entry['ci95'][1], 0)}] | "
-                                           f"{num(100 * entry['valid_action_rate'], 0)}% |"))
-
-    algorithms = result("algorithms")
-    for arm, entry in algorithms["arms"].items():
-        versus = entry["change_vs_start"]
-        quotes.append(("docs/results.md", f"{pct(entry['test']['mean'])}% {interval(entry['test'])}"))
-        quotes.append(("docs/results.md", f"{num(100 * versus['difference'], 1, signed=True)} points "
-                                          f"{interval(versus, signed=True)}, "
-                                          f"p = {num(versus['p_value'], 2)} | {entry['step_s_mean']} | "
-                                          f"{num(entry['peak_rss_mb'], 0)} |"))
-        if arm != "grpo":
-            versus = entry["change_vs_grpo"]
-            quotes.append(("docs/results.md", f"{num(100 * versus['difference'], 1, signed=True)} points "
-                                              f"{interval(versus, signed=True)}, p = {num(versus['p_value'], 2)} |"))
-
-    budget = result("turn_budget")
-    for arm, entry in budget["arms"].items():
-        change = entry["change_vs_start"]
-        quotes.append(("docs/results.md", f"| {pct(entry['test']['mean'])}% {interval(entry['test'])} | "
-                                          f"{num(100 * change['difference'], 1, signed=True)} "
-                                          f"{interval(change, signed=True)} | "
-                                          f"{num(change['p_value'], 3)} | {num(entry['test']['turns'], 2)} | "
-                                          f"{entry['train_minutes']} |"))
-
-    memory = result("step_memory")
-    for run in ("ours", "trl"):
-        quotes.append(("docs/results.md", f"{num(memory['runs'][run]['step_peak_rss_gb'], 2)}**"))
-    quotes.append(("docs/results.md", f"| working bytes per training token | "
-                                      f"{memory['runs']['ours']['working_bytes_per_token'] / 1000:,.0f} k | "
-                                      f"{memory['runs']['trl']['working_bytes_per_token'] / 1000:,.0f} k |"))
-
-    train_step = result("train_step")
-    peak = train_step["matmul_peak_gflops"]["bf16"]
-    for config in train_step["configs"].values():
-        step = config["steps"][1]
-        phases = step["phases_s"]
-        quotes.append(("docs/results.md", f"| {num(step['step_s'], 1)} s | {num(phases['rollout'], 1)} s "
-                                          f"({num(phases['decode'], 1)} s) | {num(phases['reference_forward'], 1)} + "
-                                          f"{num(phases['policy_forward'], 1)} + {num(phases['backward'], 1)} s | "
-                                          f"{num(100 * step['training_gflops_per_s'] / peak, 0)}% | "
-                                          f"{num(step['peak_rss_gb'], 1)} GB |"))
-    for env, entry in train_step["episodes_per_hour_at_6_turns"].items():
-        train = entry["train"]
-        quotes.append(("docs/results.md", f"{train['episodes_per_hour']} ({num(train['step_s'], 0)} s a step, "
-                                          f"{num(train['real_tokens_per_step'] / 1000, 1)}k tokens)"))
-
-    draws = result("item_draws")["arms"]
-    for arm, entry in draws.items():
-        quotes.append(("docs/results.md", f"| {arm} | {num(entry['groups_drawn'], 0)} | "
-                                          f"{num(entry['groups_teaching'], 0)} "
-                                          f"({num(100 * entry['teaching_frac_of_drawn'], 0)}%) | "
-                                          f"{num(entry['episodes'], 0)} | {num(entry['groups_kept'], 0)} | "
-                                          f"{num(entry['episodes'] / entry['groups_kept'], 1)} |"))
-
-    rollout = result("rollout")
-    for run in rollout["runs"]:
-        quotes.append(("docs/engines.md", f"{num(run['seconds'], 1)} s ({run['tokens_per_s']} tok/s)"))
-    for run in rollout["eval"]:
-        quotes.append(("docs/engines.md", f"| {run['tokens_per_s']} | {run['agent_s']} s"))
-
-    scaling = result("turn_scaling_random")["results"]
-    quotes.append(("docs/evaluation.md", "It solves " + " / ".join(
-        num(100 * entry["subtasks"]["overall"]["success"], 2) for entry in scaling) + " % with "
-        + " / ".join(str(entry["max_turns"]) for entry in scaling) + " turns"))
-
-    robustness = result("robustness")["totals"]
-    quotes.append(("docs/development.md", f"| {robustness['exceptions']}, {robustness['invalid_observations']}, "
-                                          f"{robustness['max_step_s']} s ({robustness['steps']:,} steps) |"))
-    return quotes
-
-
 def test_quoted_numbers_are_the_result_files() -> None:
-    """Issue 49: the numbers README.md and docs/*.md quote from benchmarks/results/*.json are those files' numbers,
-    as printed (rounded as the docs round them); a result file re-run without its docs fails here."""
-    texts = {}
-    missing = []
-    for document, text in quoted_numbers():
-        if document not in texts:
-            texts[document] = " ".join((ROOT / document).read_text(encoding="utf-8").split())
-        if " ".join(text.split()) not in texts[document]:
-            missing.append(f"{document}: {text!r}")
-    assert not missing, "numbers the docs no longer quote as their result files say:\n" + "\n".join(missing)
+    """The numbers README.md and docs/*.md quote from benchmarks/results/*.json sit in marked quotes that
+    ``python benchmarks/doc_numbers.py`` writes from those files: each is fresh, each marker names a known quote, and
+    each quote is on the pages it belongs to (a result file re-made without the docs fails here)."""
+    pytest.importorskip("scipy")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import doc_numbers
+
+    problems = doc_numbers.stale_pages()
+    assert not problems, "run `python benchmarks/doc_numbers.py`:\n" + "\n".join(problems)
+
+
+def test_a_changed_result_makes_its_quote_stale(tmp_path, monkeypatch) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import doc_numbers
+
+    for page in doc_numbers.PAGES:
+        (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / page).write_text((ROOT / page).read_text(encoding="utf-8"), encoding="utf-8")
+    robustness = json.loads((ROOT / "benchmarks" / "results" / "robustness.json").read_text())
+    robustness["totals"]["steps"] += 1
+    (tmp_path / "results").mkdir()
+    for path in (ROOT / "benchmarks" / "results").glob("*.json"):
+        (tmp_path / "results" / path.name).write_text(path.read_text())
+    (tmp_path / "results" / "robustness.json").write_text(json.dumps(robustness))
+    monkeypatch.setattr(doc_numbers, "RESULTS", tmp_path / "results")
+    assert doc_numbers.stale_pages(tmp_path) == ["docs/development.md: out of date: robustness.totals"]
+    assert doc_numbers.stale_pages(tmp_path, write=True) and doc_numbers.stale_pages(tmp_path) == []
+    assert "(3,844 steps)" in (tmp_path / "docs" / "development.md").read_text()
