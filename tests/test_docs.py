@@ -363,7 +363,7 @@ def test_env_pages_are_generated_from_the_code() -> None:
     from agentgym_envs import env_pages
     from agentgym_envs.registration import FAMILIES
 
-    assert {family for families in env_pages.PAGES.values() for family in families} == set(FAMILIES)
+    assert {family for families in env_pages.family_pages().values() for family in families} == set(FAMILIES)
     assert env_pages.stale_pages() == [], "run python -m agentgym_envs.env_pages"
 
 
