@@ -25,6 +25,9 @@ TRUNCATED_METRIC = "agent/truncated_frac"
 SUCCESS = "agent/success"
 REWARD = "agent/reward"
 VALID_ACTION_RATE = "agent/valid_action_rate"
+BUDGET = "agent/max_turns"  # the step's turn budget
+TURNS_MEAN = "agent/turns_mean"
+ROLLOUT_S = "agent/rollout_s"
 CUT_TURN_FRAC = "agent/cut_turn_frac"
 TRUNCATED_TURN_TOKENS_FRAC = "agent/truncated_turn_tokens_frac"
 TRUNCATED_CONTEXT_FRAC = "agent/truncated_context_frac"
@@ -82,8 +85,8 @@ def rollout_metrics(stats: Sequence[dict[str, Any]]) -> dict[str, float]:
     reasons = [s["stop_reason"] for s in stats]
     turns = sum(s["turns"] for s in stats)
     metrics = {
-        "agent/max_turns": float(max(s["budget"] for s in stats)),
-        "agent/turns_mean": turns / count,
+        BUDGET: float(max(s["budget"] for s in stats)),
+        TURNS_MEAN: turns / count,
         SUCCESS: _mean([s["success"] for s in stats]),
         REWARD: _mean([s["reward"] for s in stats]),
         VALID_ACTION_RATE: sum(s["valid_actions"] for s in stats) / turns if turns else 0.0,
@@ -107,7 +110,7 @@ def rollout_metrics(stats: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 def timing_metrics(total_s: float, generation_s: float, env_s: float, template_fallbacks: int) -> dict[str, float]:
     """Where a rollout's time went (this process's)."""
-    metrics = {"agent/rollout_s": total_s, "agent/generation_s": generation_s, "agent/env_s": env_s,
+    metrics = {ROLLOUT_S: total_s, "agent/generation_s": generation_s, "agent/env_s": env_s,
                "agent/template_fallbacks": float(template_fallbacks)}
     if total_s > 0:
         metrics["agent/outside_model_frac"] = max(total_s - generation_s, 0.0) / total_s

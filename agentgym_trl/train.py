@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from trl import ModelConfig, TrlParser
 
-from agentgym_trl.config import AgentGRPOConfig
+from agentgym_trl.config import SECTIONS, AgentGRPOConfig
 from agentgym_trl.curriculum import ScheduleError
 from agentgym_trl.fast_training import checkpointing_arguments
 from agentgym_trl.stages import StageArguments
@@ -107,10 +107,17 @@ class RunArguments:
     )
 
 
-# --help's groups, in this order: the project's own options, then those of the libraries under it
+def section_title(section: type) -> str:
+    """A config section's --help title: the first sentence of its docstring, then its class."""
+    summary = (section.__doc__ or section.__name__).strip().split(": ")[0].split(".")[0]
+    return f"agentgym-rl: {summary} ({section.__name__})"
+
+
+# --help's groups, in this order: the project's own options (AgentGRPOConfig's sections), then the libraries'
 GROUP_TITLES = {
     "RunArguments": "agentgym-rl: the command (RunArguments)",
-    "AgentGRPOConfig": "agentgym-rl: envs, turn budget, rollout, advantages, CPU (AgentGRPOConfig)",
+    **{section.__name__: section_title(section) for section in SECTIONS},
+    "AgentGRPOConfig": "agentgym-rl: TRL's options with other defaults here (AgentGRPOConfig)",
     "StageArguments": "agentgym-rl: behaviour-cloning warm-up and held-out evaluation (StageArguments)",
     "ModelConfig": "TRL: the model, LoRA, quantisation (ModelConfig)",
     "GRPOConfig": "TRL: GRPO (GRPOConfig)",
@@ -460,14 +467,16 @@ def print_summary(trainer: Any) -> None:
     """One line per step: the curriculum's budget and what the rollouts achieved."""
     from agentgym_envs.core.tables import render_table
 
+    from agentgym_trl import metrics
+
     columns = (  # (title, log key, format)
-        ("step", "step", "{}"), ("budget", "agent/max_turns", "{:.0f}"), ("turns", "agent/turns_mean", "{:.2f}"),
-        ("success", "agent/success", "{:.2f}"), ("reward", "agent/reward", "{:.2f}"),
-        ("valid", "agent/valid_action_rate", "{:.2f}"), ("cut-by-tokens", "agent/truncated_frac", "{:.2f}"),
-        ("rollout_s", "agent/rollout_s", "{:.1f}"),
+        ("step", "step", "{}"), ("budget", metrics.BUDGET, "{:.0f}"), ("turns", metrics.TURNS_MEAN, "{:.2f}"),
+        ("success", metrics.SUCCESS, "{:.2f}"), ("reward", metrics.REWARD, "{:.2f}"),
+        ("valid", metrics.VALID_ACTION_RATE, "{:.2f}"), ("cut-by-tokens", metrics.TRUNCATED_METRIC, "{:.2f}"),
+        ("rollout_s", metrics.ROLLOUT_S, "{:.1f}"),
     )
     rows = [[style.format(log[key]) for _, key, style in columns]
-            for log in trainer.state.log_history if "agent/max_turns" in log]
+            for log in trainer.state.log_history if metrics.BUDGET in log]
     print("\n" + render_table([title for title, _, _ in columns], rows, justify=["right"] * len(columns)),
           file=sys.stderr)
     if trainer.last_rollout is not None:  # what the policy actually wrote, so truncation or format problems show

@@ -157,13 +157,16 @@ def test_env_takes_the_same_form_on_eval_and_collect(command) -> None:
 def test_grpo_help_groups_the_projects_options_first(grpo) -> None:
     parser = grpo.Parser(grpo.CONFIG_TYPES)
     titles = [group.title for group in parser._action_groups][2:]
-    assert titles[:3] == [grpo.GROUP_TITLES[name] for name in ("RunArguments", "AgentGRPOConfig", "StageArguments")]
+    sections = [section.__name__ for section in grpo.SECTIONS]
+    assert titles[:len(sections) + 3] == [grpo.GROUP_TITLES[name] for name in
+                                          ("RunArguments", *sections, "AgentGRPOConfig", "StageArguments")]
+    assert grpo.GROUP_TITLES["EnvOptions"] == "agentgym-rl: Envs and their items (EnvOptions)"
     assert set(grpo.GROUP_TITLES.values()) <= set(titles)
     text = parser.format_help()
     assert text.index("--preset") < text.index("--max_turns ") < text.index("--clone_episodes") < text.index(
         "--learning_rate ")
     assert "(default: " in text
-    first = next(action for action in parser._action_groups[3]._group_actions)
+    first = next(action for action in parser._action_groups[len(sections) + 2]._group_actions)
     assert "deprecated" not in (first.help or "").lower(), first.option_strings  # not --gradient_checkpointing
     text = " ".join(text.split())
     assert "'cpu-demo': the project's main job on 2 CPU cores" in text and "Default: none, the library's own" in text
