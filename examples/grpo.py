@@ -48,6 +48,7 @@ from trl import ModelConfig, TrlParser, get_peft_config  # noqa: E402
 
 from agentgym_envs.core.tables import render_table  # noqa: E402
 from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer, ScheduleError  # noqa: E402
+from agentgym_trl.checkpoints import finished_run  # noqa: E402
 from agentgym_trl.fast_training import checkpointing_arguments  # noqa: E402
 from agentgym_trl.models import load_tokenizer, resolve_model  # noqa: E402
 from agentgym_trl.stages import StageArguments, behaviour_clone, held_out_success, report_stages  # noqa: E402
@@ -214,8 +215,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[AgentGRPOConfig, StageArg
     return training_args, stage_args, model_args
 
 
-def main(argv: list[str] | None = None) -> AgentGRPOTrainer:
+def main(argv: list[str] | None = None) -> AgentGRPOTrainer | None:
     training_args, stage_args, model_args = parse_args(argv)
+    if finished_run(training_args):  # resumed after its last step: nothing to train, nothing overwritten
+        return None
     state = PartialState()
     print(
         f"[rank {state.process_index}/{state.num_processes}] device={state.device} backend={state.backend}",
