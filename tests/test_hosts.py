@@ -86,11 +86,42 @@ def test_spec_routes_ids_to_their_servers() -> None:
     ("A/B-v0=", "no server URL"),
     ("A/B-v0=http://h:1,http://h:1", "lists a URL twice"),
     ("A B=http://h:1", "not an env id"),
+    ("http://a b:1", "spaces or control characters"),  # #61 item 16: URLs that can never work
+    ("http://h\x00:1", "spaces or control characters"),
+    ("http://h:1#", "path, query or fragment"),
+    ("http://h:1?", "path, query or fragment"),
+    ("http://a%2f:1", "no valid host"),
 ])
 def test_bad_specs_say_why_in_one_line(text: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason) as error:
         parse_servers(text)
     assert "\n" not in str(error.value) and "ENV_ID=URL" in str(error.value)
+
+
+def test_a_refused_spec_never_prints_a_password() -> None:
+    """#61 item 10: the refusal goes into training logs and tracebacks."""
+    for text in ("http://user:hunter2@h:1", "A/B-v0=http://h:1;A/B-v0=http://u:hunter2@h:2"):
+        with pytest.raises(ValueError, match="bad servers spec") as error:
+            parse_servers(text)
+        assert "hunter2" not in str(error.value) and "***" in str(error.value)
+
+
+def test_a_route_for_an_unknown_id_is_refused_naming_the_nearest() -> None:
+    """#61 item 16: a typo's route would route nothing and its id would go to ``*`` without a word."""
+    with pytest.raises(ValueError, match="AgentGym/SciWorld-V0 \\(did you mean AgentGym/SciWorld-v0\\?\\)"):
+        RemoteEnvFactory("AgentGym/SciWorld-V0=http://127.0.0.1:9;*=http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="not registered here"):
+        served_envs([MAZE], {}, "AgentGym/SciWorld-V0=http://127.0.0.1:9;*=http://127.0.0.1:9")
+
+
+def test_a_server_that_is_down_is_one_line_from_the_cli(capsys: pytest.CaptureFixture, tmp_path: Any) -> None:
+    """#61 item 7: ``eval --servers`` / ``--env AgentGym/Remote-v0`` with the server down: cli.main's one line."""
+    down = f"http://127.0.0.1:{free_port()}"
+    for options in (["--env", TEXTCRAFT, "--servers", down],
+                    ["--env", REMOTE_ENV_ID, "--env-kwargs", f"url={down}", f"env_id={TEXTCRAFT}"]):
+        assert main(["eval", "--agent", "oracle", *options, "--limit", "1", "--out", str(tmp_path / "x")]) == 2
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip() and not line.startswith("eval:")]
+        assert len(lines) == 1 and lines[0].startswith("agentgym: error: no healthy env server"), lines
 
 
 # ---- routing, in-process servers -------------------------------------------------------------------

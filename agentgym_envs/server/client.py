@@ -67,8 +67,9 @@ class RemoteEnvError(RuntimeError):
         self.status = status
 
 
-class ServerUnavailableError(RemoteEnvError):
-    """The server did not answer (down, restarting, unreachable, too slow)."""
+class ServerUnavailableError(RemoteEnvError, ConnectionError):
+    """The server did not answer (down, restarting, unreachable, too slow); a ``ConnectionError`` too, so the CLI
+    reports it in one line as any service that is down."""
 
 
 class ServerTimeoutError(ServerUnavailableError):

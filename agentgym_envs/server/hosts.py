@@ -28,6 +28,7 @@ import dataclasses
 import importlib
 import logging
 import os
+import re
 import threading
 import time
 import weakref
@@ -91,22 +92,41 @@ class HostSpec:
         return ";".join(f"{key}={','.join(urls)}" for key, urls in self.routes)
 
 
+#: a host name or an IPv4 address (letters, digits, dots, hyphens), or a bracketed IPv6 address
+_HOST = re.compile(r"[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]")
+
+
+def _redacted(text: str) -> str:
+    """``text`` with the password of a ``user:password@`` part starred: a refused URL is printed into logs."""
+    return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", text)
+
+
 def _check_url(text: str, spec: str) -> str:
-    parts = urlsplit(text)
+    shown, spec = repr(_redacted(text)), _redacted(spec)
+    try:
+        parts = urlsplit(text)
+        netloc_host = parts.netloc.rpartition("@")[2]
+        host = netloc_host if netloc_host.endswith("]") else netloc_host.rsplit(":", 1)[0]
+    except ValueError:
+        parts, host = None, ""
     problem = None
-    if parts.scheme not in ("http", "https"):
-        problem = f"{text!r} is not an http(s):// URL"
+    if parts is None or any(not character.isprintable() or character.isspace() for character in text):
+        problem = f"{shown} is not a URL (spaces or control characters)"
+    elif parts.scheme not in ("http", "https"):
+        problem = f"{shown} is not an http(s):// URL"
     elif not parts.hostname:
-        problem = f"{text!r} names no host"
+        problem = f"{shown} names no host"
     elif parts.username or parts.password:
-        problem = f"{text!r} carries credentials (send a token with $AGENTGYM_SERVER_TOKEN instead)"
-    elif parts.path not in ("", "/") or parts.query or parts.fragment:
-        problem = f"{text!r} has a path, query or fragment (give the server's base URL)"
+        problem = f"{shown} carries credentials (send a token with $AGENTGYM_SERVER_TOKEN instead)"
+    elif parts.path not in ("", "/") or "?" in text or "#" in text:
+        problem = f"{shown} has a path, query or fragment (give the server's base URL)"
+    elif not _HOST.fullmatch(host):
+        problem = f"{shown} names no valid host ({host!r})"
     else:
         try:
             parts.port  # noqa: B018 (raises on a bad port)
         except ValueError:
-            problem = f"{text!r} has a bad port"
+            problem = f"{shown} has a bad port"
     if problem:
         raise ValueError(f"bad servers spec {spec!r}: {problem}; expected {SPEC_FORMAT}")
     return text.rstrip("/")
@@ -128,7 +148,7 @@ def parse_servers(text: str | HostSpec) -> HostSpec:
     if isinstance(text, HostSpec):
         return text
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"bad servers spec {text!r}: it is empty; expected {SPEC_FORMAT}")
+        raise ValueError(f"bad servers spec {_redacted(text)!r}: it is empty; expected {SPEC_FORMAT}")
     routes: dict[str, tuple[str, ...]] = {}
     for part in (piece.strip() for piece in text.split(";")):
         if not part:
@@ -138,17 +158,18 @@ def parse_servers(text: str | HostSpec) -> HostSpec:
             key, listed = ALL_IDS, part
         key = key.strip()
         if not key or any(character.isspace() or character == "," for character in key):
-            raise ValueError(f"bad servers spec {text!r}: {key!r} is not an env id or '*'; expected {SPEC_FORMAT}")
+            raise ValueError(f"bad servers spec {_redacted(text)!r}: {key!r} is not an env id or '*'; "
+                             f"expected {SPEC_FORMAT}")
         if key in routes:
-            raise ValueError(f"bad servers spec {text!r}: {key} is given twice; expected {SPEC_FORMAT}")
+            raise ValueError(f"bad servers spec {_redacted(text)!r}: {key} is given twice; expected {SPEC_FORMAT}")
         urls = [_check_url(url.strip(), text) for url in listed.split(",") if url.strip()]
         if not urls:
-            raise ValueError(f"bad servers spec {text!r}: {key} has no server URL; expected {SPEC_FORMAT}")
+            raise ValueError(f"bad servers spec {_redacted(text)!r}: {key} has no server URL; expected {SPEC_FORMAT}")
         if len(set(urls)) != len(urls):
-            raise ValueError(f"bad servers spec {text!r}: {key} lists a URL twice; expected {SPEC_FORMAT}")
+            raise ValueError(f"bad servers spec {_redacted(text)!r}: {key} lists a URL twice; expected {SPEC_FORMAT}")
         routes[key] = tuple(urls)
     if not routes:
-        raise ValueError(f"bad servers spec {text!r}: it names no server; expected {SPEC_FORMAT}")
+        raise ValueError(f"bad servers spec {_redacted(text)!r}: it names no server; expected {SPEC_FORMAT}")
     return HostSpec(tuple(routes.items()))
 
 
@@ -772,6 +793,7 @@ class RemoteEnvFactory:
         check_remote_options(remote_options)
         self.remote_options = dict(remote_options)
         self.router = _router_with_token(servers, self.remote_options.pop("token", None), tokens)
+        check_route_ids(self.router.spec)
 
     def __call__(self, env_id: str, max_episode_steps: int | None = None, **kwargs: Any) -> gym.Env:
         """An env like ``gym.make(env_id, max_episode_steps=...)``, served.
@@ -811,6 +833,26 @@ def _router_with_token(servers: str | HostSpec | HostRouter, token: str | None,
         raise ValueError("a HostRouter sends its own token to its servers: give the token to HostRouter(..., "
                          "token=...), not to the envs made from it")
     return servers
+
+
+def check_route_ids(spec: HostSpec) -> None:
+    """Refuse a route for an id this machine does not know: a typo (``SciWorld-V0``) would otherwise route
+    nothing, and its id would go to ``*``'s servers without a word.
+
+    Args:
+        spec: the servers spec.
+
+    Raises:
+        ValueError: naming the unknown ids (and the nearest known ones).
+    """
+    known = set(gym.registry)
+    unknown = [key for key, _ in spec.routes if key != ALL_IDS and key not in known]
+    if unknown:
+        import difflib
+
+        hints = {key: difflib.get_close_matches(key, known, n=1, cutoff=0.6) for key in unknown}
+        named = ", ".join(f"{key} (did you mean {hint[0]}?)" if hint else key for key, hint in hints.items())
+        raise ValueError(f"the servers spec routes ids that are not registered here: {named}; see agentgym list")
 
 
 def check_remote_options(options: dict[str, Any]) -> None:
