@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import struct
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +92,45 @@ def last_complete_checkpoint(output_dir: str) -> str | None:
     return None
 
 
+def finished_checkpoint(checkpoint: str | None, max_steps: int) -> bool:
+    """Whether resuming from ``checkpoint`` has nothing left to train: its ``global_step`` reached ``max_steps``
+    (the run's planned steps when ``max_steps`` is not positive: an epoch-based run). HF's Trainer resumed from
+    one trains a step past the end and saves over the final model, so each rerun of the same command would change
+    the run's models."""
+    if checkpoint is None:
+        return False
+    try:
+        with open(os.path.join(checkpoint, TRAINER_STATE), encoding="utf-8") as handle:
+            state = json.load(handle)
+    except (OSError, ValueError):
+        return False
+    step, planned = state.get("global_step"), max_steps if max_steps and max_steps > 0 else state.get("max_steps")
+    return isinstance(step, int) and isinstance(planned, int) and planned > 0 and step >= planned
+
+
+def finished_run(args: Any) -> bool:
+    """Whether the run that ``args`` (a training config: ``resume_from_checkpoint``, ``output_dir``,
+    ``max_steps``) would resume has already finished; if so it says so, once, naming the checkpoint, and the
+    caller trains nothing (a finished run, resumed, is a no-op: ``examples/learning.py`` reruns its commands).
+
+    Args:
+        args: the training arguments (``"last"`` resolves to the newest complete checkpoint).
+
+    Returns:
+        True when there is nothing to train.
+    """
+    point = getattr(args, "resume_from_checkpoint", None)
+    if point == "last" or point is True:
+        point = last_complete_checkpoint(args.output_dir)
+    if not isinstance(point, str) or not finished_checkpoint(point, getattr(args, "max_steps", -1)):
+        return False
+    message = (f"the run in {args.output_dir} has finished: {point} reached max_steps={args.max_steps}; nothing to "
+               "train (pass a larger --max_steps to train on, or another --output_dir to start a new run)")
+    logger.warning(message)
+    print(message, flush=True)
+    return True
+
+
 def complete_checkpoints(output_dir: str) -> list[tuple[int, str]]:
     """Every complete ``checkpoint-N`` in ``output_dir`` as ``(N, folder)``, oldest first (a run saved with
     ``--save_strategy steps --save_steps N`` and no ``save_total_limit`` keeps them all: a learning curve's
@@ -109,4 +149,5 @@ def complete_checkpoints(output_dir: str) -> list[tuple[int, str]]:
     return complete
 
 
-__all__ = ["TRAINER_STATE", "complete_checkpoints", "incomplete_reason", "last_complete_checkpoint"]
+__all__ = ["TRAINER_STATE", "complete_checkpoints", "finished_checkpoint", "finished_run", "incomplete_reason",
+           "last_complete_checkpoint"]

@@ -366,7 +366,8 @@ def _short(value: Any, width: int = 60) -> str:
 
 
 def main(argv: list[str] | None = None):
-    """Run the command: the optional stages around GRPO, GRPO itself, the saved model; returns the trainer."""
+    """Run the command: the optional stages around GRPO, GRPO itself, the saved model; returns the trainer (None for
+    a finished run resumed: it trains nothing and overwrites nothing)."""
     from accelerate import PartialState
     from trl import get_peft_config
 
@@ -374,8 +375,12 @@ def main(argv: list[str] | None = None):
     from agentgym_trl.stages import behaviour_clone, report_stages
     from agentgym_trl.trainer import AgentGRPOTrainer
 
+    from agentgym_trl.checkpoints import finished_run
+
     run = parse_run(argv)
     training_args, stage_args, model_args = run.training, run.stages, run.model
+    if finished_run(training_args):  # resumed after its last step: nothing to train, nothing overwritten
+        return None
     state = PartialState()
     print(f"[rank {state.process_index}/{state.num_processes}] device={state.device} backend={state.backend}",
           file=sys.stderr)

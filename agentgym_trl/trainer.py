@@ -60,18 +60,20 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 from accelerate import PartialState
 from accelerate.utils import gather_object, is_peft_model
-from transformers import PreTrainedModel, TrainerCallback
+from transformers import PreTrainedModel, TrainerCallback, TrainerState
+from transformers.trainer_utils import TrainOutput
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
 from agentgym_trl.agent import sampling_config
 from agentgym_trl.chat import ChatEncoder
-from agentgym_trl.checkpoints import last_complete_checkpoint
+from agentgym_trl.checkpoints import TRAINER_STATE, finished_run, last_complete_checkpoint
 from agentgym_trl.estimators import ESTIMATORS
 from agentgym_trl.fast_training import (
     LOSS_NORMALISERS,
@@ -544,6 +546,13 @@ class AgentGRPOTrainer(GRPOTrainer):
             if found is None and resume_from_checkpoint is True:
                 raise ValueError(f"no complete checkpoint to resume from in {self.args.output_dir}")
             resume_from_checkpoint = found
+        if isinstance(resume_from_checkpoint, str) and finished_run(SimpleNamespace(
+                resume_from_checkpoint=resume_from_checkpoint, output_dir=self.args.output_dir,
+                max_steps=self.args.max_steps)):
+            # a finished run, resumed, trains nothing: its weights and state are the checkpoint's, as after training
+            self._load_from_checkpoint(resume_from_checkpoint)
+            self.state = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, TRAINER_STATE))
+            return TrainOutput(self.state.global_step, 0.0, {})
         return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:

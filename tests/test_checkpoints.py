@@ -105,3 +105,50 @@ def test_a_tiny_run_cut_while_saving_resumes_from_the_complete_checkpoint(tmp_pa
     assert steps == [2], "the run resumes after step 1 and trains step 2 again"
     assert "skipping incomplete checkpoint" in capsys.readouterr().out
     assert incomplete_reason(str(cut)) is None, "step 2 was saved again, complete this time"
+
+
+def test_a_finished_run_resumed_is_a_no_op_that_says_so(tmp_path, capsys) -> None:
+    """#61 item 4: a finished run resumed with ``last`` (``examples/learning.py`` always passes it) trains no step
+    past max_steps, writes no ``checkpoint-N+1`` and keeps its weights; a larger max_steps trains on."""
+    import sys
+
+    import torch
+
+    from agentgym_trl.checkpoints import finished_run
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_trainer import make_trainer
+
+    settings = dict(max_steps=2, save_strategy="steps", save_steps=1, save_only_model=False)
+    make_trainer(tmp_path, **settings).train()
+    run = tmp_path / "run"
+
+    class Args:
+        resume_from_checkpoint = "last"
+        output_dir = str(run)
+        max_steps = 2
+
+    capsys.readouterr()
+    assert finished_run(Args) and "has finished" in capsys.readouterr().out
+    Args.max_steps = 3
+    assert not finished_run(Args)
+    Args.resume_from_checkpoint = None
+    assert not finished_run(Args)
+
+    steps = []
+
+    class Steps(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            steps.append(state.global_step)
+
+    resumed = make_trainer(tmp_path, **settings)
+    resumed.add_callback(Steps())
+    output = resumed.train(resume_from_checkpoint="last")
+    assert steps == [] and output.global_step == 2 and resumed.state.global_step == 2
+    assert sorted(name for name in os.listdir(run) if name.startswith("checkpoint-")) == ["checkpoint-1",
+                                                                                          "checkpoint-2"]
+    from safetensors.torch import load_file
+
+    saved = load_file(str(run / "checkpoint-2" / "model.safetensors"))
+    weights = dict(resumed.model.named_parameters())
+    assert all(torch.equal(weights[name].detach().cpu(), tensor) for name, tensor in saved.items() if name in weights)

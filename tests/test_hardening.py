@@ -125,6 +125,25 @@ def test_core_step_keeps_the_episode_alive_and_the_output_valid() -> None:
     assert obs == "You said 42" and "action_error" not in info
 
 
+def test_an_action_with_a_lone_surrogate_is_invalid_and_never_reaches_the_engine() -> None:
+    """#61 item 5: an unencodable action is an invalid action (reward 0, ``valid_action`` False), for every family
+    (ScienceWorld's JVM session died of one; WebShop's browser raised out of ``step``)."""
+    from agentgym_envs.core.env import UNENCODABLE_ACTION
+    from agentgym_envs.core.parsers import ParsedAction, agentgym_react_action
+
+    class Faithful(_EchoEnv):  # AgentGym's parser keeps every character (ours drops control ones)
+        def _parse(self, response: str) -> ParsedAction:
+            return ParsedAction(agentgym_react_action(response))
+
+    env = Faithful()
+    env.reset(options={"item_id": 0})
+    for action in ("Action: search[\ud800]", "Action:\n\ud83d go forward", "Action: x\ud800y"):
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert obs == UNENCODABLE_ACTION and reward == 0 and info["valid_action"] is False and "echo" not in info
+        assert not (terminated or truncated)
+    assert env.step("Thought: \ud800 odd.\nAction: fine")[4]["echo"] == "fine"  # only the action must encode
+
+
 def test_hostile_actions_put_every_payload_where_the_action_takes_arguments() -> None:
     actions = hostile_actions('Action: get_weather with Action Input: {"city": "Lyon", "days": 3}')
     assert len(HOSTILE_PAYLOADS) >= 15

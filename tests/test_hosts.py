@@ -34,8 +34,16 @@ from agentgym_envs.agents import make_agent  # noqa: E402
 from agentgym_envs.cli import main  # noqa: E402
 from agentgym_envs.core import tasks as task_table  # noqa: E402
 from agentgym_envs.core.loop import BaseAgent, Episode, EnvPool, EpisodeStart, Reply, play_batch  # noqa: E402
+from agentgym_envs.registration import REMOTE_ENV_ID  # noqa: E402
 from agentgym_envs.server.app import LocalServer  # noqa: E402
-from agentgym_envs.server.client import ServerUnavailableError, SessionLostError  # noqa: E402
+from agentgym_envs.server.client import (  # noqa: E402
+    BadReplyError,
+    RemoteEnv,
+    RemoteEnvError,
+    ServerTimeoutError,
+    ServerUnavailableError,
+    SessionLostError,
+)
 from agentgym_envs.server.hosts import (  # noqa: E402
     SERVERS_VARIABLE,
     HostRouter,
@@ -43,6 +51,7 @@ from agentgym_envs.server.hosts import (  # noqa: E402
     RoutedEnv,
     parse_servers,
     served_envs,
+    server_health,
 )
 
 TEXTCRAFT = "AgentGym/TextCraft-Depth1-v0"
@@ -77,11 +86,42 @@ def test_spec_routes_ids_to_their_servers() -> None:
     ("A/B-v0=", "no server URL"),
     ("A/B-v0=http://h:1,http://h:1", "lists a URL twice"),
     ("A B=http://h:1", "not an env id"),
+    ("http://a b:1", "spaces or control characters"),  # #61 item 16: URLs that can never work
+    ("http://h\x00:1", "spaces or control characters"),
+    ("http://h:1#", "path, query or fragment"),
+    ("http://h:1?", "path, query or fragment"),
+    ("http://a%2f:1", "no valid host"),
 ])
 def test_bad_specs_say_why_in_one_line(text: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason) as error:
         parse_servers(text)
     assert "\n" not in str(error.value) and "ENV_ID=URL" in str(error.value)
+
+
+def test_a_refused_spec_never_prints_a_password() -> None:
+    """#61 item 10: the refusal goes into training logs and tracebacks."""
+    for text in ("http://user:hunter2@h:1", "A/B-v0=http://h:1;A/B-v0=http://u:hunter2@h:2"):
+        with pytest.raises(ValueError, match="bad servers spec") as error:
+            parse_servers(text)
+        assert "hunter2" not in str(error.value) and "***" in str(error.value)
+
+
+def test_a_route_for_an_unknown_id_is_refused_naming_the_nearest() -> None:
+    """#61 item 16: a typo's route would route nothing and its id would go to ``*`` without a word."""
+    with pytest.raises(ValueError, match="AgentGym/SciWorld-V0 \\(did you mean AgentGym/SciWorld-v0\\?\\)"):
+        RemoteEnvFactory("AgentGym/SciWorld-V0=http://127.0.0.1:9;*=http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="not registered here"):
+        served_envs([MAZE], {}, "AgentGym/SciWorld-V0=http://127.0.0.1:9;*=http://127.0.0.1:9")
+
+
+def test_a_server_that_is_down_is_one_line_from_the_cli(capsys: pytest.CaptureFixture, tmp_path: Any) -> None:
+    """#61 item 7: ``eval --servers`` / ``--env AgentGym/Remote-v0`` with the server down: cli.main's one line."""
+    down = f"http://127.0.0.1:{free_port()}"
+    for options in (["--env", TEXTCRAFT, "--servers", down],
+                    ["--env", REMOTE_ENV_ID, "--env-kwargs", f"url={down}", f"env_id={TEXTCRAFT}"]):
+        assert main(["eval", "--agent", "oracle", *options, "--limit", "1", "--out", str(tmp_path / "x")]) == 2
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip() and not line.startswith("eval:")]
+        assert len(lines) == 1 and lines[0].startswith("agentgym: error: no healthy env server"), lines
 
 
 # ---- routing, in-process servers -------------------------------------------------------------------
@@ -226,7 +266,12 @@ def test_a_stopped_host_gets_no_new_episodes_and_is_used_again_after_its_cooldow
         revived = LocalServer("textcraft", port=port)
         revived.start()
         try:
-            time.sleep(0.6)  # the cooldown: then a health check, and episodes again
+            time.sleep(0.6)  # the cooldown: then a health check (in the background: nobody waits on it), and episodes
+            assert router.choose(TEXTCRAFT, lease=False) == steady.url
+            deadline = time.monotonic() + 5
+            while not router.status()[0]["up"]:
+                assert time.monotonic() < deadline, router.status()
+                time.sleep(0.01)
             for index, env in enumerate(envs):
                 env.reset(seed=index, options={"item_id": index})
             assert sorted(hosts_of(envs)).count(revived.url) == 1 and router.status()[0]["up"]
@@ -579,3 +624,270 @@ def test_a_remote_env_refuses_to_be_copied_naming_the_id(two_servers: Any) -> No
         env.step("inventory")  # the original still plays
     finally:
         env.close()
+
+
+# ---- fourth hardening pass (#61): tokens stay with their host; slow, trickling and lying hosts ----------
+class FakeHost:
+    """A loopback HTTP server that answers the /v1 protocol as a test scripts it: it records each request's path
+    and ``Authorization`` header, and may trickle its answers a byte at a time or lie about their shape."""
+
+    def __init__(self, env_ids: Sequence[str] = (MAZE,)):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.seen: list[tuple[str, str | None]] = []
+        self.replies: dict[str, tuple[int, bytes]] = {}  # "POST /v1/sessions/s/step" -> (status, body)
+        self.health: dict[str, Any] = {"status": "ok", "env_ids": list(env_ids), "default_env_id": env_ids[0]}
+        self.trickle = 0.0  # seconds between the bytes of every answer (0: at once)
+        self.stopped = __import__("threading").Event()
+        host = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as the pooled client expects
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _answer(self, method: str) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                self.rfile.read(length)
+                host.seen.append((self.path, self.headers.get("authorization")))
+                status, body = host.reply(f"{method} {self.path.split('?')[0]}")
+                head = f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+                data = head.encode() + body
+                if not host.trickle:
+                    self.wfile.write(data)
+                    return
+                for index in range(len(data)):
+                    if host.stopped.wait(host.trickle):
+                        return
+                    self.wfile.write(data[index:index + 1])
+                    self.wfile.flush()
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server's names)
+                self._answer("GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                self._answer("POST")
+
+            def do_DELETE(self) -> None:  # noqa: N802
+                self._answer("DELETE")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = __import__("threading").Thread(target=self.server.serve_forever, daemon=True)
+
+    def reply(self, call: str) -> tuple[int, bytes]:
+        if call in self.replies:
+            return self.replies[call]
+        env_id = self.health["env_ids"][0] if isinstance(self.health.get("env_ids"), list) else MAZE
+        answers = {
+            "GET /v1/health": self.health,
+            "POST /v1/sessions": {"session": "s", "server_id": "fake", "env_id": env_id, "max_turns": 5,
+                                  "observation_max_length": 64000, "action_max_length": 4000},
+            "POST /v1/sessions/s/reset": {"observation": "start", "info": {}},
+            "POST /v1/sessions/s/step": {"observation": "next", "reward": 0.0, "terminated": False, "truncated": False,
+                                         "info": {}},
+            "DELETE /v1/sessions/s": {"session": "s", "closed": True},
+        }
+        return (200, json.dumps(answers[call]).encode()) if call in answers else (404, b'{"error": "not_found"}')
+
+    def __enter__(self) -> FakeHost:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stopped.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_token_given_as_a_remote_option_reaches_the_health_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """#61: ``--env-kwargs token=T`` (Remote-v0's, or with --servers) is the router's too: its health checks send
+    it, so a token-protected server is not taken for down."""
+    monkeypatch.delenv("AGENTGYM_SERVER_TOKEN", raising=False)
+    with LocalServer("textcraft", token="s3cret") as server:
+        for ids, options, servers in (([REMOTE_ENV_ID], {"url": server.url, "env_id": TEXTCRAFT, "token": "s3cret"},
+                                       None),
+                                      ([TEXTCRAFT], {"token": "s3cret"}, f"{TEXTCRAFT}={server.url}")):
+            played, kwargs, make = served_envs(ids, options, servers)
+            assert played == [TEXTCRAFT] and kwargs == {} and "token" not in make.remote_options
+            env = make(TEXTCRAFT, max_episode_steps=3)
+            try:
+                assert env.reset(seed=0, options={"item_id": 1})[0]
+                assert env.unwrapped.url == server.url and make.router.status()[0]["up"]
+            finally:
+                env.close()
+        with pytest.raises(ValueError, match="HostRouter sends its own token"):
+            RemoteEnvFactory(HostRouter(server.url), token="s3cret")
+
+
+def test_a_remote_v0_token_goes_to_its_url_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """#61: with ``--env Maze Remote-v0 --env-kwargs url=A token=T --servers '*=B'``, B never sees T."""
+    monkeypatch.delenv("AGENTGYM_SERVER_TOKEN", raising=False)
+    with LocalServer("textcraft", token="T0K") as first, FakeHost([MAZE]) as other:
+        ids, _, make = served_envs([MAZE, REMOTE_ENV_ID], {"url": first.url, "env_id": TEXTCRAFT, "token": "T0K"},
+                                   f"*={other.url}")
+        assert ids == [MAZE, TEXTCRAFT] and "token" not in make.remote_options
+        assert make.router.token_for(first.url) == "T0K" and make.router.token_for(other.url) is None
+        envs = [make(MAZE), make(TEXTCRAFT)]
+        try:
+            for env in envs:
+                assert env.reset(seed=0)[0]
+            assert [env.unwrapped.url for env in envs] == [other.url, first.url]
+        finally:
+            for env in envs:
+                env.close()
+        assert {path for path, _ in other.seen} >= {"/v1/health", "/v1/sessions", "/v1/sessions/s/reset"}
+        assert [auth for _, auth in other.seen] == [None] * len(other.seen)
+    monkeypatch.setenv("AGENTGYM_SERVER_TOKEN", "shared")  # the variable is every other host's token
+    _, _, make = served_envs([MAZE, REMOTE_ENV_ID], {"url": "http://127.0.0.1:9", "env_id": TEXTCRAFT,
+                                                      "token": "T0K"}, "*=http://10.9.9.9:8000")
+    assert make.router.token_for("http://10.9.9.9:8000") == "shared"
+    assert make.router.token_for("http://127.0.0.1:9") == "T0K"
+
+
+def slow_steps(server: Any, monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """``server``'s env steps take ``seconds`` for the action ``slow`` (its health check still answers at once)."""
+    step = server.manager.step
+
+    def slow(session: Any, action: str, seq: int | None = None) -> Any:
+        if action == "slow":
+            time.sleep(seconds)
+        return step(session, action, seq)
+
+    monkeypatch.setattr(server.manager, "step", slow)
+
+
+def test_a_slow_step_takes_no_live_host_out_of_service(two_servers: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """#61 and docs/server.md's promise on a slow host: a step past ``timeout`` ends that episode (code
+    ``timeout``), the host answers its health check and stays in service, nothing is replayed elsewhere, and
+    the other episodes and the next ones go on."""
+    first, second = two_servers
+    for server in two_servers:
+        slow_steps(server, monkeypatch, 1.2)
+    router = HostRouter(f"{first.url},{second.url}", cooldown=30)
+    make = RemoteEnvFactory(router, timeout=0.3)
+    envs = [make(TEXTCRAFT, max_episode_steps=6) for _ in range(2)]
+    try:
+        for index, env in enumerate(envs):
+            env.reset(seed=index, options={"item_id": index})
+        assert sorted(hosts_of(envs)) == sorted([first.url, second.url])
+        started = time.monotonic()
+        with pytest.raises(ServerTimeoutError, match="within 0.3 s") as error:
+            envs[0].step("slow")
+        assert error.value.code == "timeout" and time.monotonic() - started < 3
+        assert [host["up"] for host in router.status()] == [True, True]
+        assert [host["failures"] for host in router.status()] == [0, 0]
+        assert envs[0].unwrapped.failovers == 0 and sum(host["in_flight"] for host in router.status()) == 1
+        with pytest.raises(gym.error.ResetNeeded):
+            envs[0].step("inventory")
+        assert envs[1].step("inventory")[0]  # the other host's episode goes on
+        time.sleep(1.0)  # the slow step ends on its server
+        envs[0].reset(seed=0, options={"item_id": 0})  # and new episodes go to either host
+        assert envs[0].step("inventory")[0]
+    finally:
+        for env in envs:
+            env.close()
+
+
+def test_a_dead_host_is_marked_down_and_its_episode_replayed(two_servers: Any) -> None:
+    """docs/server.md's promise on a dead host: marked down for the cooldown after one failed health check, its
+    episode replayed on another host with nothing lost."""
+    _, steady = two_servers
+    with LocalServer("textcraft") as doomed:
+        router = HostRouter(f"{doomed.url},{steady.url}", cooldown=30)
+        env = RemoteEnvFactory(router)(TEXTCRAFT)
+        local = gym.make(TEXTCRAFT)
+        try:
+            env.reset(seed=3, options={"item_id": 3})
+            local.reset(seed=3, options={"item_id": 3})
+            assert env.unwrapped.url == doomed.url
+            doomed.stop()
+            assert env.step("inventory") == local.step("inventory")
+            assert env.unwrapped.url == steady.url and env.unwrapped.failovers == 1
+            assert router.status()[0]["up"] is False and router.status()[0]["retry_in_s"] > 25
+        finally:
+            env.close()
+            local.close()
+
+
+def test_a_trickling_host_is_timed_out_per_request_and_holds_up_no_other() -> None:
+    """#61: timeouts are for the whole request (a byte every 0.1 s never trips a per-read timeout), and a host
+    whose health check trickles does not hold up new episodes on the others."""
+    with FakeHost([TEXTCRAFT]) as slow, LocalServer("textcraft") as good:
+        slow.trickle = 0.1
+        for call in (lambda: server_health(slow.url, timeout=0.5),
+                     lambda: RemoteEnv(slow.url, TEXTCRAFT, timeout=0.5, retries=0)):
+            started = time.monotonic()
+            with pytest.raises(ServerUnavailableError):
+                call()
+            assert time.monotonic() - started < 1.5
+        router = HostRouter(f"{TEXTCRAFT}={good.url},{slow.url}", cooldown=0.2, health_timeout=0.5)
+        make = RemoteEnvFactory(router)
+        started = time.monotonic()
+        first = make(TEXTCRAFT)  # the first choice waits for both first checks (bounded)
+        try:
+            assert first.unwrapped.url == good.url and time.monotonic() - started < 2
+            assert [host["up"] for host in router.status()] == [True, False]
+            time.sleep(0.3)  # past the cooldown: the trickler is checked again, in the background
+            for index in range(5):
+                started = time.monotonic()
+                first.reset(seed=index)
+                assert time.monotonic() - started < 0.3 and first.unwrapped.url == good.url
+        finally:
+            first.close()
+
+
+@pytest.mark.parametrize("lie, reply", [
+    ("not a JSON object", (200, b"<html>a proxy's page</html>")),
+    ("'reward' is not int or float", (200, json.dumps({"observation": "o", "reward": "1", "terminated": False,
+                                                       "truncated": False, "info": {}}).encode())),
+    ("over the env's 64000", (200, json.dumps({"observation": "x" * 5_000_000, "reward": 0.0, "terminated": False,
+                                               "truncated": False, "info": {}}).encode())),
+])
+def test_a_lying_host_is_a_bad_reply_error(lie: str, reply: tuple[int, bytes]) -> None:
+    """docs/server.md's promise on a lying host: an answer that is not the protocol's is a ``BadReplyError``
+    (code ``bad_reply``) for that call, never a TypeError or an unchecked 5 MB observation."""
+    with FakeHost([TEXTCRAFT]) as liar:
+        liar.replies["POST /v1/sessions/s/step"] = reply
+        env = RemoteEnv(liar.url, TEXTCRAFT, retries=0)
+        try:
+            env.reset(seed=0)
+            with pytest.raises(BadReplyError, match=lie) as error:
+                env.step("inventory")
+            assert error.value.code == "bad_reply" and len(str(error.value)) < 500
+        finally:
+            env.close()
+
+
+def test_a_lying_host_is_taken_out_and_its_errors_are_bounded(two_servers: Any) -> None:
+    """A host whose health record lies (``env_ids: 5``) is down, not a TypeError; one whose reset lies is marked
+    down and the episode starts on another host; a 3 MB error detail is cut."""
+    _, steady = two_servers
+    with FakeHost([TEXTCRAFT]) as liar:
+        liar.health["env_ids"] = 5
+        router = HostRouter(liar.url, health_timeout=1)
+        with pytest.raises(ServerUnavailableError, match="no healthy env server"):
+            router.choose(TEXTCRAFT)
+        liar.health["env_ids"] = [TEXTCRAFT]
+        liar.replies["POST /v1/sessions/s/reset"] = (200, b'{"observation": 7, "info": {}}')
+        router = HostRouter(f"{liar.url},{steady.url}", cooldown=30)
+        env = RemoteEnvFactory(router)(TEXTCRAFT)  # equal loads: the liar first
+        try:
+            assert env.unwrapped.url == liar.url
+            assert env.reset(seed=0, options={"item_id": 0})[0] and env.unwrapped.url == steady.url
+            assert router.status()[0]["up"] is False
+        finally:
+            env.close()
+        del liar.replies["POST /v1/sessions/s/reset"]
+        huge = json.dumps({"error": "bad", "detail": "d" * 3_000_000}).encode()
+        liar.replies["POST /v1/sessions/s/step"] = (400, huge)
+        remote = RemoteEnv(liar.url, TEXTCRAFT, retries=0)
+        try:
+            remote.reset(seed=0)
+            with pytest.raises(RemoteEnvError) as error:
+                remote.step("inventory")
+            assert len(str(error.value)) < 1200 and "3000000 characters" in str(error.value)
+        finally:
+            remote.close()

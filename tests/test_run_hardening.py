@@ -150,3 +150,41 @@ def test_collect_on_a_full_disk_is_one_line_and_resumes_once_there_is_room(tmp_p
     expected, _ = collect(DEPTH1, 3, progress=False)
     dataset = load_trajectories(out)
     assert [dataset[i] for i in range(len(dataset))] == [dataset_row(row) for row in expected]
+
+
+def test_a_full_disk_leaves_no_empty_run_json_and_an_unreadable_one_is_named(tmp_path, monkeypatch, capsys) -> None:
+    """#61 item 8: run.json was written in place, so a full disk left it empty and every rerun failed on it."""
+    out = tmp_path / "run"
+    real = Path.write_text
+
+    def full_disk(self: Path, text: str, *args, **kwargs) -> int:
+        if "run.json" in self.name:
+            real(self, "", *args, **kwargs)  # the file is created, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    try:
+        assert eval_oracle(out, limit=1) != 0
+    except OSError as error:
+        assert error.errno == errno.ENOSPC
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert not (out / "run.json").exists() and not list(out.glob(".run.json*"))
+    assert eval_oracle(out, limit=1) == 0  # the rerun works
+    (out / "run.json").write_text("")  # an empty run.json (written by an older version) is named, in one line
+    assert eval_oracle(out, limit=1) != 0
+    error = capsys.readouterr().err
+    assert f"{out / 'run.json'} is unreadable" in error and "Traceback" not in error
+
+
+def test_summary_json_replaces_a_symlink_instead_of_writing_through_it(tmp_path) -> None:
+    """#61 item 11 (the eval half): a symlink at --out/summary.json is replaced, its target left alone."""
+    out = tmp_path / "run"
+    out.mkdir()
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep me")
+    (out / "summary.json").symlink_to(target)
+    assert eval_oracle(out, limit=1) == 0
+    assert target.read_text() == "keep me" and not (out / "summary.json").is_symlink()
+    assert json.loads((out / "summary.json").read_text())["episodes"] == 1

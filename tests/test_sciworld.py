@@ -168,6 +168,16 @@ def test_bad_input_gets_feedback(family_env: gym.Env) -> None:
     ours.close()
 
 
+def test_hostile_lone_surrogates_are_invalid_actions_and_the_jvm_lives(family_env: gym.Env) -> None:
+    """#61 item 5: a lone surrogate killed the JVM session ("the JVM is unresponsive")."""
+    family_env.reset(options={"item_id": fitting_test_items("Find")[0]})
+    for action in ("Action: look at \ud800", "Action:\n\ud83d go forward"):
+        obs, reward, terminated, truncated, info = family_env.step(action)
+        assert info["valid_action"] is False and reward == 0 and not (terminated or truncated), obs
+    obs, _, _, _, info = family_env.step("Action: look around")
+    assert info["valid_action"] and "This room is called" in obs
+
+
 def test_failing_the_task_ends_the_episode(family_env: gym.Env) -> None:
     """As in AgentGym, a failed task keeps the simulator's negative score: the outcome is -100."""
     family_env.reset(options={"item_id": load_splits("sciworld")["Find"]["test"][0]})

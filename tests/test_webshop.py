@@ -653,3 +653,16 @@ def test_site_pages_are_autoescaped_templates() -> None:
         assert 'data-kind="done"' in done and f'data-score="{core._page.reward!r}"' in done
     finally:
         env.close()
+
+
+@needs_browser
+def test_browser_hostile_lone_surrogate_is_an_invalid_action() -> None:
+    """#61 item 5: selenium raised ``InvalidArgumentException`` out of ``step`` on ``search[\\ud800]``."""
+    env = gym.make(BROWSER_ID)
+    try:
+        env.reset(seed=0, options={"split": "test", "index": 0})
+        obs, reward, terminated, _, info = env.step("Action: search[\ud800]")
+        assert info["valid_action"] is False and reward == 0 and not terminated
+        assert env.step(env.unwrapped.oracle_action())[4]["valid_action"]
+    finally:
+        env.close()

@@ -44,6 +44,11 @@ from agentgym_envs.core.safety import valid_utf8
 from agentgym_envs.core.spaces import TextSpace
 from agentgym_envs.core.tasks import TaskSpec, get_task, load_splits
 
+#: The feedback on an action holding a lone surrogate (half of a UTF-16 pair, U+D800-U+DFFF): it cannot be
+#: encoded, so it never reaches an engine (ScienceWorld's JVM session died of one, a browser raised on it).
+UNENCODABLE_ACTION = ("Your action contains a character that cannot be encoded (a lone surrogate, U+D800-U+DFFF). "
+                      "Write the action in plain text.")
+
 logger = logging.getLogger(__name__)
 
 #: Errors a hostile action can raise deep inside an engine (``int()`` of a 5,000-digit number, an
@@ -302,6 +307,8 @@ class TextEnv(gym.Env[str, str]):
             parsed = self._parse(action)
             if not parsed.ok:
                 return self._unchanged(parsed.error or "Invalid action.")
+            if parsed.action and valid_utf8(parsed.action) is not parsed.action:  # a lone surrogate in it
+                return self._unchanged(UNENCODABLE_ACTION)
             self._parsed_action = parsed.action or ""
             return self._act(self._parsed_action)
         except ACTION_ERRORS as error:

@@ -143,7 +143,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
             check_env_kwargs(env_id, env_kwargs)
     except ValueError as error:
         return fail(str(error))
-    changes = run_differences(out, {"agent": flag_settings(args, env_kwargs), "split": args.split}, known_only=True)
+    try:
+        changes = run_differences(out, {"agent": flag_settings(args, env_kwargs), "split": args.split},
+                                  known_only=True)
+    except EvalError as error:  # an unreadable run.json, named
+        return fail(str(error))
     if changes:  # before a model loads (tens of seconds), not after
         return fail(str(foreign_run_error(out, changes)))
     agent = None

@@ -11,6 +11,7 @@ batch's records to the log at once and writes ``summary.json``, also when interr
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -194,7 +195,14 @@ def run_differences(out_dir: str | Path, run_info: dict[str, Any], known_only: b
     path = Path(out_dir) / RUN_FILE
     if not path.is_file():
         return []
-    previous = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        previous = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(previous, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as error:  # e.g. written empty when the disk was full
+        raise EvalError(f"{path} is unreadable ({type(error).__name__}: {str(error)[:200]}): it should record the "
+                        f"run in {out_dir}; delete it to resume the run with this command's settings, or give "
+                        "another --out") from None
     was = {**(previous.get("agent") or {}), "split": previous.get("split")}
     now = {**run_info["agent"], "split": run_info["split"]}
     names = now if known_only else sorted(set(was) | set(now), key=lambda name: (name == "split", name))
@@ -221,7 +229,18 @@ def _check_run_file(out_dir: Path, run_info: dict[str, Any]) -> None:
             raise foreign_run_error(out_dir, changes)
     else:
         out_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(run_info, indent=1) + "\n", encoding="utf-8")
+        _write_atomically(path, json.dumps(run_info, indent=1) + "\n")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """``text`` as ``path``, whole or not at all: a full disk leaves the old file (or none), never an empty one
+    that every rerun would fail on; a symlink at ``path`` is replaced, not written through."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def _batches(jobs: Sequence[EpisodeStart], size: int) -> Iterator[Sequence[EpisodeStart]]:
@@ -327,6 +346,6 @@ def write_summary(out: Path, jobs: Sequence[EpisodeStart], split: str, n_samples
         "results": results,
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    _write_atomically(out / SUMMARY_FILE, json.dumps(summary, indent=1) + "\n")
     return EvalReport(out, results, len(records), len(jobs), interrupted, summary)
 

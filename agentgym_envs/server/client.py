@@ -32,7 +32,7 @@ import numpy as np
 
 from agentgym_envs.core.env import EnvCopyError, ansi_frame
 from agentgym_envs.core.extras import require
-from agentgym_envs.core.net import is_loopback
+from agentgym_envs.core.net import deadline, deadline_transport, is_loopback
 from agentgym_envs.core.safety import valid_utf8
 from agentgym_envs.core.spaces import TextSpace
 
@@ -44,6 +44,10 @@ URL_VARIABLE = "AGENTGYM_SERVER_URL"
 TOKEN_VARIABLE = "AGENTGYM_SERVER_TOKEN"
 #: errors after which the request may not have been processed; retrying them is safe (steps carry seq)
 _TRANSPORT_ERRORS = (httpx.TransportError,)
+#: the server took the request but its answer did not come in time (a slow host, not a dead one)
+_SLOW_ERRORS = (httpx.ReadTimeout, httpx.WriteTimeout)
+#: characters of a server's error detail kept in an exception's message (a hostile server may send megabytes)
+DETAIL_MAX_CHARS = 1000
 
 
 class _TryAgain(Exception):
@@ -63,8 +67,19 @@ class RemoteEnvError(RuntimeError):
         self.status = status
 
 
-class ServerUnavailableError(RemoteEnvError):
-    """The server did not answer (down, restarting, unreachable, too slow)."""
+class ServerUnavailableError(RemoteEnvError, ConnectionError):
+    """The server did not answer (down, restarting, unreachable, too slow); a ``ConnectionError`` too, so the CLI
+    reports it in one line as any service that is down."""
+
+
+class ServerTimeoutError(ServerUnavailableError):
+    """The server took the request but did not finish answering within ``timeout`` seconds (code ``timeout``): a
+    slow host, which may well be alive (the router health-checks it before taking it out of service)."""
+
+
+class BadReplyError(ServerUnavailableError):
+    """The server answered with something that is not the protocol's reply (code ``bad_reply``): not JSON, a
+    field missing or of the wrong type, an observation longer than the env's observation space allows."""
 
 
 class SessionLostError(RemoteEnvError):
@@ -110,7 +125,7 @@ def _acquire_client(url: str, timeout: float, connect_timeout: float, pool_size:
     with _POOL_LOCK:
         entry = _POOL.get(key)
         if entry is None:
-            transport = httpx.HTTPTransport(
+            transport = deadline_transport(  # timeout bounds the whole request, not each read
                 limits=httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size,
                                     keepalive_expiry=4.0),
                 socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
@@ -240,12 +255,12 @@ class RemoteEnv(gym.Env[str, str]):
             self._create_session()
         try:
             # a reset the env rejects (ValueError: bad options) keeps the episode in progress, as a local env does
-            data = self._request("POST", f"/v1/sessions/{self.session}/reset", body)
+            data = self._request("POST", f"/v1/sessions/{self.session}/reset", body, reply="reset")
         except SessionLostError:  # restarted server, reaped or closed env: start afresh
             self._episode_active = False
             self.session = None
             self._create_session()
-            data = self._request("POST", f"/v1/sessions/{self.session}/reset", body)
+            data = self._request("POST", f"/v1/sessions/{self.session}/reset", body, reply="reset")
         except ValueError:
             raise
         except BaseException:  # the engine crashed or the server is gone: the episode is lost
@@ -282,7 +297,8 @@ class RemoteEnv(gym.Env[str, str]):
         sent = valid_utf8(sent)  # a lone surrogate cannot travel as UTF-8 JSON; the env would drop it anyway
         self._seq += 1
         try:
-            data = self._request("POST", f"/v1/sessions/{self.session}/step", {"action": sent, "seq": self._seq})
+            data = self._request("POST", f"/v1/sessions/{self.session}/step", {"action": sent, "seq": self._seq},
+                                 reply="step")
         except RemoteEnvError:
             self._episode_active = False
             raise
@@ -303,7 +319,8 @@ class RemoteEnv(gym.Env[str, str]):
         self._episode_active = False
         if self.session is not None:
             try:
-                self._own_client().delete(f"/v1/sessions/{self.session}", timeout=2.0)
+                with deadline(2.0):
+                    self._own_client().delete(f"/v1/sessions/{self.session}", timeout=2.0)
             except Exception:  # server gone: its envs went with it
                 pass
             self.session = None
@@ -345,7 +362,7 @@ class RemoteEnv(gym.Env[str, str]):
         """The served env's expert response for the current state."""
         self._check_episode()
         try:
-            return self._request("GET", f"/v1/sessions/{self.session}/oracle")["action"]
+            return self._request("GET", f"/v1/sessions/{self.session}/oracle", reply="action")["action"]
         except RemoteEnvError as error:
             if error.code == "no_oracle":
                 raise NotImplementedError(f"{self.env_id} has no oracle") from None
@@ -358,7 +375,8 @@ class RemoteEnv(gym.Env[str, str]):
     def seeded_random_action(self, seed: int) -> str:
         """The served env's random action for ``seed`` (the same seed gives the same action in the same state)."""
         self._check_episode()
-        return self._request("GET", f"/v1/sessions/{self.session}/random-action", params={"seed": seed})["action"]
+        return self._request("GET", f"/v1/sessions/{self.session}/random-action", params={"seed": seed},
+                             reply="action")["action"]
 
     def available_actions(self) -> list[str] | None:
         """The valid actions the env listed in its last info, or None where the env lists none."""
@@ -378,12 +396,13 @@ class RemoteEnv(gym.Env[str, str]):
         """A new served env (closing the previous one, if any, so a session is never leaked)."""
         if self.session is not None:
             try:
-                self._own_client().delete(f"/v1/sessions/{self.session}", timeout=2.0)
+                with deadline(2.0):
+                    self._own_client().delete(f"/v1/sessions/{self.session}", timeout=2.0)
             except Exception:
                 pass
             self.session = None
         body = {"env_id": self.requested_env_id, "max_turns": self.max_turns}
-        created = self._request("POST", "/v1/sessions", body)
+        created = self._request("POST", "/v1/sessions", body, reply="created")
         self.session, self.server_id, self.env_id = created["session"], created["server_id"], created["env_id"]
         self.served_max_turns = created["max_turns"]
         return created
@@ -396,19 +415,21 @@ class RemoteEnv(gym.Env[str, str]):
         return self._client
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None,
-                 params: dict[str, Any] | None = None) -> Any:
-        """One API call; transport failures and 429 (server full) are retried with exponential backoff."""
+                 params: dict[str, Any] | None = None, reply: str = "") -> Any:
+        """One API call, its answer checked against the protocol's ``reply`` shape; transport failures and 429
+        (server full) are retried with exponential backoff; each attempt ends within ``timeout`` seconds."""
         client = self._own_client()
 
         def attempt() -> Any:
             try:
-                response = client.request(method, path, json=body, params=params, headers=self._headers)
+                with deadline(self._client_settings[0]):
+                    response = client.request(method, path, json=body, params=params, headers=self._headers)
             except _TRANSPORT_ERRORS as error:
                 raise _TryAgain(error) from error
             if response.status_code == 429:
                 raise _TryAgain(self._error(response))
             if response.is_success:
-                return response.json()
+                return self._checked_reply(response, reply, f"{method} {path}")
             raise self._error(response)
 
         retrying = tenacity.Retrying(stop=tenacity.stop_after_attempt(self.retries + 1), reraise=True,
@@ -420,18 +441,48 @@ class RemoteEnv(gym.Env[str, str]):
             last = failed.error
         if isinstance(last, RemoteEnvError):  # still full after the retries: the server's own 429 error
             raise last
+        if isinstance(last, _SLOW_ERRORS):
+            raise ServerTimeoutError(
+                f"the env server at {self.url} did not finish answering {method} {path} within "
+                f"{self._client_settings[0]:g} s ({self.retries + 1} attempts). Any running episode is lost; "
+                "call reset() to start another.", code="timeout") from last
         raise ServerUnavailableError(
             f"the env server at {self.url} did not answer {method} {path} after {self.retries + 1} attempts "
             f"({type(last).__name__}: {last}). Any running episode is lost; call reset() once the server is back.",
             code="unavailable",
         ) from last
 
+    def _checked_reply(self, response: Any, reply: str, call: str) -> Any:
+        """The JSON of a successful answer, if it has the fields (and types) a ``reply`` must have; a server that
+        answers anything else (a lying host, a proxy's page) gets a ``BadReplyError``, never a ``TypeError``
+        further on."""
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        fields = _REPLY_FIELDS.get(reply, {})
+        problem = "not a JSON object" if not isinstance(data, dict) else next(
+            (f"its {name!r} is not {_type_names(kind)}" for name, kind in fields.items()
+             if not isinstance(data.get(name), kind) or (kind is not bool and isinstance(data.get(name), bool))),
+            None)
+        limit = getattr(getattr(self, "observation_space", None), "max_length", None)
+        if problem is None and limit and isinstance(data.get("observation"), str) and len(data["observation"]) > limit:
+            problem = f"its observation has {len(data['observation'])} characters, over the env's {limit}"
+        if problem is not None:
+            raise BadReplyError(f"env server {self.url} answered {call} with a reply that is not the protocol's "
+                                f"({problem})", code="bad_reply", status=response.status_code)
+        return data
+
     def _error(self, response: Any) -> Exception:
         try:
             payload = response.json()
             code, detail = payload.get("error"), payload.get("detail", response.text)
         except Exception:
-            code, detail = None, response.text[:500]
+            code, detail = None, response.text
+        code = code if isinstance(code, str) and len(code) <= 64 else None
+        detail = str(detail)
+        if len(detail) > DETAIL_MAX_CHARS:  # a hostile server's megabytes stay out of logs and tracebacks
+            detail = f"{detail[:DETAIL_MAX_CHARS]}... ({len(detail)} characters)"
         where = f"env server {self.url}"
         message = f"{where}: {detail} (HTTP {response.status_code}{', ' + code if code else ''})"
         status = response.status_code
@@ -449,6 +500,21 @@ class RemoteEnv(gym.Env[str, str]):
         if status in (502, 503, 504):
             return ServerUnavailableError(message, code, status)
         return RemoteEnvError(message, code, status)
+
+
+#: what each kind of successful answer must hold (field: type), checked before anything reads it
+_REPLY_FIELDS: dict[str, dict[str, Any]] = {
+    "created": {"session": str, "server_id": str, "env_id": str, "max_turns": (int, type(None)),
+                "observation_max_length": int, "action_max_length": int},
+    "reset": {"observation": str, "info": dict},
+    "step": {"observation": str, "reward": (int, float), "terminated": bool, "truncated": bool, "info": dict},
+    "action": {"action": str},
+}
+
+
+def _type_names(kind: Any) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join("null" if item is type(None) else item.__name__ for item in kinds)
 
 
 def make_remote_env(**kwargs: Any) -> gym.Env:

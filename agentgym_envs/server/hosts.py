@@ -28,16 +28,18 @@ import dataclasses
 import importlib
 import logging
 import os
+import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import gymnasium as gym
 
+from agentgym_envs.core.net import deadline, deadline_transport
 from agentgym_envs.registration import REMOTE_ENV_ID
 
 logger = logging.getLogger("agentgym.hosts")
@@ -90,22 +92,41 @@ class HostSpec:
         return ";".join(f"{key}={','.join(urls)}" for key, urls in self.routes)
 
 
+#: a host name or an IPv4 address (letters, digits, dots, hyphens), or a bracketed IPv6 address
+_HOST = re.compile(r"[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]")
+
+
+def _redacted(text: str) -> str:
+    """``text`` with the password of a ``user:password@`` part starred: a refused URL is printed into logs."""
+    return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", text)
+
+
 def _check_url(text: str, spec: str) -> str:
-    parts = urlsplit(text)
+    shown, spec = repr(_redacted(text)), _redacted(spec)
+    try:
+        parts = urlsplit(text)
+        netloc_host = parts.netloc.rpartition("@")[2]
+        host = netloc_host if netloc_host.endswith("]") else netloc_host.rsplit(":", 1)[0]
+    except ValueError:
+        parts, host = None, ""
     problem = None
-    if parts.scheme not in ("http", "https"):
-        problem = f"{text!r} is not an http(s):// URL"
+    if parts is None or any(not character.isprintable() or character.isspace() for character in text):
+        problem = f"{shown} is not a URL (spaces or control characters)"
+    elif parts.scheme not in ("http", "https"):
+        problem = f"{shown} is not an http(s):// URL"
     elif not parts.hostname:
-        problem = f"{text!r} names no host"
+        problem = f"{shown} names no host"
     elif parts.username or parts.password:
-        problem = f"{text!r} carries credentials (send a token with $AGENTGYM_SERVER_TOKEN instead)"
-    elif parts.path not in ("", "/") or parts.query or parts.fragment:
-        problem = f"{text!r} has a path, query or fragment (give the server's base URL)"
+        problem = f"{shown} carries credentials (send a token with $AGENTGYM_SERVER_TOKEN instead)"
+    elif parts.path not in ("", "/") or "?" in text or "#" in text:
+        problem = f"{shown} has a path, query or fragment (give the server's base URL)"
+    elif not _HOST.fullmatch(host):
+        problem = f"{shown} names no valid host ({host!r})"
     else:
         try:
             parts.port  # noqa: B018 (raises on a bad port)
         except ValueError:
-            problem = f"{text!r} has a bad port"
+            problem = f"{shown} has a bad port"
     if problem:
         raise ValueError(f"bad servers spec {spec!r}: {problem}; expected {SPEC_FORMAT}")
     return text.rstrip("/")
@@ -127,7 +148,7 @@ def parse_servers(text: str | HostSpec) -> HostSpec:
     if isinstance(text, HostSpec):
         return text
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"bad servers spec {text!r}: it is empty; expected {SPEC_FORMAT}")
+        raise ValueError(f"bad servers spec {_redacted(text)!r}: it is empty; expected {SPEC_FORMAT}")
     routes: dict[str, tuple[str, ...]] = {}
     for part in (piece.strip() for piece in text.split(";")):
         if not part:
@@ -137,17 +158,18 @@ def parse_servers(text: str | HostSpec) -> HostSpec:
             key, listed = ALL_IDS, part
         key = key.strip()
         if not key or any(character.isspace() or character == "," for character in key):
-            raise ValueError(f"bad servers spec {text!r}: {key!r} is not an env id or '*'; expected {SPEC_FORMAT}")
+            raise ValueError(f"bad servers spec {_redacted(text)!r}: {key!r} is not an env id or '*'; "
+                             f"expected {SPEC_FORMAT}")
         if key in routes:
-            raise ValueError(f"bad servers spec {text!r}: {key} is given twice; expected {SPEC_FORMAT}")
+            raise ValueError(f"bad servers spec {_redacted(text)!r}: {key} is given twice; expected {SPEC_FORMAT}")
         urls = [_check_url(url.strip(), text) for url in listed.split(",") if url.strip()]
         if not urls:
-            raise ValueError(f"bad servers spec {text!r}: {key} has no server URL; expected {SPEC_FORMAT}")
+            raise ValueError(f"bad servers spec {_redacted(text)!r}: {key} has no server URL; expected {SPEC_FORMAT}")
         if len(set(urls)) != len(urls):
-            raise ValueError(f"bad servers spec {text!r}: {key} lists a URL twice; expected {SPEC_FORMAT}")
+            raise ValueError(f"bad servers spec {_redacted(text)!r}: {key} lists a URL twice; expected {SPEC_FORMAT}")
         routes[key] = tuple(urls)
     if not routes:
-        raise ValueError(f"bad servers spec {text!r}: it names no server; expected {SPEC_FORMAT}")
+        raise ValueError(f"bad servers spec {_redacted(text)!r}: it names no server; expected {SPEC_FORMAT}")
     return HostSpec(tuple(routes.items()))
 
 
@@ -168,16 +190,24 @@ def server_health(url: str, token: str | None = None, timeout: float = 5.0) -> d
     client = _client()
     token = token or os.environ.get(client.TOKEN_VARIABLE)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    try:
-        with client.httpx.Client(timeout=timeout, trust_env=not client._is_loopback_url(url)) as http:
+    trust_env = not client._is_loopback_url(url)
+    try:  # the whole check ends within timeout, however slowly the host answers
+        with deadline(timeout), client.httpx.Client(timeout=timeout, trust_env=trust_env,
+                                                     transport=deadline_transport(trust_env=trust_env)) as http:
             response = http.get(f"{url}/v1/health", headers=headers)
         health = response.json() if response.is_success else None
     except (client.httpx.HTTPError, ValueError) as error:
         raise client.ServerUnavailableError(f"{url} did not answer its health check ({type(error).__name__}: "
                                             f"{error})", code="unavailable") from error
     if not isinstance(health, dict) or health.get("status") != "ok":
-        raise client.ServerUnavailableError(f"{url} is not healthy (HTTP {response.status_code})",
+        hint = " (its token was refused)" if response.status_code in (401, 403) else ""
+        raise client.ServerUnavailableError(f"{url} is not healthy (HTTP {response.status_code}){hint}",
                                             code="unavailable", status=response.status_code)
+    ids, default = health.get("env_ids"), health.get("default_env_id")
+    if (ids is not None and not (isinstance(ids, list) and all(isinstance(item, str) for item in ids))) \
+            or (default is not None and not isinstance(default, str)):
+        raise client.BadReplyError(f"{url} answered its health check with a record that is not the protocol's "
+                                   "(env_ids must be a list of ids, default_env_id an id)", code="bad_reply")
     return health
 
 
@@ -189,7 +219,8 @@ class _Host:
     down_until: float = 0.0
     in_flight: int = 0
     env_ids: tuple[str, ...] | None = None
-    probing: bool = False
+    probing: bool = False  # a health check of it is running
+    checked: bool = False  # a health check of it has ended at least once
     failures: int = 0
 
 
@@ -204,12 +235,19 @@ class HostRouter:
         cooldown: seconds a failed host is skipped before it is health-checked again.
         health_timeout: seconds a health check may take.
         token: the servers' access token (default ``$AGENTGYM_SERVER_TOKEN``).
+        tokens: tokens of single servers (URL: token), sent to that server only, in place of ``token``
+            (``AgentGym/Remote-v0``'s ``token`` belongs to its ``url``, not to the other hosts of a spec).
     """
 
     def __init__(self, servers: str | HostSpec, *, cooldown: float = 30.0, health_timeout: float = 5.0,
-                 token: str | None = None):
+                 token: str | None = None, tokens: Mapping[str, str] | None = None):
         self.spec = parse_servers(servers)
         self.cooldown, self.health_timeout, self.token = float(cooldown), float(health_timeout), token
+        self.tokens = {str(url).rstrip("/"): value for url, value in (tokens or {}).items() if value}
+        strangers = sorted(set(self.tokens) - set(self.spec.urls))
+        if strangers:
+            raise ValueError(f"tokens are given for {strangers}, which the servers spec {str(self.spec)!r} does not "
+                             "name")
         self._lock = threading.Lock()
         self._probed = threading.Condition(self._lock)  # a health check ended (threads waiting for it go on)
         self._hosts = {url: _Host(url) for url in self.spec.urls}
@@ -221,12 +259,16 @@ class HostRouter:
         return self
 
     def __reduce__(self) -> tuple:  # pickled to another process: a fresh router there, same settings
-        return (_rebuild_router, (str(self.spec), self.cooldown, self.health_timeout, self.token))
+        return (_rebuild_router, (str(self.spec), self.cooldown, self.health_timeout, self.token, self.tokens))
+
+    def token_for(self, url: str) -> str | None:
+        """The token sent to ``url``: its own (``tokens``), else the router's, else ``$AGENTGYM_SERVER_TOKEN``."""
+        return self.tokens.get(url) or self.token or os.environ.get(_client().TOKEN_VARIABLE) or None
 
     def _after_fork(self) -> None:
         self._lock = threading.Lock()  # a lock held by another thread at fork time would never be released
         self._probed = threading.Condition(self._lock)
-        for host in self._hosts.values():
+        for host in self._hosts.values():  # a check running at fork time goes on in the parent only
             host.in_flight, host.probing = 0, False
 
     def choose(self, env_id: str, *, prefer: str | None = None, avoid: Collection[str] = (),
@@ -247,7 +289,7 @@ class HostRouter:
             ValueError: none of the id's servers serves it.
         """
         urls = [url for url in self.spec.urls_for(env_id) if url not in avoid]
-        ready = [url for url in urls if self._ready(url)]
+        ready = self._ready(urls)
         if ready and not self._serving(ready, env_id):
             # the ids were read at the host's last check: a server restarted at the same address may serve others now
             ready = [url for url in ready if self.check(url)]
@@ -308,19 +350,20 @@ class HostRouter:
         if was_up:
             logger.warning("env server %s is down (%s); retrying it in %g s", url, reason, self.cooldown)
 
-    def check(self, url: str) -> bool:
+    def check(self, url: str, reason: object = None) -> bool:
         """Health-check ``url`` now; a healthy answer marks it up (with the ids it serves), none marks it down.
 
         Args:
             url: a server of the spec.
+            reason: what made the check necessary (logged with the check's own failure, if it fails).
 
         Returns:
-            Whether it answered healthy.
+            Whether it answered healthy (within ``health_timeout`` seconds, however slowly it trickles).
         """
         try:
-            health = server_health(url, self.token, self.health_timeout)
+            health = server_health(url, self.token_for(url), self.health_timeout)
         except _client().ServerUnavailableError as error:
-            self.mark_down(url, error)
+            self.mark_down(url, error if reason is None else f"{reason}; then its health check failed: {error}")
             return False
         with self._lock:
             host = self._hosts[url]
@@ -341,24 +384,78 @@ class HostRouter:
                      "retry_in_s": max(0.0, host.down_until - now) if not host.up else 0.0}
                     for host in self._hosts.values()]
 
-    def _ready(self, url: str) -> bool:
-        """Up, or (never checked, or its cooldown is over) and healthy when checked now (one thread checks; the
-        others wait for its answer)."""
+    def recheck(self, url: str, reason: object) -> bool:
+        """A request to ``url`` failed (``reason``): whether the host still answers its health check, so it stays
+        in service (a slow request, a dropped connection), or not, so it is marked down for the cooldown.
+
+        Many envs of a host that died fail at once: one of them checks, the others wait for its answer.
+
+        Args:
+            url: a server of the spec.
+            reason: the failure (logged if the host is marked down).
+
+        Returns:
+            Whether the host is up.
+        """
         with self._probed:
             host = self._hosts[url]
-            while host.probing:
-                self._probed.wait(self.health_timeout + 1.0)
-            if host.up:
-                return True
-            if host.down_until > time.monotonic():
-                return False
-            host.probing = True
+            if not host.probing:
+                if not host.up:
+                    return False
+                host.probing = True
+                mine = True
+            else:
+                mine = False
+                limit = time.monotonic() + self.health_timeout + 1.0
+                while host.probing and time.monotonic() < limit:
+                    self._probed.wait(max(0.0, limit - time.monotonic()))
+                return host.up
         try:
-            return self.check(url)
+            return self.check(url, reason) if mine else host.up
         finally:
-            with self._probed:
-                host.probing = False
-                self._probed.notify_all()
+            self._probe_ended(host)
+
+    def _ready(self, urls: list[str]) -> list[str]:
+        """Those of ``urls`` that are up now.
+
+        Hosts never checked, or whose cooldown is over, are health-checked each in a thread of its own, so one
+        slow host never holds up another. This waits for checks of hosts never checked before (the first
+        episodes spread over every host that answers), and for any check while no host is up; never longer
+        than a check may take.
+        """
+        started = []
+        with self._probed:
+            now = time.monotonic()
+            for url in urls:
+                host = self._hosts[url]
+                if not host.up and not host.probing and host.down_until <= now:
+                    host.probing = True
+                    started.append(host)
+        for host in started:
+            threading.Thread(target=self._probe, args=(host,), name="agentgym-health-check", daemon=True).start()
+        limit = time.monotonic() + self.health_timeout + 1.0
+        with self._probed:
+            while True:
+                hosts = [self._hosts[url] for url in urls]
+                up = [host.url for host in hosts if host.up]
+                waiting = any(host.probing and (not host.checked or not up) for host in hosts)
+                left = limit - time.monotonic()
+                if not waiting or left <= 0:
+                    return up
+                self._probed.wait(left)
+
+    def _probe(self, host: _Host) -> None:
+        try:
+            self.check(host.url)
+        except Exception as error:  # noqa: BLE001 (a check that broke: down, like one that failed)
+            self.mark_down(host.url, error)
+        finally:
+            self._probe_ended(host)
+
+    def _probe_ended(self, host: _Host) -> None:
+        with self._probed:
+            host.probing, host.checked = False, True
+            self._probed.notify_all()
 
     def _none_healthy(self, env_id: str, avoid: Collection[str]) -> str:
         now = time.monotonic()
@@ -370,8 +467,9 @@ class HostRouter:
         return f"no healthy env server for {env_id}: {', '.join(with_times)}"
 
 
-def _rebuild_router(spec: str, cooldown: float, health_timeout: float, token: str | None) -> HostRouter:
-    return HostRouter(spec, cooldown=cooldown, health_timeout=health_timeout, token=token)
+def _rebuild_router(spec: str, cooldown: float, health_timeout: float, token: str | None,
+                    tokens: dict[str, str] | None = None) -> HostRouter:
+    return HostRouter(spec, cooldown=cooldown, health_timeout=health_timeout, token=token, tokens=tokens)
 
 
 _SHARED_LOCK = threading.Lock()
@@ -390,7 +488,9 @@ def shared_router(servers: str | HostSpec, **settings: Any) -> HostRouter:
         The shared router.
     """
     spec = parse_servers(servers)
-    key = (str(spec), tuple(sorted(settings.items())))
+    hashable = {name: tuple(sorted(value.items())) if isinstance(value, Mapping) else value
+                for name, value in settings.items()}
+    key = (str(spec), tuple(sorted(hashable.items())))
     with _SHARED_LOCK:
         router = _SHARED.get(key)
         if router is None:
@@ -430,7 +530,7 @@ class RoutedEnv(gym.Env[str, str]):
                              f"{sorted(REMOTE_OPTIONS)} (env kwargs cannot travel to the server)")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
-        self.router = servers if isinstance(servers, HostRouter) else shared_router(servers)
+        self.router = _router_with_token(servers, remote_options.pop("token", None))
         self.env_id, self.render_mode, self.max_turns = env_id, render_mode, max_turns
         self.turn_budget = max_turns  # what the served env was told: its TimeLimit, the episode's budget
         self.max_failovers = max(0, int(max_failovers))
@@ -554,7 +654,7 @@ class RoutedEnv(gym.Env[str, str]):
     def _open(self, url: str) -> Any:
         client = _client()
         return client.RemoteEnv(url, self.env_id, render_mode=self.render_mode, max_turns=self.max_turns,
-                                **self.remote_options)
+                                token=self.router.token_for(url), **self.remote_options)
 
     def _connect(self) -> None:
         """A served env on some host (for the spaces), without starting an episode."""
@@ -569,14 +669,26 @@ class RoutedEnv(gym.Env[str, str]):
                     raise
 
     def _host_failed(self, url: str, error: BaseException, avoid: set[str], attempts: int) -> bool:
-        """Whether to try another host after ``error`` on ``url`` (marked down when it did not answer)."""
+        """Whether to try another host after ``error`` on ``url`` (marked down when it no longer answers)."""
         client = _client()
         if not isinstance(error, (client.ServerUnavailableError, client.ServerBusyError)):
             return False
         if isinstance(error, client.ServerUnavailableError):
-            self.router.mark_down(url, error)
+            self._host_down(url, error)
         avoid.add(url)
         return attempts < self.max_failovers
+
+    def _host_down(self, url: str, error: BaseException) -> bool:
+        """After ``error`` (a ``ServerUnavailableError``) on ``url``: whether the host is out of service now.
+
+        A host that answered with something other than the protocol's reply (a lying host) is marked down. One
+        whose request timed out or whose connection dropped is health-checked first, and stays in service if it
+        answers: one slow step must not take live hosts out of service.
+        """
+        if isinstance(error, _client().BadReplyError):
+            self.router.mark_down(url, error)
+            return True
+        return not self.router.recheck(url, error)
 
     def _end_lease(self) -> None:
         if self._leased and self.url is not None:
@@ -590,10 +702,18 @@ class RoutedEnv(gym.Env[str, str]):
             try:
                 return call(self.remote)
             except (client.ServerUnavailableError, client.SessionLostError) as error:
+                down = isinstance(error, client.ServerUnavailableError) and self._host_down(self.url, error)
+                if isinstance(error, client.ServerTimeoutError) and not down:
+                    self._lose_episode()  # slow, not dead: a replay would be as slow; the host stays in service
+                    raise
                 if not self._episode or attempt == self.max_failovers:
                     raise
                 self._move(error)
         raise AssertionError("unreachable")
+
+    def _lose_episode(self) -> None:
+        self._episode = False
+        self._end_lease()
 
     def _move(self, error: BaseException) -> None:
         """Re-create the running episode on a healthy host and replay its actions; the replay must reproduce the
@@ -602,8 +722,7 @@ class RoutedEnv(gym.Env[str, str]):
         dead = self.url
         avoid: set[str] = set()
         if isinstance(error, client.ServerUnavailableError):
-            self.router.mark_down(dead, error)
-            avoid.add(dead)
+            avoid.add(dead)  # checked by the caller: down, or alive but failing this episode
         self._end_lease()
         logger.warning("%s: episode (seed %s, %d actions) lost on %s (%s); replaying it on another host",
                        self.env_id, self._seed, len(self._actions), dead, error)
@@ -627,10 +746,11 @@ class RoutedEnv(gym.Env[str, str]):
                 self.router.release(url)
                 _close_quietly(remote)
                 if isinstance(failure, (client.ServerUnavailableError, client.ServerBusyError)):
-                    if isinstance(failure, client.ServerUnavailableError):
-                        self.router.mark_down(url, failure)
-                    avoid.add(url)
-                    continue
+                    down = isinstance(failure, client.ServerUnavailableError) and self._host_down(url, failure)
+                    if not (isinstance(failure, client.ServerTimeoutError) and not down):
+                        avoid.add(url)
+                        continue
+                    # as slow on this live host as on the first: the episode's steps are slow, not a host
                 self._episode = False
                 raise
             break
@@ -663,13 +783,17 @@ class RemoteEnvFactory:
 
     Args:
         servers: the spec (text or ``HostSpec``) or a ``HostRouter``.
-        remote_options: ``RemoteEnv`` settings for every env (``timeout``, ``retries``, ``token``, ...).
+        tokens: tokens of single servers (``HostRouter``'s ``tokens``).
+        remote_options: ``RemoteEnv`` settings for every env (``timeout``, ``retries``, ...); ``token`` is the
+            spec's servers' token (its router's: health checks send it too).
     """
 
-    def __init__(self, servers: str | HostSpec | HostRouter, **remote_options: Any):
-        self.router = servers if isinstance(servers, HostRouter) else shared_router(servers)
+    def __init__(self, servers: str | HostSpec | HostRouter, *, tokens: Mapping[str, str] | None = None,
+                 **remote_options: Any):
         check_remote_options(remote_options)
         self.remote_options = dict(remote_options)
+        self.router = _router_with_token(servers, self.remote_options.pop("token", None), tokens)
+        check_route_ids(self.router.spec)
 
     def __call__(self, env_id: str, max_episode_steps: int | None = None, **kwargs: Any) -> gym.Env:
         """An env like ``gym.make(env_id, max_episode_steps=...)``, served.
@@ -688,6 +812,7 @@ class RemoteEnvFactory:
         options = {**self.remote_options, **kwargs}
         render_mode = options.pop("render_mode", None)
         check_remote_options(options)
+        _router_with_token(self.router, options.pop("token", None))  # the router's token, or a clear refusal
         self.router.spec.urls_for(env_id)  # a spec without a server for it: say so now
         budget = local.max_episode_steps if max_episode_steps is None else max_episode_steps
         budget = budget if budget is not None and budget > 0 else None
@@ -695,6 +820,39 @@ class RemoteEnvFactory:
                                      additional_wrappers=())
         return gym.make(served, servers=self.router, env_id=env_id, render_mode=render_mode, max_turns=budget,
                         **options)
+
+
+def _router_with_token(servers: str | HostSpec | HostRouter, token: str | None,
+                       tokens: Mapping[str, str] | None = None) -> HostRouter:
+    """The router of ``servers`` whose health checks and envs send ``token`` (and ``tokens``, per server): a token
+    is the router's, so the checks that decide whether a host is up carry it too."""
+    if not isinstance(servers, HostRouter):
+        settings = {key: value for key, value in (("token", token), ("tokens", tokens)) if value}
+        return shared_router(servers, **settings)
+    if (token and token != servers.token) or (tokens and dict(tokens) != servers.tokens):
+        raise ValueError("a HostRouter sends its own token to its servers: give the token to HostRouter(..., "
+                         "token=...), not to the envs made from it")
+    return servers
+
+
+def check_route_ids(spec: HostSpec) -> None:
+    """Refuse a route for an id this machine does not know: a typo (``SciWorld-V0``) would otherwise route
+    nothing, and its id would go to ``*``'s servers without a word.
+
+    Args:
+        spec: the servers spec.
+
+    Raises:
+        ValueError: naming the unknown ids (and the nearest known ones).
+    """
+    known = set(gym.registry)
+    unknown = [key for key, _ in spec.routes if key != ALL_IDS and key not in known]
+    if unknown:
+        import difflib
+
+        hints = {key: difflib.get_close_matches(key, known, n=1, cutoff=0.6) for key in unknown}
+        named = ", ".join(f"{key} (did you mean {hint[0]}?)" if hint else key for key, hint in hints.items())
+        raise ValueError(f"the servers spec routes ids that are not registered here: {named}; see agentgym list")
 
 
 def check_remote_options(options: dict[str, Any]) -> None:
@@ -777,13 +935,16 @@ def served_envs(env_ids: Iterable[str], env_kwargs: dict[str, Any] | None,
     ids, kwargs = list(env_ids), dict(env_kwargs or {})
     text = servers_from(servers)
     spec = parse_servers(text) if text else None
+    tokens: dict[str, str] = {}
     if REMOTE_ENV_ID in ids:
         served, url, kwargs = remote_v0_route(kwargs)
         spec = spec.with_route(served, [url]) if spec is not None else HostSpec(((served, (url,)),))
         ids = list(dict.fromkeys(served if env_id == REMOTE_ENV_ID else env_id for env_id in ids))
+        if kwargs.get("token"):  # Remote-v0's token is its url's: the spec's other hosts never see it
+            tokens[url] = kwargs.pop("token")
     if spec is None:
         return ids, kwargs, None
     check_remote_options(kwargs)
     for env_id in ids:
         spec.urls_for(env_id)
-    return ids, {}, RemoteEnvFactory(spec, **kwargs)
+    return ids, {}, RemoteEnvFactory(spec, tokens=tokens, **kwargs)
