@@ -15,7 +15,9 @@ from agentgym_trl.config import AgentGRPOConfig
 from agentgym_trl.curriculum import ScheduleError, TurnBudgetCallback, TurnSchedule
 from agentgym_trl.data import build_env_dataset, check_env_ids, env_rows
 from agentgym_trl.eval import evaluate_model
-from agentgym_trl.generation import HFGenerator, TurnOutput, VLLMGenerator
+from agentgym_trl.engines import Generator, Sampling, TurnOutput, make_generator
+from agentgym_trl.engines.hf import HFGenerator
+from agentgym_trl.engines.vllm_process import VLLMGenerator
 from agentgym_trl.metrics import MetricsFileCallback
 from agentgym_trl.reverse_curriculum import OraclePrefixCurriculum, PrefixSchedule
 from agentgym_trl.rollout import RolloutResult, run_rollout, validate_rollout_output
@@ -27,12 +29,14 @@ __all__ = [
     "ChatEncoder",
     "ChatTemplateError",
     "EnvPool",
+    "Generator",
     "HFGenerator",
     "MetricsFileCallback",
     "ModelAgent",
     "OraclePrefixCurriculum",
     "PrefixSchedule",
     "RolloutResult",
+    "Sampling",
     "ScheduleError",
     "Trajectory",
     "TurnBudgetCallback",
@@ -44,6 +48,7 @@ __all__ = [
     "env_reward",
     "env_rows",
     "evaluate_model",
+    "make_generator",
     "run_rollout",
     "validate_rollout_output",
 ]

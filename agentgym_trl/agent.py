@@ -16,7 +16,6 @@ An observation that no longer fits ends the episode (``context``) and becomes it
 
 from __future__ import annotations
 
-import copy
 import os
 import zlib
 from collections.abc import Iterator, Sequence
@@ -29,10 +28,15 @@ from agentgym_envs.core.episode import CONTEXT, TURN_TOKENS, Trajectory
 from agentgym_envs.agents import AgentSetupError
 from agentgym_envs.core.loop import BaseAgent, Episode, Reply
 from agentgym_trl.chat import ChatEncoder
-from agentgym_trl.generation import Generator, HFGenerator, TurnOutput, VLLMGenerator
+from agentgym_trl.engines import Generator, Sampling, TurnOutput, make_generator
 from agentgym_trl.config import check_truncated_turn
 from agentgym_trl.fast_training import bf16_is_fast, return_freed_heap
 from agentgym_trl.models import default_model_path, load_tokenizer, local_model_folder, weights_fingerprint
+
+#: ``agentgym eval --engine`` / ``ModelAgent.from_name(engine=...)``: the engines that evaluate alone (``"vllm"`` is
+#: the engine process's older name)
+EVAL_ENGINES = {"hf": "hf", "vllm-process": "vllm-process", "vllm": "vllm-process"}
+
 
 class ModelAgent(BaseAgent):
     """Batched turns of a model through a ``Generator`` (HF ``generate`` or vLLM) and its chat template."""
@@ -69,24 +73,26 @@ class ModelAgent(BaseAgent):
                   engine_options: Any = None, **_: Any) -> ModelAgent:
         """A local model (``"default"`` = SmolLM2-135M-Instruct, a folder, or a cached hub id) as an agent.
 
-        ``engine``: ``"hf"`` (``generate`` in this process) or ``"vllm"`` (the shared vLLM engine process,
-        ``vllm_engine.shared_engine``; the HF model is then never loaded here). ``bf16=None`` samples as the
+        ``engine``: ``"hf"`` (``generate`` in this process) or ``"vllm-process"`` (``"vllm"`` too: the shared vLLM
+        engine process, ``engines.vllm_process.shared_engine``; the HF model is then never loaded here; TRL's vLLM
+        lives inside a trainer and cannot evaluate alone). ``bf16=None`` samples as the
         trainer does by default: bf16 where the hardware runs it natively (``fast_training.bf16_is_fast``).
         ``truncated_turn="step"``: a cut turn still reaches the env (which explains the format) and the
         episode plays its whole budget, so a long-winded model is measured, not stopped at its first long turn.
         """
-        if engine not in ("hf", "vllm"):
-            raise ValueError(f"engine must be 'hf' or 'vllm', got {engine!r}")
+        engine = EVAL_ENGINES.get(engine, engine)
+        if engine not in EVAL_ENGINES.values():
+            raise ValueError(f"engine must be one of {sorted(EVAL_ENGINES)}, got {engine!r}")
         bf16 = bf16_is_fast() if bf16 is None else bf16
         path = resolve_model_path(model)
         try:
             tokenizer = load_tokenizer(path)
         except OSError as error:
             raise ModelLoadError(f"cannot load the tokenizer of {model!r}: {str(error).splitlines()[0]}") from None
-        if engine == "vllm":
+        if engine == "vllm-process":
             from transformers import GenerationConfig
 
-            from agentgym_trl.vllm_engine import EngineOptions, shared_engine
+            from agentgym_trl.engines.vllm_process import EngineOptions
 
             options = engine_options or EngineOptions(max_model_len=max_context_tokens, max_num_seqs=batch_size)
             generation_config = GenerationConfig.from_pretrained(path)
@@ -100,15 +106,16 @@ class ModelAgent(BaseAgent):
         eos = generation_config.eos_token_id
         # the same template arguments as training (AgentGRPOConfig.chat_template_kwargs), so the prompts match
         encoder = ChatEncoder(tokenizer, eos if isinstance(eos, list) else [eos], chat_template_kwargs)
-        sampling = sampling_config(generation_config, temperature)
+        sampling = Sampling().at(temperature)
         if network is None:
-            generator: Generator = VLLMGenerator(shared_engine(path, options), sampling, encoder.stop_ids)
+            generator = make_generator(engine, sampling, encoder.stop_ids, model=path, options=options)
         else:
             pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else encoder.closer_id
             # an agent's episodes are evaluated, not trained on: no log-probs (nor the logits they are taken from)
-            generator = HFGenerator(network, sampling, pad, encoder.stop_ids, progress=progress,
-                                    sampling_dtype=torch.bfloat16 if bf16 and network.device.type == "cpu" else None,
-                                    logprobs=False)
+            generator = make_generator(engine, sampling, encoder.stop_ids, model=network,
+                                       generation_config=generation_config, pad_id=pad, progress=progress,
+                                       sampling_dtype=torch.bfloat16 if bf16 and network.device.type == "cpu"
+                                       else None, logprobs=False)
         description = {"kind": "model", "model": path, "weights": weights_fingerprint(path),
                        "temperature": temperature, "engine": engine,
                        "max_turn_tokens": max_turn_tokens, "max_context_tokens": max_context_tokens, "bf16": bf16}
@@ -257,14 +264,3 @@ def load_model_weights(path: str, model: str, dtype: torch.dtype = torch.float32
         raise ModelLoadError(f"cannot load model {model!r}: not a local folder and not in the Hugging Face cache "
                              f"(nothing is downloaded at run time): {str(error).splitlines()[0]}") from None
     return network.to("cuda" if torch.cuda.is_available() else "cpu").eval()
-
-
-def sampling_config(generation_config: Any, temperature: float) -> Any:
-    """The model's generation config set to sample at ``temperature`` from the full distribution (0 = greedy)."""
-    config = copy.deepcopy(generation_config)
-    if temperature > 0:
-        # top_k=0, not None: transformers turns None into its default of 50, another distribution than TRL trains
-        config.do_sample, config.temperature, config.top_k, config.top_p = True, float(temperature), 0, 1.0
-    else:
-        config.do_sample, config.temperature, config.top_k, config.top_p = False, None, None, None
-    return config

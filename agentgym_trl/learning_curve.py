@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max_context_tokens", type=int, default=4096)
     parser.add_argument("--bf16", choices=("true", "false"), help="default: as the trainer samples")
     parser.add_argument("--merged_first_turn", action="store_true")
-    parser.add_argument("--engine", choices=("hf", "vllm"), default="hf")
+    parser.add_argument("--engine", choices=("hf", "vllm-process", "vllm"), default="hf")
     parser.add_argument("--start", help="the model training started from, evaluated as step 0")
     parser.add_argument("--out", help=f"the JSON to write (default RUN_DIR/{CURVE_FILE})")
     args = parser.parse_args(argv)

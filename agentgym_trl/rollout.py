@@ -22,7 +22,7 @@ from agentgym_envs.core.loop import EnvPool, EpisodeError, EpisodeStart, PlaySta
 from agentgym_envs.evaluation.runner import TurnProgress
 from agentgym_trl.agent import ModelAgent
 from agentgym_trl.chat import ChatEncoder
-from agentgym_trl.generation import Generator
+from agentgym_trl.engines import Generator
 
 
 @dataclass

@@ -29,7 +29,7 @@ from typing import Any
 
 from agentgym_envs.collect import KeepRule, episode_plan
 from agentgym_trl.chat import ChatEncoder
-from agentgym_trl.generation import Generator
+from agentgym_trl.engines import Generator
 from agentgym_trl.rollout import EnvPool, RolloutResult, run_rollout
 
 logger = logging.getLogger(__name__)

@@ -59,7 +59,7 @@ def held_out_success(model: str, env_ids: list[str], out_dir: str | os.PathLike,
                      merged_first_turn: bool = False, engine: str = "hf", engine_options: Any = None,
                      split: str = "test", items: list[int] | None = None) -> dict[str, Any]:
     """Success of ``model`` on the first ``eval_items`` test items of each env, with a 95% interval over items
-    (``engine="vllm"``: sampled by the shared vLLM engine, the one training uses); ``items``: these item ids of
+    (``engine="vllm-process"``: sampled by the shared vLLM engine, the one training uses); ``items``: these item ids of
     ``split`` instead (e.g. a held-out part of the train split)."""
     from agentgym_envs.evaluation.metrics import item_successes, success_interval
     from agentgym_envs.evaluation.records import load_run

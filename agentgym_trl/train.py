@@ -420,11 +420,11 @@ def stage_engine(args: AgentGRPOConfig, stage_args: StageArguments) -> dict[str,
     """How the stage evaluations sample: with the engine training uses where it can evaluate alone (the vLLM engine
     process, shared with training), else HF ``generate`` (TRL's vLLM lives inside the trainer, which does not
     exist before training and is gone after it)."""
-    if args.resolved_vllm_engine != "process":
+    if args.engine_kind != "vllm-process":
         return {}
-    from agentgym_trl.vllm_engine import EngineOptions
+    from agentgym_trl.engines.vllm_process import EngineOptions
 
-    return dict(engine="vllm", engine_options=EngineOptions.from_config(args, engine_slots(args, stage_args)))
+    return dict(engine="vllm-process", engine_options=EngineOptions.from_config(args, engine_slots(args, stage_args)))
 
 
 def evaluate_stage(name: str, model: str, args: AgentGRPOConfig, stage_args: StageArguments, state: Any,

@@ -71,7 +71,6 @@ from transformers.trainer_utils import TrainOutput
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
-from agentgym_trl.agent import sampling_config
 from agentgym_trl.chat import ChatEncoder
 from agentgym_trl.checkpoints import TRAINER_STATE, finished_run, last_complete_checkpoint
 from agentgym_trl.estimators import ESTIMATORS
@@ -91,11 +90,12 @@ from agentgym_trl.fast_training import (
 )
 from agentgym_envs.core.loop import EnvPool
 from agentgym_envs.evaluation.records import TRAJECTORIES_FILE, TrajectoryLog
-from agentgym_trl.config import AgentGRPOConfig, env_turn_cap, required_model_len
+from agentgym_trl.config import AgentGRPOConfig, env_turn_cap
 from agentgym_trl.curriculum import TurnBudgetCallback
 from agentgym_trl.data import build_env_dataset, check_env_ids, placeholder_prompt
 from agentgym_trl.dynamic_sampling import fill_informative_groups
-from agentgym_trl.generation import Generator, HFGenerator, VLLMGenerator
+from agentgym_trl.engines import Generator, Sampling, make_generator, required_model_len
+from agentgym_trl.engines.hf import HFGenerator
 from agentgym_trl.item_draws import ItemDrawer, ItemKey, LearnabilityDrawer, assign_items
 from agentgym_trl.metrics import (
     IDLE_STEP,
@@ -116,8 +116,7 @@ from agentgym_trl.models import is_reloadable, save_plain_copy
 from agentgym_trl.reverse_curriculum import OraclePrefixCurriculum
 from agentgym_trl.rollout import RolloutProgress, RolloutResult, run_rollout, validate_rollout_output
 from agentgym_trl.scoring import AdvantageAdapter, ScoringBatch, distinct_items
-from agentgym_trl.trl_vllm import TRLVLLMGenerator, check_server_context
-from agentgym_trl.vllm_engine import EngineOptions, VLLMEngine, install_sigterm_exit, shared_engine, sync_policy
+from agentgym_trl.engines.vllm_process import EngineOptions, EngineWeightSync, VLLMEngine, shared_engine
 from agentgym_trl.value_head import VALUE_HEAD_ATTRIBUTE, VALUE_HEAD_FILE, ValueHead, attach_value_head, value_loss
 
 logger = logging.getLogger(__name__)
@@ -198,9 +197,6 @@ class AgentGRPOTrainer(GRPOTrainer):
                 "included), so it takes no rollout_func / environment_factory / tools: register your environment as a "
                 "text Gymnasium env instead (tool envs give TRL-style schemas with env.unwrapped.tool_schemas())"
             )
-        # SIGTERM (kill, a scheduler's time limit) as a clean exit: engines, weight files and env servers' sessions
-        # are released by their finally / atexit code instead of leaking (a handler set before is kept and called)
-        install_sigterm_exit()
         self.schedule = args.turn_schedule()
         self.on_cpu = prepare_torch(args)
         self._micro_batching_warned = False
@@ -210,8 +206,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.step_guard = OptimizerStepGuard(self)
         if eval_dataset is not None:
             eval_dataset = prepare_rows_dataset(eval_dataset)
-        engine_kind = args.resolved_vllm_engine  # None (HF generate), "trl" or "process"
-        if (args.beta != 0.0 and peft_config is None) or engine_kind == "trl":
+        engine_kind = args.engine_kind  # "hf", "vllm-process" or "vllm-trl" (engines.ENGINES)
+        if (args.beta != 0.0 and peft_config is None) or engine_kind == "vllm-trl":
             model = _make_reloadable(model, args.output_dir)  # TRL loads the KL reference / its vLLM from the folder
         self.curriculum = TurnBudgetCallback(self.schedule, args.truncation_warning_threshold)
         callbacks = [self.curriculum, self.step_guard, *(callbacks or [])]
@@ -230,7 +226,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         # 'process': this project's engine process (vllm_engine.py), which TRL's in-process vLLM cannot replace on a
         # CPU: TRL is built without vLLM and told afterwards (its weight-sync hook and importance-sampling
         # correction then run as with its own vLLM).
-        wants_vllm, args.use_vllm = args.use_vllm, engine_kind == "trl"
+        wants_vllm, args.use_vllm = args.use_vllm, engine_kind == "vllm-trl"
         try:
             with warnings.catch_warnings():  # rollout_func is "experimental" in TRL; this class validates its output
                 warnings.filterwarnings("ignore", message=".*rollout_func.*experimental")
@@ -251,8 +247,10 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.use_vllm = wants_vllm
         if self.on_cpu and args.release_memory:
             cast_where_used(self.accelerator)
-        self.vllm_engine = self._start_vllm_engine(model) if engine_kind == "process" else None
-        if engine_kind == "trl" and args.vllm_mode == "server" and self.accelerator.is_main_process:
+        self.vllm_engine = self._start_vllm_engine(model) if engine_kind == "vllm-process" else None
+        if engine_kind == "vllm-trl" and args.vllm_mode == "server" and self.accelerator.is_main_process:
+            from agentgym_trl.engines.trl_vllm import check_server_context
+
             check_server_context(self.vllm_generation, required_model_len(args.max_context_tokens,
                                                                           args.max_turn_tokens))
         self.chat = ChatEncoder(self._tokenizer, self.eos_token_ids, args.chat_template_kwargs)
@@ -275,27 +273,32 @@ class AgentGRPOTrainer(GRPOTrainer):
 
     # ---- plumbing into TRL ---------------------------------------------------------------------
     def _make_generator(self, greedy: bool = False) -> Generator:
-        pad = self._tokenizer.pad_token_id
+        """The generator of the config's engine (``engines.make_generator``), sampling as TRL's generation config
+        says (greedy: ReMax's baseline)."""
         if not hasattr(self, "generation_config"):  # TRL builds one only without its vLLM: the same sampling settings
             from transformers import GenerationConfig
 
             self.generation_config = GenerationConfig(do_sample=True, temperature=self.temperature, top_p=self.top_p,
                                                       top_k=self.top_k)
-        config = sampling_config(self.generation_config, 0.0) if greedy else self.generation_config
-        if self.vllm_engine is not None:  # TRL's sync hook (vllm_generation.sync_weights) keeps its weights current
-            return VLLMGenerator(self.vllm_engine, config, self.chat.stop_ids)
-        if self.args.resolved_vllm_engine == "trl":  # TRL syncs its engine's weights before each rollout
+        sampling = Sampling.of(self.generation_config)
+        sampling = sampling.at(0.0) if greedy else sampling
+        kind, pad = self.args.engine_kind, self._tokenizer.pad_token_id
+        needs = dict(model=self.model, generation_config=self.generation_config, pad_id=pad,
+                     unwrap=self._unwrapped_model, device=self.accelerator.device)
+        if kind == "hf":
+            # a CPU bf16 run samples from a bf16 copy of the weights (not fp32 weights cast at every decode step); a
+            # value head's hooks stay on the policy itself
+            copy_dtype = torch.bfloat16 if self.args.bf16 and self.on_cpu and self.args.value_head is None else None
+            needs.update(share_prompt_prefill=self.args.share_prompt_prefill, sampling_dtype=copy_dtype)
+        elif kind == "vllm-process":  # TRL's sync hook (vllm_generation.sync_weights) keeps its weights current
+            needs.update(engine=self.vllm_engine)
+        elif kind == "vllm-trl":  # TRL syncs its engine's weights before each rollout
             args = self.args
             collective = ((args.vllm_mode == "server" and self.accelerator.num_processes > 1)
                           or args.vllm_tensor_parallel_size > 1)
-            return TRLVLLMGenerator(self.vllm_generation, config, self.chat.stop_ids, collective=collective,
-                                    filler_id=pad if pad is not None else self.chat.closer_id,
-                                    device=self.accelerator.device)
-        # a CPU bf16 run samples from a bf16 copy of the weights (not fp32 weights cast at every decode step); a
-        # value head's hooks stay on the policy itself
-        copy_dtype = torch.bfloat16 if self.args.bf16 and self.on_cpu and self.args.value_head is None else None
-        return HFGenerator(self.model, config, pad, self.chat.stop_ids, unwrap=self._unwrapped_model,
-                           share_prompt_prefill=self.args.share_prompt_prefill, sampling_dtype=copy_dtype)
+            needs.update(vllm_generation=self.vllm_generation, collective=collective,
+                         filler_id=pad if pad is not None else self.chat.closer_id)
+        return make_generator(kind, sampling, self.chat.stop_ids, **needs)
 
     def _start_vllm_engine(self, model: str | PreTrainedModel) -> VLLMEngine:
         """The vLLM engine process, started from the policy's folder (a plain copy is saved when it has none)."""
@@ -309,9 +312,13 @@ class AgentGRPOTrainer(GRPOTrainer):
         args = self.args
         slots = max(args.per_device_train_batch_size * args.steps_per_generation, args.per_device_eval_batch_size)
         engine = shared_engine(folder, EngineOptions.from_config(args, slots))
-        self.vllm_generation = EngineWeightSync(self, engine)  # TRL calls its sync_weights() when the step changed
+        # TRL calls its sync_weights() when the step changed
+        self.vllm_generation = EngineWeightSync(engine, self._unwrapped_model, self._record_weight_sync)
         self._last_loaded_step = -1
         return engine
+
+    def _record_weight_sync(self, seconds: float) -> None:
+        self._metrics["train" if self.model.training else "eval"][WEIGHT_SYNC_S].append(seconds)
 
     @contextmanager
     def _unwrapped_model(self) -> Iterator[Any]:
@@ -784,23 +791,6 @@ class OptimizerStepGuard(TrainerCallback):
         if idle or nonfinite:
             for parameter in parameters:
                 parameter.grad = None
-
-
-class EngineWeightSync:
-    """What TRL's ``rollout_func`` path calls as ``self.vllm_generation.sync_weights()`` before a rollout whose
-    step differs from the last synced one: the policy's weights go to this project's engine process."""
-
-    def __init__(self, trainer: AgentGRPOTrainer, engine: VLLMEngine):
-        self.trainer = trainer
-        self.engine = engine
-
-    def sync_weights(self) -> None:
-        """Send the policy's current weights to the engine process and log the seconds it took."""
-        trainer = self.trainer
-        with trainer._unwrapped_model() as policy:
-            seconds = sync_policy(self.engine, policy)
-        mode = "train" if trainer.model.training else "eval"
-        trainer._metrics[mode][WEIGHT_SYNC_S].append(seconds)
 
 
 def make_item_drawer(args: AgentGRPOConfig, items: list[ItemKey]) -> ItemDrawer | None:

@@ -74,7 +74,7 @@ def env_rollout_func(
             from transformers import GenerationConfig
             from trl.models import unwrap_model_for_generation
 
-            from agentgym_trl.generation import HFGenerator
+            from agentgym_trl.engines import Sampling, make_generator
 
             if getattr(trainer, "use_vllm", False):
                 raise ValueError("env_rollout_func generates with model.generate: set use_vllm=False, or use "
@@ -93,8 +93,9 @@ def env_rollout_func(
                     gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs)
 
             pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else encoder.closer_id
-            state.update(trainer=trainer, encoder=encoder,
-                         generator=HFGenerator(trainer.model, config, pad, encoder.stop_ids, unwrap=unwrap))
+            generator = make_generator("hf", Sampling.of(config), encoder.stop_ids, model=trainer.model,
+                                       generation_config=config, pad_id=pad, unwrap=unwrap)
+            state.update(trainer=trainer, encoder=encoder, generator=generator)
         return state["generator"], state["encoder"]
 
     def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:

@@ -79,13 +79,17 @@ def play(generator, prompts: list[list[int]], observation: list[int]) -> tuple[f
     return time.perf_counter() - started, sampled
 
 
-def make_generator(name: str, model, config, engine, pad: int):
-    from agentgym_trl.generation import HFGenerator, VLLMGenerator
+def generator_for(name: str, model, engine, pad: int):
+    """The generator a run of this benchmark measures (``engines.make_generator``): the engine process, or HF
+    generate under autocast or from a bf16 copy of the weights; only the token limit ends a turn."""
+    from agentgym_trl.engines import Sampling, make_generator
 
+    sampling = Sampling(temperature=1.0)
     if name == "vllm":
-        return VLLMGenerator(engine, config, stop_ids=[], ignore_eos=True)
+        return make_generator("vllm-process", sampling, [], engine=engine, ignore_eos=True)
     dtype = torch.bfloat16 if name == "hf-bf16-copy" else None
-    return HFGenerator(model, config, pad, stop_ids=[], sampling_dtype=dtype, progress=False)
+    return make_generator("hf", sampling, [], model=model, generation_config=model.generation_config, pad_id=pad,
+                          sampling_dtype=dtype, progress=False)
 
 
 def main() -> None:
@@ -98,14 +102,12 @@ def main() -> None:
 
     from transformers import AutoModelForCausalLM
 
-    from agentgym_trl.agent import sampling_config
     from agentgym_trl.models import default_model_path, load_tokenizer
-    from agentgym_trl.vllm_engine import EngineOptions, VLLMEngine
+    from agentgym_trl.engines.vllm_process import EngineOptions, VLLMEngine
 
     path = default_model_path()
     tokenizer = load_tokenizer(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    config = sampling_config(model.generation_config, 1.0)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     engine = None
     engine_start = None
@@ -119,7 +121,7 @@ def main() -> None:
     for batch, name in tqdm(jobs, desc="rollouts", unit="rollout"):
         prompts, observation = openings(tokenizer, batch)
         torch.manual_seed(args.seed)
-        generator = make_generator(name, model, config, engine, pad)
+        generator = generator_for(name, model, engine, pad)
         autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=name == "hf-autocast")
         with autocast:
             seconds, sampled = play(generator, prompts, observation)
@@ -151,7 +153,7 @@ def eval_speeds(seed: int) -> list[dict]:
 
     from agentgym_envs.evaluation.records import load_run
     from agentgym_trl.eval import evaluate_model
-    from agentgym_trl.vllm_engine import EngineOptions
+    from agentgym_trl.engines.vllm_process import EngineOptions
 
     rows = []
     for name, options in (("hf-fp32 (previous default)", dict(bf16=False)), ("hf (default)", {}),

@@ -259,7 +259,7 @@ def train_seed(config: ExperimentConfig, items: dict, seed: int) -> None:
     rl_items = Path(config.out_dir) / "rl_items.json"
     rl_items.write_text(json.dumps({config.env_id: rl_item_ids(config, items)}) + "\n", encoding="utf-8")
     if config.engine == "vllm":  # the evaluations' engine would sit idle beside the training run's own
-        from agentgym_trl.vllm_engine import close_shared_engine
+        from agentgym_trl.engines.vllm_process import close_shared_engine
 
         close_shared_engine()
     began = time.time()

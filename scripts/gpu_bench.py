@@ -15,7 +15,7 @@ the others still run):
   ``read_and_to_device``, the reload's whole cost, is the figure to compare; on disk the page cache is warm);
 - ``generation``: a Qwen2 model of each ``--gen-shapes`` shape generating for 64 contexts over 3 turns (512-token
   prompts, 64 new tokens per turn, a 32-token fake observation appended between turns) through the project's
-  ``HFGenerator`` (``agentgym_trl/generation.py``; loaded from its file where ``agentgym_trl`` cannot be imported
+  ``HFGenerator`` (``agentgym_trl/engines/hf.py``; loaded from its file where ``agentgym_trl`` cannot be imported
   because TRL is absent; plain ``model.generate`` of the same shape if even that fails: ``engine`` says which).
 
 Models are built from configs (random weights: nothing is downloaded); only the shapes are Qwen2's. Results go to
@@ -227,24 +227,33 @@ def part_weight_sync(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def import_package_generation() -> Any:
-    """``agentgym_trl.generation`` through its package (whose ``__init__`` imports the trainer, hence TRL)."""
-    return importlib.import_module("agentgym_trl.generation")
+    """``agentgym_trl.engines.hf`` through its package (whose ``__init__`` imports the trainer, hence TRL)."""
+    return importlib.import_module("agentgym_trl.engines.hf")
+
+
+def load_alone(name: str, path: Path) -> Any:
+    """The module at ``path`` loaded as ``name`` without its package's ``__init__``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def load_generation_module() -> tuple[Any, str]:
-    """``agentgym_trl.generation``, or the same file loaded alone when the package cannot be imported (its
-    ``__init__`` imports the trainer, hence TRL); ``(None, why)`` when neither works."""
+    """``agentgym_trl.engines.hf``, or the same file loaded alone (with the ``engines/base.py`` it imports) when the
+    package cannot be imported (its ``__init__`` imports the trainer, hence TRL); ``(None, why)`` when neither
+    works."""
     try:
-        return import_package_generation(), "HFGenerator (agentgym_trl.generation)"
+        return import_package_generation(), "HFGenerator (agentgym_trl.engines.hf)"
     except Exception as error:  # noqa: BLE001 - ImportError without TRL; whatever else, the file alone is tried
         why = f"agentgym_trl does not import ({type(error).__name__}: {error})"
-    path = ROOT / "agentgym_trl" / "generation.py"
+    engines = ROOT / "agentgym_trl" / "engines"
     try:
-        spec = importlib.util.spec_from_file_location("agentgym_generation_alone", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module, f"HFGenerator (loaded from agentgym_trl/generation.py: {why})"
+        if "agentgym_trl.engines.base" not in sys.modules:  # what hf.py imports, found here without the package
+            load_alone("agentgym_trl.engines.base", engines / "base.py")
+        module = load_alone("agentgym_generation_alone", engines / "hf.py")
+        return module, f"HFGenerator (loaded from agentgym_trl/engines/hf.py: {why})"
     except Exception as error:  # noqa: BLE001 - any failure falls back to plain generate, and says so
         sys.modules.pop("agentgym_generation_alone", None)
         return None, f"transformers generate (HFGenerator unavailable: {why}; {type(error).__name__}: {error})"

@@ -75,7 +75,7 @@ def run_part(name: str, args: argparse.Namespace) -> dict:
     import torch
 
     from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer
-    from agentgym_trl.vllm_engine import engine_available
+    from agentgym_trl.engines.vllm_process import engine_available
 
     use_vllm = name.endswith("-vllm")
     if use_vllm and not engine_available():

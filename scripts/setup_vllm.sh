@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # vLLM for the rollouts (use_vllm=True, `agentgym eval --engine vllm`), in a virtual environment of its own:
 # vLLM pins its own torch, transformers and build tools, which the trainer's environment cannot share.
-# The trainer starts agentgym_trl/vllm_worker.py with this environment's Python and talks to it over a local socket
+# The trainer starts agentgym_trl/engines/vllm_worker.py with this environment's Python and talks to it over a local socket
 # (vllm_engine='process', the CPU path, and `agentgym eval --engine vllm`). On GPUs the trainer uses TRL's own vLLM
 # in its own environment instead: scripts/setup_gpu.sh and docs/gpu.md.
 #

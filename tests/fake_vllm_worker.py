@@ -1,5 +1,5 @@
-"""A stand-in for ``agentgym_trl/vllm_worker.py`` that needs no vLLM: the same command line, socket and protocol,
-so the engine's process handling (start, errors, socket path, weight files, shutdown) is tested in a second.
+"""A stand-in for ``agentgym_trl/engines/vllm_worker.py`` that needs no vLLM: the same command line, socket and
+protocol, so the engine's process handling (start, errors, socket path, weight files, shutdown) is tested in a second.
 
 ``FAKE_VLLM_MODE``: ``serve`` (default) answers ``ping``, ``generate`` (the prompt's first tokens back),
 ``load_weights`` (reads the file after ``FAKE_VLLM_LOAD_DELAY`` seconds, then deletes it, as the real worker does)

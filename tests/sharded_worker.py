@@ -27,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tiny_model import tiny_model, tiny_tokenizer  # noqa: E402
 
-from agentgym_trl.generation import HFGenerator, generation_synced  # noqa: E402
-from agentgym_trl.vllm_engine import EngineOptions, EngineStats, VLLMEngine, sync_policy, whole_tensor  # noqa: E402
+from agentgym_trl.engines.hf import HFGenerator, generation_synced  # noqa: E402
+from agentgym_trl.engines.vllm_process import EngineOptions, EngineStats, VLLMEngine, sync_policy  # noqa: E402
+from agentgym_trl.engines.weights import whole_tensor  # noqa: E402
 
 
 def shard(model: torch.nn.Module, mesh) -> torch.nn.Module:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-import agentgym_trl.vllm_engine as vllm_engine
-from agentgym_trl.vllm_engine import SOCKET_PATH_MAX, EngineError, EngineOptions, VLLMEngine, socket_address
+import agentgym_trl.engines.vllm_process as vllm_engine
+from agentgym_trl.engines.vllm_process import SOCKET_PATH_MAX, EngineError, EngineOptions, VLLMEngine, socket_address
 
 FAKE_WORKER = Path(__file__).with_name("fake_vllm_worker.py")
 
@@ -113,7 +113,7 @@ def test_an_engine_killed_mid_run_says_so_within_moments(fake_engine) -> None:
 def test_exit_status_waits_for_the_process_to_be_reaped() -> None:
     import subprocess
 
-    from agentgym_trl.vllm_engine import exit_status
+    from agentgym_trl.engines.vllm_process import exit_status
 
     class Reaped:
         pid = 1234
@@ -170,7 +170,7 @@ def test_the_worker_deletes_the_weight_file_once_read(tmp_path) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from agentgym_trl import vllm_worker
+    from agentgym_trl.engines import vllm_worker
 
     class Runner:
         def reload_weights(self, weights_iterator):
@@ -201,11 +201,11 @@ def test_sigterm_during_a_weight_sync_exits_cleanly_and_leaves_nothing(tmp_path)
     import subprocess
     import time
 
-    from agentgym_trl.vllm_engine import SHM, process_alive
+    from agentgym_trl.engines.lifecycle import SHM, process_alive
 
     script = tmp_path / "train.py"
     script.write_text(
-        "import json, sys\nfrom pathlib import Path\nimport torch\nimport agentgym_trl.vllm_engine as ve\n"
+        "import json, sys\nfrom pathlib import Path\nimport torch\nimport agentgym_trl.engines.vllm_process as ve\n"
         "ve.WORKER_SCRIPT = Path(sys.argv[1])\n"
         "engine = ve.VLLMEngine(sys.argv[2], ve.EngineOptions(python=sys.executable, dtype='float32'))\n"
         "print(json.dumps({'dir': str(engine._dir), 'worker': engine.pid}), flush=True)\n"
@@ -251,7 +251,7 @@ def test_sigterm_goes_to_a_handler_set_before() -> None:
     import signal
     import time
 
-    from agentgym_trl.vllm_engine import install_sigterm_exit
+    from agentgym_trl.engines.lifecycle import install_sigterm_exit
 
     calls = []
 

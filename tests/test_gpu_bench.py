@@ -58,7 +58,7 @@ def test_system_and_weight_sync_on_the_cpu(tmp_path) -> None:
 
 @pytest.mark.parametrize("engine", ["package", "file", "plain"])
 def test_generation_through_each_engine(monkeypatch, engine: str) -> None:
-    if engine == "file":  # as on a machine without TRL: agentgym_trl does not import, generation.py alone does
+    if engine == "file":  # as on a machine without TRL: agentgym_trl does not import, engines/hf.py alone does
         def no_package():
             raise ImportError("No module named 'trl'")
 
@@ -67,7 +67,7 @@ def test_generation_through_each_engine(monkeypatch, engine: str) -> None:
         monkeypatch.setattr(gpu_bench, "load_generation_module", lambda: (None, "transformers generate (test)"))
     (record,) = gpu_bench.part_generation(quick_args())["shapes"]
     contexts, turns, prompt, new, observation = gpu_bench.WORKLOAD["quick"]
-    expected = {"package": "HFGenerator (agentgym_trl.generation)", "file": "HFGenerator (loaded from",
+    expected = {"package": "HFGenerator (agentgym_trl.engines.hf)", "file": "HFGenerator (loaded from",
                 "plain": "transformers generate"}[engine]
     assert record["engine"].startswith(expected)
     assert len(record["turn_s"]) == turns and 0 < record["generated_tokens"] <= contexts * turns * new

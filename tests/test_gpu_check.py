@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import gpu_check  # noqa: E402
 
-from agentgym_trl.vllm_engine import engine_available  # noqa: E402
+from agentgym_trl.engines.vllm_process import engine_available  # noqa: E402
 
 
 def test_the_shell_script_parses_and_the_arguments_are_checked() -> None:

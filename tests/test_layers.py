@@ -128,18 +128,40 @@ def test_the_floors_are_what_the_rules_say() -> None:
 
 #: The trainer's lowest floor: its options and what they are checked against. ``config.py`` stands here (as TRL's
 #: ``grpo_config.py`` imports only its base): no engine, agent, model or trainer module below the options.
+#: The engines' declarations (``agentgym_trl/engines/__init__.py``, which loads an engine's module only to build
+#: one) and ``engines/base.py`` stand here too: the config checks options against them.
 TRAINER_GROUND = ("agentgym_trl.config", "agentgym_trl.curriculum", "agentgym_trl.data", "agentgym_trl.estimators",
                   "agentgym_trl.advantages", "agentgym_trl.fast_training", "agentgym_trl.item_draws",
-                  "agentgym_trl.metrics", "agentgym_trl.reverse_curriculum")
+                  "agentgym_trl.metrics", "agentgym_trl.reverse_curriculum", "agentgym_trl.engines",
+                  "agentgym_trl.engines.base")
+
+
+def module_path(module: str) -> Path:
+    path = ROOT / module.replace(".", "/")
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
 
 
 @pytest.mark.parametrize("module", TRAINER_GROUND)
 def test_the_trainer_config_stands_on_the_lowest_floor(module: str) -> None:
-    path = ROOT / (module.replace(".", "/") + ".py")
+    path = module_path(module)
     above = sorted(imported for imported in imports_of(path)
                    if within(imported, "agentgym_trl") and imported != "agentgym_trl"
                    and not any(within(imported, ground) for ground in TRAINER_GROUND))
     assert not above, f"{module} imports {above}, above the trainer's lowest floor"
+
+
+#: What the engines wing may import of the trainer package: itself, and the value head's name (left out of a sync)
+ENGINES_MAY_IMPORT = ("agentgym_trl.engines", "agentgym_trl.value_head")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "agentgym_trl" / "engines").glob("*.py")), ids=lambda p: p.stem)
+def test_the_engines_wing_stands_below_the_trainer(path: Path) -> None:
+    """The engines know no trainer, agent, rollout, config or command: everything above builds them through
+    ``engines.make_generator``, and an engine is added in this folder alone."""
+    above = sorted(imported for imported in imports_of(path)
+                   if within(imported, "agentgym_trl") and imported != "agentgym_trl"
+                   and not any(within(imported, allowed) for allowed in ENGINES_MAY_IMPORT))
+    assert not above, f"{module_name(path)} imports {above}, above the engines wing"
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "agentgym_envs" / "server").glob("*.py")), ids=lambda p: p.stem)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentgym_trl import vllm_engine
-from agentgym_trl.generation import HFGenerator, generation_synced
-from agentgym_trl.vllm_engine import EngineError, checkpoint_bytes, remove_stale_weights, weights_folder
+from agentgym_trl.engines import vllm_process as vllm_engine
+from agentgym_trl.engines.hf import HFGenerator, generation_synced
+from agentgym_trl.engines.vllm_process import EngineError, checkpoint_bytes, remove_stale_weights, weights_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("sharded_worker.py")

@@ -165,7 +165,7 @@ def test_stage_evaluations_sample_with_hf_when_trls_vllm_trains(tmp_path, monkey
     from test_trl_vllm import FakeVLLMGeneration
     from tiny_model import save_tiny
 
-    import agentgym_trl.vllm_engine as vllm_engine
+    import agentgym_trl.engines.vllm_process as vllm_engine
 
     monkeypatch.setattr(importlib.import_module("trl.import_utils"), "is_vllm_available", lambda *a, **k: True)
     monkeypatch.setattr(grpo_module, "VLLMGeneration", FakeVLLMGeneration)

@@ -28,9 +28,10 @@ from tiny_model import tiny_model, tiny_tokenizer  # noqa: E402
 
 from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer  # noqa: E402
 from agentgym_trl import config as config_module  # noqa: E402
-from agentgym_trl.config import resolve_vllm_engine  # noqa: E402
-from agentgym_trl.trl_vllm import TRLVLLMGenerator  # noqa: E402
-from agentgym_trl.vllm_engine import EngineOptions  # noqa: E402
+from agentgym_trl import engines  # noqa: E402
+from agentgym_trl.engines import Sampling  # noqa: E402
+from agentgym_trl.engines.trl_vllm import TRLVLLMGenerator  # noqa: E402
+from agentgym_trl.engines.vllm_process import EngineOptions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,17 +55,17 @@ def vllm_importable(monkeypatch):
 
 # ---- options ------------------------------------------------------------------------------------------------
 def test_every_vllm_option_has_a_declared_place() -> None:
-    declared = (config_module.ANY_ENGINE | config_module.SERVER_ONLY | config_module.COLOCATE_ONLY
-                | config_module.PROCESS_ONLY)
+    declared = engines.ANY_VLLM | engines.SERVER_ONLY | engines.COLOCATE_ONLY | engines.PROCESS_ONLY
     assert set(config_module.VLLM_OPTION_DEFAULTS) == declared, "a vllm_* field that no rule covers"
 
 
 def test_auto_picks_trl_with_cuda_and_the_process_without() -> None:
-    assert resolve_vllm_engine("auto", cuda=True) == "trl"
-    assert resolve_vllm_engine("auto", cuda=False) == "process"
-    assert resolve_vllm_engine("trl", cuda=False) == "trl"
+    assert engines.engine_kind(True, "auto", cuda=True) == "vllm-trl"
+    assert engines.engine_kind(True, "auto", cuda=False) == "vllm-process"
+    assert engines.engine_kind(True, "trl", cuda=False) == "vllm-trl"
+    assert engines.engine_kind(False, "trl", cuda=True) == "hf"
     with pytest.raises(ValueError, match="vllm_engine must be one of"):
-        resolve_vllm_engine("sglang", cuda=True)
+        engines.engine_kind(True, "sglang", cuda=True)
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
@@ -87,7 +88,7 @@ def test_options_that_would_be_ignored_are_refused(tmp_path, overrides, message)
 def test_the_process_engine_takes_the_options_it_can_apply(tmp_path) -> None:
     config = make_config(tmp_path, use_vllm=True, vllm_max_model_length=512, vllm_model_impl="transformers",
                          vllm_gpu_memory_utilization=0.5)
-    assert config.resolved_vllm_engine == "process"
+    assert config.engine_kind == "vllm-process"
     options = EngineOptions.from_config(config, slots=8)
     assert (options.max_model_len, options.model_impl, options.gpu_memory_utilization) == (512, "transformers", 0.5)
 
@@ -110,7 +111,7 @@ def test_trl_engine_refuses_what_it_cannot_apply(tmp_path, overrides, message) -
 def test_colocate_engine_context_holds_a_whole_context_and_a_turn(tmp_path) -> None:
     config = make_config(tmp_path, use_vllm=True, vllm_engine="trl", vllm_tensor_parallel_size=2,
                          vllm_enable_sleep_mode=True)
-    assert config.resolved_vllm_engine == "trl"
+    assert config.engine_kind == "vllm-trl"
     assert config.vllm_max_model_length == 400 + 12  # not the model's whole position range
     server = make_config(tmp_path, use_vllm=True, vllm_engine="trl", vllm_mode="server",
                          vllm_server_base_url="http://127.0.0.1:8000")
@@ -154,13 +155,12 @@ class StandIn:
         return prompts, completions, (logprobs if self.with_logprobs else None), None
 
 
-class Sampling:
-    do_sample, temperature, top_p, top_k = True, 0.7, 0.9, 0
+SAMPLING = Sampling(temperature=0.7, top_p=0.9)
 
 
 def test_a_turn_samples_to_the_largest_limit_and_cuts_each_row_at_its_own() -> None:
     vllm = StandIn()
-    generator = TRLVLLMGenerator(vllm, Sampling(), stop_ids=[2], collective=False, filler_id=0)
+    generator = TRLVLLMGenerator(vllm, SAMPLING, stop_ids=[2], collective=False, filler_id=0)
     outputs = generator.generate([[1, 1], [1, 1, 1]], [2, 5])
     call = vllm.calls[0]
     assert call["max"] == 5 and call["num_generations"] == 1 and call["temperature"] == 0.7
@@ -173,18 +173,15 @@ def test_a_turn_samples_to_the_largest_limit_and_cuts_each_row_at_its_own() -> N
 
 
 def test_greedy_and_missing_logprobs() -> None:
-    class Greedy:
-        do_sample, temperature, top_p, top_k = False, 0.7, 0.9, 5
-
     vllm = StandIn(logprobs=False)
-    output = TRLVLLMGenerator(vllm, Greedy(), [2], collective=False, filler_id=0).generate([[1]], [3])[0]
+    output = TRLVLLMGenerator(vllm, SAMPLING.at(0), [2], collective=False, filler_id=0).generate([[1]], [3])[0]
     assert vllm.calls[0]["temperature"] == 0.0
     assert output.ids == [5, 6, 7] and all(math.isnan(value) for value in output.logprobs)
 
 
 def test_sleep_mode_wakes_once_per_rollout_not_once_per_turn() -> None:
     vllm = StandIn(sleep=True)
-    generator = TRLVLLMGenerator(vllm, Sampling(), [2], collective=False, filler_id=0)
+    generator = TRLVLLMGenerator(vllm, SAMPLING, [2], collective=False, filler_id=0)
     for _ in range(2):  # two rollouts of three turns
         with generator.session():
             for _ in range(3):
@@ -268,7 +265,7 @@ def test_the_trainer_trains_through_trls_vllm_generation(tmp_path, monkeypatch) 
 
 
 def test_a_server_too_short_for_a_turn_is_refused_at_start() -> None:
-    from agentgym_trl.trl_vllm import check_server_context
+    from agentgym_trl.engines.trl_vllm import check_server_context
 
     class Client:
         def get_server_info(self):

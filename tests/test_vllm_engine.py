@@ -20,8 +20,9 @@ import agent_envs  # noqa: E402, F401  (registers the test envs)
 from agent_envs import COUNTDOWN  # noqa: E402
 from tiny_model import tiny_model, tiny_tokenizer  # noqa: E402
 
-from agentgym_trl.generation import VLLMGenerator  # noqa: E402
-from agentgym_trl.vllm_engine import (  # noqa: E402
+from agentgym_trl.engines import Sampling  # noqa: E402
+from agentgym_trl.engines.vllm_process import VLLMGenerator  # noqa: E402
+from agentgym_trl.engines.vllm_process import (  # noqa: E402
     EngineError,
     EngineOptions,
     VLLMEngine,
@@ -89,9 +90,8 @@ def test_a_logprob_the_engine_did_not_give_stays_nan_and_no_prompt_is_padded() -
             calls.append(len(prompts))
             return [{"ids": [5, 2], "logprobs": [-1.0, float("nan")], "finish": "stop"} for _ in prompts]
 
-    from transformers import GenerationConfig
 
-    generator = VLLMGenerator(Engine(), GenerationConfig(do_sample=True, temperature=0.7, top_k=0), stop_ids=[2])
+    generator = VLLMGenerator(Engine(), Sampling(temperature=0.7), stop_ids=[2])
     outputs = generator.generate([[1, 2, 3], [4]], [8, 8])
     assert calls == [2]
     assert outputs[0].ids == [5, 2] and outputs[0].stopped
@@ -205,6 +205,6 @@ def test_eval_with_the_engine_replays_alike_and_shares_the_trainers_engine(tmp_p
     engine = shared_engine(folder, options)
     assert engine is shared_engine(folder, EngineOptions(max_model_len=200, max_num_seqs=4)), "covered: reused"
     close_shared_engine()  # before another process trains with its own engine: nothing of this one is left
-    from agentgym_trl import vllm_engine
+    from agentgym_trl.engines import vllm_process as vllm_engine
 
     assert not engine.running and vllm_engine._SHARED is None

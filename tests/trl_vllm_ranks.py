@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from agentgym_trl.trl_vllm import TRLVLLMGenerator
+from agentgym_trl.engines import Sampling
+from agentgym_trl.engines.trl_vllm import TRLVLLMGenerator
 
 STOP = 99
 
@@ -47,7 +48,7 @@ class ServerModeStandIn:
 def main() -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    generator = TRLVLLMGenerator(ServerModeStandIn(), None, [STOP], collective=True, filler_id=0)
+    generator = TRLVLLMGenerator(ServerModeStandIn(), Sampling(temperature=0), [STOP], collective=True, filler_id=0)
     episodes = {0: [[10], [20], [30]], 1: [[40]]}[rank]
     turns_left = {0: [3, 3, 3], 1: [1]}[rank]
     while generator.any_active(sum(1 for left in turns_left if left > 0)):

@@ -248,9 +248,9 @@ def add_commands(commands: Any) -> None:
     run.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                      help="local model, hf engine: sample under bf16 autocast (default: as the trainer does, i.e. "
                           "where the hardware runs bf16 natively: GPUs, CPUs with AVX512-BF16 or AMX)")
-    run.add_argument("--engine", choices=["hf", "vllm"], default="hf",
+    run.add_argument("--engine", choices=["hf", "vllm-process", "vllm"], default="hf",
                      help="local model: generate with transformers in this process (hf) or with the vLLM engine "
-                          "process (vllm; scripts/setup_vllm.sh installs it; several times faster)")
+                          "process (vllm-process, or vllm; scripts/setup_vllm.sh installs it; several times faster)")
     add_opening_argument(run)
     run.add_argument("--oracle-prefix", type=int, default=0, metavar="K",
                      help="start every episode after the env oracle's first K actions, shown as the conversation so "

@@ -1,9 +1,9 @@
-"""Generation backends for the rollout: one batched call per turn over the still-active trajectories.
+"""The HF engine: ``model.generate`` in the trainer's (or evaluator's) own process.
 
-``HFGenerator`` runs ``model.generate`` in the trainer's process. ``VLLMGenerator`` asks a vLLM engine
-process (``vllm_engine.py``; ``use_vllm=True``), on CPUs and GPUs alike. Both return,
-per context, the sampled ids, their log-probabilities under the sampling temperature (from the raw
-logits, the distribution the trainer scores) and whether the turn ended on a stop token.
+One batched call per turn over the episodes still playing, with each episode's key/value states kept from one
+turn to the next, a group's shared prompt prefilled once, a bf16 sampling copy of the weights on CPUs that run
+bf16 natively, and every rank in step under ZeRO-3 / FSDP. Log-probs come from the raw logits over the sampling
+temperature, the distribution the trainer scores.
 """
 
 from __future__ import annotations
@@ -14,45 +14,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
+from agentgym_trl.engines.base import TurnOutput, cut_turn
+
 logger = logging.getLogger(__name__)
-
-@dataclass
-class TurnOutput:
-    """One model turn: sampled ids, their log-probs, and whether it ended on a stop id."""
-
-    ids: list[int]
-    logprobs: list[float]
-    stopped: bool
-
-
-class Generator(Protocol):
-    stop_ids: tuple[int, ...]
-
-    def session(self) -> AbstractContextManager[Any]:
-        """Context held for a whole rollout (e.g. gathered weights under ZeRO-3)."""
-
-    def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> list[TurnOutput]:
-        """One turn for every context; ``max_new_tokens[i]`` caps context ``i``."""
-
-    def any_active(self, local_active: int) -> bool:
-        """Whether another turn is needed (across ranks when the backend needs every rank to join each call)."""
-
-    def reseed(self, seed: int) -> None:
-        """Make the next calls' sampling a function of ``seed`` (a resumed evaluation replays alike)."""
-
-
-def cut_turn(ids: Sequence[int], logprobs: Sequence[float], limit: int, stop_ids: Sequence[int]) -> TurnOutput:
-    """Keep a sampled row up to its first stop id (inclusive) or its own token limit."""
-    stops = set(stop_ids)
-    for position, token in enumerate(ids[:limit]):
-        if token in stops:
-            return TurnOutput(list(ids[: position + 1]), list(logprobs[: position + 1]), True)
-    return TurnOutput(list(ids[:limit]), list(logprobs[:limit]), False)
-
 
 def cache_layers(cache: Any) -> list[tuple[Any, Any]]:
     """Per layer (keys, values) of a transformers cache, ``(None, None)`` where a layer keeps none."""
@@ -433,68 +401,3 @@ class HFGenerator:
                   torch.cat([values[row, :, a:b] for a, b in spans], dim=1)) for keys, values in layers],
             ))
         self._prefixes = kept  # finished trajectories do not come back; their states go
-
-
-class VLLMGenerator:
-    """Generation with a vLLM engine process (``vllm_engine.VLLMEngine``): the same tokens in and out as
-    ``HFGenerator``, with log-probs after temperature from the engine (NaN where it gave none, which TRL's
-    importance correction skips).
-
-    The engine's weights are brought up to date by its owner (the trainer, through TRL's sync hook); the
-    engine keeps its own prefix cache, reset with each weight load. Each call samples only the contexts
-    given (no padding: the engine is this process's own).
-    """
-
-    def __init__(self, engine: Any, generation_config: Any, stop_ids: Sequence[int], ignore_eos: bool = False):
-        self.engine = engine
-        self.ignore_eos = ignore_eos  # only stop_ids end a turn (the model's own eos does not): fixed-length benches
-        self.stop_ids = tuple(stop_ids)
-        sampling = bool(getattr(generation_config, "do_sample", False))
-        self.temperature = float(getattr(generation_config, "temperature", None) or 1.0) if sampling else 0.0
-        self.top_p = float(getattr(generation_config, "top_p", None) or 1.0) if sampling else 1.0
-        self.top_k = int(getattr(generation_config, "top_k", None) or 0) if sampling else 0
-        self._seed: int | None = None  # set by reseed: per-request seeds derive from it
-        self._calls = 0
-
-    def session(self) -> AbstractContextManager[Any]:
-        """The engine itself: its weights are synced by their owner, so nothing is gathered per rollout."""
-        return nullcontext(self.engine)
-
-    def any_active(self, local_active: int) -> bool:
-        """Another turn while this process has episodes (the engine is this process's own).
-
-        Args:
-            local_active: this process's episodes still playing.
-
-        Returns:
-            Whether to generate again.
-        """
-        return local_active > 0
-
-    def reseed(self, seed: int) -> None:
-        """Sample the next calls from ``seed`` (per request: seed, call and row), so a batch replays alike."""
-        self._seed, self._calls = seed, 0
-
-    def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> list[TurnOutput]:
-        """One turn for every context from the engine, with per-request seeds derived from ``reseed``'s seed,
-        the call and the row, so a batch replays alike.
-
-        Args:
-            contexts: each trajectory's whole token stream so far.
-            max_new_tokens: per context, the most tokens this turn may sample.
-
-        Returns:
-            Per context, the ids up to the first stop id or its limit, the engine's log-probs (NaN where it gave
-            none) and whether a stop id ended the turn.
-        """
-        if not contexts:
-            return []
-        seeds = None
-        if self._seed is not None:
-            seeds = [(self._seed * 1_000_003 + self._calls * 10_007 + row) % 2**63 for row in range(len(contexts))]
-        self._calls += 1
-        outputs = self.engine.generate(contexts, max_new_tokens, temperature=self.temperature, top_p=self.top_p,
-                                       top_k=self.top_k, stop_token_ids=self.stop_ids, seeds=seeds,
-                                       ignore_eos=self.ignore_eos)
-        return [cut_turn(output["ids"], output["logprobs"], int(limit), self.stop_ids)
-                for output, limit in zip(outputs, max_new_tokens, strict=True)]

