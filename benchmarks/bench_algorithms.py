@@ -8,7 +8,7 @@ learning rate and seeds; only ``--advantage_estimator`` / ``--turn_credit`` diff
   ``remax`` (one greedy episode per item and step on top: slower per step), ``gae`` (shared value head),
   ``grpo_step_level`` (GiGPO's step advantage, per-step env rewards).
 
-Each (arm, seed) is one ``examples/grpo.py`` process (its peak RSS measured from its rusage), then tested
+Each (arm, seed) is one ``agentgym_trl.train`` process (its peak RSS measured from its rusage), then tested
 on all depth-1 test items, K samples each; the arm's seeds are pooled per item. Reported per arm: held-out
 success with a 95% bootstrap interval over items, the change against ``grpo`` paired by item (bootstrap
 interval and sign-flip p), seconds per optimizer step and peak memory. Every step resumes: run it again::
@@ -30,18 +30,28 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-
-import turn_budget as tb  # noqa: E402
 from transformers import HfArgumentParser  # noqa: E402
 
 from agentgym_envs.evaluation.metrics import compare_success, success_interval  # noqa: E402
+from agentgym_trl.experiments import (  # noqa: E402
+    ArmsConfig,
+    change_text,
+    logged_steps,
+    percent_text,
+    plot_arms,
+    evaluation_result,
+    train_once,
+    training_curve,
+    without_items,
+    write_results,
+)
+from agentgym_trl.models import is_reloadable  # noqa: E402
 
 NO_SKIP = ["--skip_zero_advantage", "false"]  # gae trains its critic on every row; beta > 0 forbids skipping
 ARMS: dict[str, list[str]] = {
@@ -56,7 +66,7 @@ PEAK_FILE = "peak_rss.json"
 
 
 @dataclass
-class AlgorithmsConfig(tb.ExperimentConfig):
+class AlgorithmsConfig(ArmsConfig):
     out_dir: str = field(default="runs/algorithms", metadata={"help": "arms, evaluations and logs"})
     arms: list[str] = field(default_factory=lambda: list(ARMS), metadata={"help": f"arms to run: {list(ARMS)}"})
     seeds: list[int] = field(default_factory=lambda: [0, 1], metadata={"help": "training seeds of every arm"})
@@ -104,14 +114,15 @@ def run_measured(command: list[str], log: Path) -> float:
 
 
 def train(config: AlgorithmsConfig, arm: str, seed: int) -> None:
+    """One (arm, seed) training child, once, with its peak memory kept beside it."""
     folder = run_dir(config, arm, seed)
-    if (folder / tb.TRAINED_MARK).exists():
-        return
-    seeded = AlgorithmsConfig(**{**asdict(config), "seed": seed})
-    command = tb.grpo_command(seeded, folder, arm_args(config, arm))
-    peak_mb = run_measured(command, Path(config.out_dir) / "logs" / f"train-{arm}-seed{seed}.log")
-    (folder / PEAK_FILE).write_text(json.dumps({"peak_rss_mb": round(peak_mb, 1)}) + "\n", encoding="utf-8")
-    (folder / tb.TRAINED_MARK).write_text(time.strftime("%Y-%m-%d %H:%M:%S\n"), encoding="utf-8")
+
+    def measured(command: list[str], log: Path) -> None:
+        peak_mb = run_measured(command, log)
+        (folder / PEAK_FILE).write_text(json.dumps({"peak_rss_mb": round(peak_mb, 1)}) + "\n", encoding="utf-8")
+
+    command = replace(config, seed=seed).grpo_command(folder, arm_args(config, arm))
+    train_once(command, folder, Path(config.out_dir) / "logs" / f"train-{arm}-seed{seed}.log", run=measured)
 
 
 def arm_result(config: AlgorithmsConfig, arm: str) -> dict | None:
@@ -121,9 +132,9 @@ def arm_result(config: AlgorithmsConfig, arm: str) -> dict | None:
     per_item: dict = {}
     step_s, peaks = [], []
     for seed in config.seeds:
-        for item, successes in tb.test_result(eval_dir(config, arm, seed))["per_item"].items():
+        for item, successes in evaluation_result(eval_dir(config, arm, seed))["per_item"].items():
             per_item.setdefault(item, []).extend(successes)
-        curve = tb.training_curve(run_dir(config, arm, seed))
+        curve = training_curve(logged_steps(run_dir(config, arm, seed)))
         step_s += [s for s in curve["step_s"] if s]
         peaks.append(json.loads((run_dir(config, arm, seed) / PEAK_FILE).read_text())["peak_rss_mb"])
     return {"test": success_interval(per_item), "per_item": per_item,
@@ -133,7 +144,7 @@ def arm_result(config: AlgorithmsConfig, arm: str) -> dict | None:
 def report(config: AlgorithmsConfig) -> dict:
     if not (Path(config.out_dir) / "eval" / "start" / "summary.json").is_file():
         sys.exit(f"error: nothing to report in {config.out_dir}: run the benchmark first")
-    start = tb.test_result(Path(config.out_dir) / "eval" / "start")
+    start = evaluation_result(Path(config.out_dir) / "eval" / "start")
     arms = {arm: result for arm in config.arms if (result := arm_result(config, arm)) is not None}
     baseline = arms.get("grpo")
     for result in arms.values():
@@ -143,15 +154,16 @@ def report(config: AlgorithmsConfig) -> dict:
     summary = {
         "what": "advantage estimators from one behaviour-cloned start: held-out success, step time, peak memory",
         "config": asdict(config),
-        "start": {k: v for k, v in start.items() if k != "per_item"},
-        "arms": {arm: {k: v for k, v in result.items() if k != "per_item"} for arm, result in arms.items()},
+        "start": without_items(start),
+        "arms": {arm: without_items(result) for arm, result in arms.items()},
         "method": "success = Avg@K over every test item, the seeds pooled per item; 95% interval = bootstrap over "
                   "items; changes paired over items, p = two-sided sign-flip permutation test",
         "conditions": config.conditions,
     }
     runs = {arm: (run_dir(config, arm, config.seeds[0]), arms[arm]["test"]) for arm in arms}
-    tb.write_results(config, summary, start, runs, f"advantage estimators on {config.env_id.removeprefix('AgentGym/')}"
-                     f", {config.steps} steps, seeds {config.seeds}")
+    write_results(config.results_file, summary)
+    plot_arms(config.plot_file, start, runs, f"advantage estimators on {config.env_id.removeprefix('AgentGym/')}"
+              f", {config.steps} steps, seeds {config.seeds}")
     print_table(summary)
     return summary
 
@@ -159,18 +171,18 @@ def report(config: AlgorithmsConfig) -> dict:
 def print_table(summary: dict) -> None:
     print("\n| estimator | test success (95% CI) | vs grpo (95% CI), p | vs start, p | s / step | peak RSS MB |")
     print("|---|---|---|---|---|---|")
-    print(f"| start (SFT) | {tb.pct(summary['start'])} | - | - | - | - |")
+    print(f"| start (SFT) | {percent_text(summary['start'])} | - | - | - | - |")
     for arm, entry in summary["arms"].items():
-        versus = tb.change_text(entry["change_vs_grpo"]) if "change_vs_grpo" in entry else "-"
-        print(f"| {arm} | {tb.pct(entry['test'])} | {versus} | {tb.change_text(entry['change_vs_start'])} | "
+        versus = change_text(entry["change_vs_grpo"]) if "change_vs_grpo" in entry else "-"
+        print(f"| {arm} | {percent_text(entry['test'])} | {versus} | {change_text(entry['change_vs_start'])} | "
               f"{entry['step_s_mean']} | {entry['peak_rss_mb']} |")
 
 
 def wait_for_start(config: AlgorithmsConfig, poll_s: float = 10.0) -> None:
-    if tb.is_reloadable(config.start_model):
+    if is_reloadable(config.start_model):
         return
     print(f"waiting for {config.start_model} (made by the process with --evaluate_start true)", flush=True)
-    while not tb.is_reloadable(config.start_model):
+    while not is_reloadable(config.start_model):
         time.sleep(poll_s)
     time.sleep(poll_s)  # the weights may still be being written
 
@@ -182,14 +194,14 @@ def main(argv: list[str] | None = None) -> dict:
         sys.exit(f"unknown arms {sorted(unknown)}; choose from {list(ARMS)}")
     if not config.report_only:
         if config.evaluate_start:
-            tb.make_start(config)
-            tb.evaluate(config, "start", config.start_model)
+            config.make_start()
+            config.evaluate("start", config.start_model)
         else:  # the second of two processes: the first makes the start
             wait_for_start(config)
         for arm in config.arms:
             for seed in config.seeds:
                 train(config, arm, seed)
-                tb.evaluate(config, f"{arm}-seed{seed}", str(run_dir(config, arm, seed)))
+                config.evaluate(f"{arm}-seed{seed}", str(run_dir(config, arm, seed)))
     return report(config)
 
 

@@ -3,8 +3,9 @@ written to ``results/item_draws.json``.
 
 Both arms start from the same model, the main job's warm-up (behaviour cloning on 64 oracle episodes, seed 0,
 made once here), and train on the same items (TextCraft depth-1's train split) with dynamic sampling for the
-same number of steps, with the main job's settings otherwise (``examples/grpo.py``'s defaults): only
-``--item_draws`` differs. Each arm runs ``examples/grpo.py`` in a child process; its per-step logs give:
+same number of steps, with the main job's settings otherwise (the ``cpu-demo`` preset): only
+``--item_draws`` differs. Each arm runs ``python -m agentgym_trl.train --preset cpu-demo`` in a child process;
+its per-step logs give:
 
 * ``groups_drawn`` / ``groups_teaching``: groups played, and those whose rewards differed (kept or not);
 * ``drawn_episodes`` / ``groups_kept``: episodes played for the step, and the groups of the batch that teach;
@@ -43,21 +44,22 @@ STEP_KEYS = ("step", "dynamic/groups_drawn", "dynamic/groups_teaching", "dynamic
 def make_start(seed: int) -> str:
     """The main job's warm-up model (reused when this folder already holds it from the same inputs)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sys.path.insert(0, str(ROOT / "examples"))
-    import grpo
-
     from agentgym_trl.models import default_model_path
     from agentgym_trl.stages import behaviour_clone
+    from agentgym_trl.train import DEMO_PRESET, parse_args
 
-    args, stage, _ = grpo.parse_args(["--output_dir", str(RUNS), "--seed", str(seed)])
+    args, stage, _ = parse_args(["--preset", DEMO_PRESET, "--output_dir", str(RUNS), "--seed", str(seed)])
     return behaviour_clone(default_model_path(), args.env_ids, RUNS / "warmup", stage, bool(args.bf16), seed,
                            args.merged_first_turn)
 
 
 def run_arm(arm: str, start: str, steps: int, seed: int, extra: list[str]) -> dict:
-    """One arm through ``examples/grpo.py``: its command, per-step logs, totals and held-out success."""
+    """One arm through the trainer's command with the demo's settings: its command, per-step logs, totals and
+    held-out success."""
+    from agentgym_trl.experiments import TRAIN_COMMAND
+
     out = RUNS / arm
-    command = [sys.executable, "examples/grpo.py", "--model_name_or_path", start, "--output_dir", str(out),
+    command = [*TRAIN_COMMAND, "--model_name_or_path", start, "--output_dir", str(out),
                "--clone_episodes", "0", "--max_steps", str(steps), "--seed", str(seed),
                "--dynamic_sampling", "true", "--item_draws", arm, *extra]
     print(f"== {arm}: {' '.join(command)}", file=sys.stderr, flush=True)
@@ -91,13 +93,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--arms", default=",".join(ARMS))
-    parser.add_argument("extra", nargs="*", help="further examples/grpo.py arguments, after --")
+    parser.add_argument("extra", nargs="*", help="further agentgym_trl.train arguments, after --")
     args = parser.parse_args()
     start = make_start(args.seed)
     arms = {arm: run_arm(arm, start, args.steps, args.seed, args.extra) for arm in args.arms.split(",")}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     result = {"commit": commit.strip(),
-              "start": "the main job's warm-up (examples/grpo.py defaults: 64 oracle episodes, 40 SFT steps)",
+              "start": "the main job's warm-up (the cpu-demo preset: 64 oracle episodes, 40 SFT steps)",
               "items": "AgentGym/TextCraft-Depth1-v0 train split", "steps": args.steps, "seed": args.seed,
               "arms": arms}
     if set(ARMS) <= set(arms):

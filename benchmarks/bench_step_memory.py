@@ -2,7 +2,7 @@
 written to ``results/step_memory.json``.
 
 Each trainer runs in a child process of its own (so its peak is its own), for two optimizer steps on
-SmolLM2-135M-Instruct with the main job's settings (``examples/grpo.py``'s defaults: 2 items x a group of 4,
+SmolLM2-135M-Instruct with the main job's settings (the ``cpu-demo`` preset: 2 items x a group of 4,
 TextCraft depth 1, 48 tokens a turn, a 1024-token context, bf16 autocast): the first allocates the optimizer's
 state, the second is measured.
 
@@ -123,14 +123,12 @@ def measured_step(trainer, sampler: ResidentPeak, extra_sizes) -> dict:
 
 
 def run_ours(batch_file: Path, model: str) -> dict:
-    sys.path.insert(0, str(ROOT / "examples"))
-    import grpo
-
     from agentgym_trl import AgentGRPOTrainer
     from agentgym_trl.models import load_tokenizer
+    from agentgym_trl.train import DEMO_PRESET, parse_args
 
-    args, _, _ = grpo.parse_args(["--output_dir", str(batch_file.parent / "ours"), "--max_steps", "2",
-                                  "--skip_zero_advantage", "false", "--metrics_file", ""])
+    args, _, _ = parse_args(["--preset", DEMO_PRESET, "--output_dir", str(batch_file.parent / "ours"),
+                             "--max_steps", "2", "--skip_zero_advantage", "false", "--metrics_file", ""])
     trainer = AgentGRPOTrainer(model=model, args=args, processing_class=load_tokenizer(model))
 
     def sizes() -> dict:
@@ -152,13 +150,11 @@ def run_trl(batch_file: Path, model: str) -> dict:
     from trl import GRPOConfig, GRPOTrainer
 
     from agentgym_trl.models import load_tokenizer
+    from agentgym_trl.train import DEMO_PRESET, parse_args
 
     batch = json.loads(batch_file.read_text())
     rows = len(batch["prompt_ids"])
-    sys.path.insert(0, str(ROOT / "examples"))
-    import grpo
-
-    ours, _, _ = grpo.parse_args(["--output_dir", str(batch_file.parent / "ours")])
+    ours, _, _ = parse_args(["--preset", DEMO_PRESET, "--output_dir", str(batch_file.parent / "ours")])
 
     def rollout(prompts, trainer):  # the same token batch every call, in TRL's rollout_func format
         return {key: [list(row) for row in value] for key, value in batch.items()}

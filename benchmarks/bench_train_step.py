@@ -46,8 +46,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
-# Settings of the measured run (the default run of issue 21), as examples/grpo.py flags.
+# Settings of the measured run (the default run of issue 21), as the trainer's flags over the demo's preset.
 STEP_RUN = [
+    "--preset", "cpu-demo",
     "--env_ids", "AgentGym/TextCraft-Depth1-v0",
     "--max_turns", "3",
     "--per_device_train_batch_size", "4",
@@ -242,20 +243,16 @@ def model_flops_per_token(config: Any) -> tuple[float, float]:
 def worker(name: str, steps: int, out: Path, extra: list[str]) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import importlib.util
-
     import torch
     from accelerate import PartialState
 
-    spec = importlib.util.spec_from_file_location("grpo_example", ROOT / "examples" / "grpo.py")
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
     from agentgym_trl import AgentGRPOTrainer
     from agentgym_trl.models import load_tokenizer, resolve_model
+    from agentgym_trl.train import parse_args
 
     with tempfile.TemporaryDirectory(prefix="bench-step-") as output_dir:
         argv = [*STEP_RUN, *CONFIGS[name], *extra, "--max_steps", str(steps), "--output_dir", output_dir]
-        args, _stages, model_args = example.parse_args(argv)
+        args, _stages, model_args = parse_args(argv)
         model_path = resolve_model(model_args, args, PartialState())
         trainer = AgentGRPOTrainer(model=model_path, args=args, processing_class=load_tokenizer(model_path))
         sampler = RssSampler()

