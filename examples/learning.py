@@ -48,13 +48,13 @@ from agentgym_envs.evaluation.records import load_run  # noqa: E402
 from agentgym_trl.experiments import (  # noqa: E402
     EvalSettings,
     TrainingRun,
+    controls_table,
     evaluate_resumable,
     grpo_command,
-    interval_text,
     is_trained,
     logged_steps,
     make_start,
-    p_text,
+    markdown_table,
     train_once,
     training_curve,
     write_results,
@@ -479,65 +479,6 @@ def report(config: ExperimentConfig) -> dict:
     if "controls" in result:
         print(controls_table(result))
     return result
-
-
-def markdown_table(result: dict) -> str:
-    """The result as docs/results.md quotes it: one row per model, then the registered primary test."""
-    analysis = result["analysis"]
-    # the changes on the items the registered test is on: every held-out item, or the hard ones
-    on_hard = result.get("primary_items") == "hard"
-    changes = analysis.get("hard_items", {}) if on_hard else analysis
-    lines = ["| model | held-out success (BCa 95%) | hard items (BCa 95%) | hard items solved >= once | "
-             f"change vs start{' on the hard items' if on_hard else ''}, points (BCa 95%) | within-item p | "
-             "sign-flip p (items up/down) |", "|---" * 7 + "|"]
-    for name, success in analysis["success"].items():
-        held, hard = success["held_out"], success["hard"]
-        row = [name, interval_text(held), interval_text(hard) if hard else "-",
-               f"{success['hard_items_solved_at_least_once']} of {len(result['hard_items'])}"]
-        change = changes.get("per_seed", {}).get(name)
-        if name != "start" and change is not None:
-            flip = change["sign_flip_over_items"]
-            row += [interval_text(change["difference_interval"], signed=True),
-                    p_text(change["within_item_permutation"]),
-                    f"{flip['p_value']:.2g} ({flip['items_up']}/{flip['items_down']})"]
-        else:
-            row += ["-", "-", "-"]
-        lines.append("| " + " | ".join(row) + " |")
-    if "primary" in analysis:
-        pooled, primary = changes["pooled"], analysis["primary"]
-        flip = pooled["sign_flip_over_items"]
-        change = interval_text(pooled["difference_interval"], signed=True)
-        lines.append(f"| seeds pooled (primary) | | | | {change} | **{p_text(primary)}** | "
-                     f"{flip['p_value']:.2g} ({flip['items_up']}/{flip['items_down']}) |")
-    return "\n".join(lines)
-
-
-def controls_table(result: dict) -> str:
-    """The zero-training controls as docs/results.md quotes them: each control's success, and what the trained
-    seeds pooled gain over it (start controls) or how far the model moved from its own sampling seed 0."""
-    analysis = result["controls"]["analysis"]
-    lines = ["| control | held-out success (BCa 95%) | hard items solved >= once | compared with | "
-             "change, points (BCa 95%) | within-item p |", "|---" * 6 + "|"]
-    for name, success in analysis["success"].items():
-        run = result["controls"]["runs"][name]
-        if name in analysis.get("trained_vs_start_at", {}):
-            against, change = "seeds pooled minus this", analysis["trained_vs_start_at"][name]
-        elif name in analysis.get("greedy_vs_greedy_start", {}):
-            against, change = "this minus start@greedy", analysis["greedy_vs_greedy_start"][name]
-        elif name in analysis["same_model"]:
-            against, change = f"this minus {run['model']} at sampling seed 0", analysis["same_model"][name]
-        else:
-            against, change = "-", None
-        row = [name, interval_text(success["held_out"]),
-               f"{success['hard_items_solved_at_least_once']} of {len(result['hard_items'])}", against]
-        row += ([interval_text(change["difference_interval"], signed=True),
-                 p_text(change["within_item_permutation"])] if change else ["-", "-"])
-        lines.append("| " + " | ".join(row) + " |")
-    for seed, test in analysis["other_sampling_seed"].items():
-        lines.append(f"| primary test at sampling seed {seed} | | | seeds pooled minus start | "
-                     f"{interval_text(test['pooled']['difference_interval'], signed=True)} | "
-                     f"{p_text(test['primary'])} |")
-    return "\n".join(lines)
 
 
 def parse_config(argv: list[str] | None = None) -> ExperimentConfig:

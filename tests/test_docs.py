@@ -400,5 +400,5 @@ def test_a_changed_result_makes_its_quote_stale(tmp_path, monkeypatch) -> None:
     (tmp_path / "results" / "robustness.json").write_text(json.dumps(robustness))
     monkeypatch.setattr(doc_numbers, "RESULTS", tmp_path / "results")
     assert doc_numbers.stale_pages(tmp_path) == ["docs/development.md: out of date: robustness.totals"]
-    assert doc_numbers.stale_pages(tmp_path, write=True) and doc_numbers.stale_pages(tmp_path) == []
+    assert doc_numbers.stale_pages(tmp_path, write=True) == [] == doc_numbers.stale_pages(tmp_path)
     assert "(3,844 steps)" in (tmp_path / "docs" / "development.md").read_text()

@@ -23,6 +23,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from agentgym_envs.collect import episode_plan  # noqa: E402
 from agentgym_envs.evaluation.plots import plot_learning  # noqa: E402
 from agentgym_envs.evaluation.runner import EvalError, plan_jobs  # noqa: E402
+from agentgym_trl import experiments  # noqa: E402
 from agentgym_envs.evaluation.significance import (  # noqa: E402
     control_report,
     learning_report,
@@ -134,12 +135,12 @@ def test_learning_report_pools_the_seeds_as_registered(tmp_path: Path) -> None:
     assert not learning_report(worse)["primary"]["significant"], "significant only when the trained models are better"
 
     result["analysis"] = report
-    table = load_learning().markdown_table(result).splitlines()
+    table = experiments.markdown_table(result).splitlines()
     assert len(table) == 2 + 3 + 1 and table[-1].startswith("| seeds pooled (primary) |")
     assert "**< 1e-05**" in table[-1], "no resample reached it: the Monte Carlo floor, written as a bound"
     hard_primary = {**result, "primary_items": "hard"}
     hard_primary["analysis"] = learning_report(hard_primary)
-    hard_table = load_learning().markdown_table(hard_primary).splitlines()
+    hard_table = experiments.markdown_table(hard_primary).splitlines()
     pooled_on_hard = hard_primary["analysis"]["hard_items"]["pooled"]["difference_interval"]
     assert "change vs start on the hard items" in hard_table[0]
     assert f"| {pooled_on_hard['mean'] * 100:+.1f} [" in hard_table[-1], \
@@ -176,7 +177,7 @@ def test_the_controls_tell_a_gain_from_a_sharpened_start() -> None:
 
     result["analysis"] = learning_report(result)
     result["controls"]["analysis"] = report
-    table = load_learning().controls_table(result).splitlines()
+    table = experiments.controls_table(result).splitlines()
     assert len(table) == 2 + 6 + 1 and table[-1].startswith("| primary test at sampling seed 1 |")
     assert "| seed0@greedy |" in table[4] and "this minus start@greedy" in table[4]
 
