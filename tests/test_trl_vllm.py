@@ -4,7 +4,10 @@
 * ``TRLVLLMGenerator`` drives a stand-in of TRL's ``VLLMGeneration`` (per-turn limits, stop ids, log-probs, sleep
   mode once per rollout), and, on two gloo ranks, keeps collective calls in step with equal counts;
 * ``AgentGRPOTrainer`` trains with TRL building its (stand-in) ``VLLMGeneration`` from the config and syncing its
-  weights before each rollout. vLLM itself on GPUs is exercised by TRL's and vLLM's users, not here (docs/gpu.md).
+  weights before each rollout.
+
+The stand-ins cover what a CPU cannot reach (tensor parallelism, sleep mode, collective calls over ranks); TRL's real
+``VLLMGeneration`` on vLLM's CPU build is tests/test_trl_vllm_real.py's, on GPUs scripts/gpu_check.py's.
 """
 
 from __future__ import annotations

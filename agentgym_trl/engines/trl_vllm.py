@@ -1,10 +1,13 @@
 """The ``vllm-trl`` engine: multi-turn rollouts on TRL's own vLLM integration (the GPU path).
 
 TRL builds its ``VLLMGeneration`` from the config (``vllm_mode='colocate'``: an in-process engine per
-rank, with tensor parallelism and sleep mode; ``vllm_mode='server'``: ``trl vllm-serve`` / ``vllm serve``
-on GPUs of their own, weights sent over NCCL) and syncs its weights before each rollout, under DDP,
-DeepSpeed and FSDP alike. ``TRLVLLMGenerator`` drives that object one turn at a time through the
-project's ``Generator`` interface, so the episode loop, the env masks and the log-probs stay as they are.
+rank, with tensor parallelism and sleep mode; ``vllm_mode='server'``: ``trl vllm-serve`` on GPUs of their
+own, weights sent over NCCL, or ``vllm serve`` with what TRL 1.16's client needs of it:
+``VLLM_SERVER_DEV_MODE=1`` in its environment, ``--weight-transfer-config '{"backend": "nccl"}'``,
+``--logprobs-mode processed_logprobs`` and ``--max-logprobs -1``, as ``trl vllm-serve`` passes them;
+docs/engines.md) and syncs its weights before each rollout, under DDP, DeepSpeed and FSDP alike.
+``TRLVLLMGenerator`` drives that object one turn at a time through the project's ``Generator`` interface,
+so the episode loop, the env masks and the log-probs stay as they are.
 
 What one turn needs that TRL's single-turn call does not give on its own:
 

