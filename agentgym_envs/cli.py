@@ -16,6 +16,7 @@ from agentgym_envs.core.episode import MAX_TURNS
 from agentgym_envs.core.loop import Agent, BaseAgent, Episode, Reply, run_episode
 from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_env_option, add_opening_argument, check_env_kwargs
 from agentgym_envs.core.tables import render_table
+from agentgym_envs.core.tasks import import_env_module
 from agentgym_envs.registration import REMOTE_ENV_ID
 
 
@@ -297,6 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     try:
+        if args.command in ("serve", "eval", "collect", "play"):  # Gymnasium's module:EnvId imports the module
+            env = args.env_id if args.command == "play" else args.env
+            env = import_env_module(env) if isinstance(env, str) else [import_env_module(one) for one in env]
+            setattr(args, "env_id" if args.command == "play" else "env", env)
         return args.run(args)
     # a wrong id or setting, a missing extra, a service that is down (e.g. a real WebArena site): one line
     except (KeyError, ValueError, ConnectionError, agentgym_envs.MissingExtraError, gym.error.Error) as error:

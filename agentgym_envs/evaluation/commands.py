@@ -153,7 +153,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         report = evaluate(agent, env_ids, out, split=args.split, n_samples=args.n_samples,
                           max_turns=args.max_turns or [None], limit=args.limit, progress=not args.no_progress,
                           env_kwargs=env_kwargs, merged_first_turn=args.merged_first_turn, make_env=make_env,
-                          oracle_prefix=args.oracle_prefix)
+                          oracle_prefix=args.oracle_prefix, items=args.items)
     except KeyboardInterrupt:
         summary = print_summary(out)
         saved = f"{summary['episodes']} of {summary['expected_episodes']} episodes" if summary else "finished episodes"
@@ -236,6 +236,9 @@ def add_commands(commands: Any) -> None:
                      help="turn budget(s); several values measure success against the budget (default: the env's cap)")
     run.add_argument("--limit", type=int, default=None,
                      help="only N items of each env's split, spread evenly over its sub-tasks (the first of each)")
+    run.add_argument("--items", type=int, nargs="+", metavar="ID",
+                     help="only these item ids of the split, in this order (an env registered with gym.register "
+                          "alone has no splits: its items are these)")
     run.add_argument("--out", help="run folder (default runs/eval/<agent>); an existing run there is resumed")
     run.add_argument("--batch-size", type=int, default=8, help="episodes per batched rollout (local model)")
     run.add_argument("--max-turn-tokens", type=int, default=256, help="token limit of one model turn")
