@@ -19,7 +19,7 @@ from typing import Any
 from agentgym_envs.agents import AgentSetupError, make_agent
 from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_env_option, add_opening_argument, check_env_kwargs
 from agentgym_envs.core.loop import Agent
-from agentgym_envs.evaluation.metrics import format_scaling, format_table, has_scaling
+from agentgym_envs.evaluation.metrics import format_scaling, format_table, has_scaling, token_limit_warnings
 from agentgym_envs.evaluation.plots import PlotError, plot_run
 from agentgym_envs.evaluation.runner import (
     SUMMARY_FILE,
@@ -176,6 +176,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
     print_summary(out)
+    context_limit = args.max_context_tokens if args.model and not args.endpoint else None  # a local model's
+    for warning in token_limit_warnings(report.results, args.max_turn_tokens, context_limit):
+        print(f"\nagentgym: warning: {warning}", file=sys.stderr)
     if has_scaling(report.results):
         try:
             for path in plot_run(out).files:
