@@ -405,6 +405,21 @@ def test_eval_counts_cut_turns_and_warns_with_the_flag_to_raise(tmp_path, capsys
     assert "warning" not in printed.err and printed.out.count("overall") == 1
 
 
+def test_eval_sends_its_seed_to_the_endpoint(tmp_path) -> None:
+    """Issue 62: --seed was not sent, so an endpoint's Avg@K at T = 1 could not be repeated. Every request carries a
+    seed drawn from (--seed, item, sample, turn): a rerun sends the same ones, an item's K samples differ."""
+    def seeds(out: str, seed: str) -> list[int]:
+        with FakeChatServer() as server:
+            assert main(["eval", "--endpoint", server.url, "--model", "m", "--env", DEPTH1, "--limit", "1",
+                         "--n-samples", "2", "--max-turns", "2", "--seed", seed, "--out", str(tmp_path / out),
+                         "--no-progress"]) == 0
+        return sorted(request["seed"] for request in server.requests)
+
+    first = seeds("a", "3")
+    assert len(set(first)) == 4 and first == seeds("b", "3") and first != seeds("c", "4")
+    assert json.loads((tmp_path / "a" / "run.json").read_text())["agent"]["seed"] == 3
+
+
 def test_concurrent_episodes_against_an_endpoint(tmp_path) -> None:
     out = tmp_path / "concurrent"
     argv = ["eval", "--endpoint", "URL", "--model", "m", "--env", DEPTH1, "--limit", "6", "--max-turns", "2",

@@ -70,7 +70,7 @@ def flag_settings(args: argparse.Namespace, env_kwargs: dict[str, Any] | None) -
     temperature = temperature_of(args)
     if args.endpoint:
         settings: dict[str, Any] = {"kind": "endpoint", "model": args.model, "temperature": temperature,
-                                    "max_tokens": args.max_turn_tokens}
+                                    "max_tokens": args.max_turn_tokens, "seed": args.seed}
     elif args.model:
         settings = {"kind": "model", "temperature": temperature, "engine": args.engine,
                     "max_turn_tokens": args.max_turn_tokens, "max_context_tokens": args.max_context_tokens}
@@ -94,7 +94,7 @@ def make_eval_agent(args: argparse.Namespace) -> Agent:
 
         return endpoint_agent(args.endpoint, args.model, temperature=temperature, max_tokens=args.max_turn_tokens,
                               api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), timeout=args.timeout,
-                              retries=args.retries, concurrency=args.concurrency)
+                              retries=args.retries, concurrency=args.concurrency, seed=args.seed)
     if args.model:
         # before transformers is imported (huggingface_hub reads it once): nothing reaches the hub unless
         # the user asked with HF_HUB_OFFLINE=0
@@ -263,7 +263,8 @@ def add_commands(commands: Any) -> None:
                           "exponential backoff and the server's Retry-After")
     run.add_argument("--concurrency", type=int, default=1, metavar="N",
                      help="endpoint: episodes played at the same time (each with its own envs)")
-    run.add_argument("--seed", type=int, default=0, help="sampling and the random agent's seed")
+    run.add_argument("--seed", type=int, default=0,
+                     help="sampling and the random agent's seed (an endpoint gets a seed per request from it)")
     add_env_kwargs_argument(run)
     add_servers_argument(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
