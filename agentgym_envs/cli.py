@@ -27,7 +27,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(json.dumps([{"id": spec.env_id, "scenario": spec.scenario, "sub-task": spec.subtask,
                            "train": len(spec.split("train")), "test": len(spec.split("test")),
                            "turns": spec.max_turns, "extra": spec.extra, "installed": spec.extra_installed(),
-                           "install": None if spec.extra_installed() else spec.install_hint} for spec in specs],
+                           "install": None if spec.extra_installed() else spec.install_hint} for spec in specs]
+                         + [{"id": REMOTE_ENV_ID, "scenario": "any id above, served by agentgym serve",
+                             "sub-task": None, "train": None, "test": None, "turns": None, "extra": None,
+                             "installed": True, "install": None}],  # the proxy: the served id's splits, cap
                          indent=1))
         return 0
     rows = []
