@@ -147,3 +147,19 @@ def test_the_papers_evaluation_command_matches_its_recipe(scenario: str) -> None
     assert args.max_context_tokens == recipe["max_context_tokens"]
     assert args.temperature == recipe["temperature"] == 1.0 and args.n_samples == 1 and args.split == "test"
     assert len(commands) == len(RECIPES)
+
+
+def test_no_doc_calls_a_mixtures_turn_rounds_the_papers_schedule() -> None:
+    """Issue 62: README's Train block called turn_rounds=[10, 20, 30] "the paper's schedule" for TextCraft + BabyAI;
+    BabyAI's recipe grows 6, 13, 20. A block that says so must give every env id its recipe's schedule."""
+    import re
+
+    schedules = {env_id: [turns for _, turns in schedule] for env_id, schedule, _ in RECIPES.values()}
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for block in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL):
+            if "the paper's schedule" not in block or "turn_rounds=" not in block:
+                continue
+            rounds = [int(n) for n in re.search(r"turn_rounds=\[([\d, ]+)\]", block).group(1).split(",")]
+            env_ids = re.findall(r'"(AgentGym/[\w-]+)"', re.search(r"env_ids=\[(.*?)\]", block).group(1))
+            wrong = [env_id for env_id in env_ids if schedules.get(env_id) != rounds]
+            assert not wrong, f"{page.name}: turn_rounds={rounds} is not the paper's schedule of {wrong}"
