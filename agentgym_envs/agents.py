@@ -62,6 +62,16 @@ class OracleAgent(BaseAgent):
         return episode.env.unwrapped.oracle_action()
 
 
+def random_response(env: Any, rng: np.random.Generator) -> str:
+    """The env's ``random_action(rng)``, or, for a text env not built on ``TextEnv`` (a plain ``gym.register``), a
+    sample of its action space seeded from ``rng``: so a random agent and the conformance checks play any text env."""
+    random_action = getattr(env.unwrapped, "random_action", None)
+    if random_action is not None:
+        return random_action(rng)
+    env.action_space.seed(int(rng.integers(2**31)))
+    return env.action_space.sample()
+
+
 class RandomAgent(BaseAgent):
     """The env's plausible random actions, seeded per (seed, item, sample) so any episode replays alike."""
 
@@ -86,7 +96,7 @@ class RandomAgent(BaseAgent):
 
     def act_one(self, episode: Episode) -> str:
         """The env's ``random_action`` drawn from the episode's own stream."""
-        return episode.env.unwrapped.random_action(self._rngs[id(episode.trajectory)])
+        return random_response(episode.env, self._rngs[id(episode.trajectory)])
 
 
 class HumanAgent(BaseAgent):

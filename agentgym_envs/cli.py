@@ -16,6 +16,7 @@ from agentgym_envs.core.episode import MAX_TURNS
 from agentgym_envs.core.loop import Agent, BaseAgent, Episode, Reply, run_episode
 from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_env_option, add_opening_argument, check_env_kwargs
 from agentgym_envs.core.tables import render_table
+from agentgym_envs.core.tasks import import_env_module
 from agentgym_envs.registration import REMOTE_ENV_ID
 
 
@@ -26,7 +27,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(json.dumps([{"id": spec.env_id, "scenario": spec.scenario, "sub-task": spec.subtask,
                            "train": len(spec.split("train")), "test": len(spec.split("test")),
                            "turns": spec.max_turns, "extra": spec.extra, "installed": spec.extra_installed(),
-                           "install": None if spec.extra_installed() else spec.install_hint} for spec in specs],
+                           "install": None if spec.extra_installed() else spec.install_hint} for spec in specs]
+                         + [{"id": REMOTE_ENV_ID, "scenario": "any id above, served by agentgym serve",
+                             "sub-task": None, "train": None, "test": None, "turns": None, "extra": None,
+                             "installed": True, "install": None}],  # the proxy: the served id's splits, cap
                          indent=1))
         return 0
     rows = []
@@ -297,6 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     try:
+        if args.command in ("serve", "eval", "collect", "play"):  # Gymnasium's module:EnvId imports the module
+            env = args.env_id if args.command == "play" else args.env
+            env = import_env_module(env) if isinstance(env, str) else [import_env_module(one) for one in env]
+            setattr(args, "env_id" if args.command == "play" else "env", env)
         return args.run(args)
     # a wrong id or setting, a missing extra, a service that is down (e.g. a real WebArena site): one line
     except (KeyError, ValueError, ConnectionError, agentgym_envs.MissingExtraError, gym.error.Error) as error:

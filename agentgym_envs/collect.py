@@ -110,6 +110,10 @@ def episode_plan(env_id: str, split: str, episodes: int, seed: int = 0,
     The first pass resets with ``seed=item_id`` (the rollout's default); each later pass offsets the
     seed so envs with seed-dependent randomness play a different episode.
     """
+    if env_id in gym.registry and env_id not in {task.env_id for task in agentgym_envs.list_tasks()}:
+        raise ValueError(f"{env_id} has no splits (it is registered with gym.register alone) and collect draws its "
+                         "items from them: register it as a family (agentgym_envs.register_family, "
+                         "docs/development.md)")
     spec = agentgym_envs.get_task(env_id)
     known = list(spec.split(split))
     if not known:

@@ -2,7 +2,11 @@
 
 ``check_text_env("AgentGym/MyEnv-v0")`` runs every check below; our own test suite calls them
 for every registered id (``tests/test_registry.py``), so a new family is tested the moment it is
-registered.
+registered. Any text env Gymnasium can make is checked too (a plain ``gym.register``, as
+``docs/own_env.md`` shows): without a ``TaskSpec`` its items are 0 and 1, its actions its oracle's or
+random ones where it has them (else its action space's samples), and only what Gymnasium's API asks of
+any env is held against it where ours promise more (the other families' actions refused, ``info``'s
+fields, ``ResetNeeded`` after ``close``).
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.utils.env_checker import check_env
 
+from agentgym_envs.agents import random_response
 from agentgym_envs.core.env import EnvCopyError
 from agentgym_envs.core.episode import MAX_TURNS, Trajectory
 from agentgym_envs.core.loop import BaseAgent, Episode, run_episode
-from agentgym_envs.core.tasks import get_task, list_tasks
+from agentgym_envs.core.tasks import TaskSpec, get_task, import_env_module, list_tasks
 
 #: Responses no env may crash on: each must give ``valid_action=False`` feedback.
 BAD_RESPONSES: dict[str, str] = {
@@ -93,8 +98,33 @@ _TAGGED = re.compile(r"<(\w+)>(.*?)</\1>", re.DOTALL)
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
+def task_of(env_id: str) -> TaskSpec | None:
+    """The id's ``TaskSpec``, or None for an env registered without one (``gym.register`` alone); an id Gymnasium
+    does not know either raises its ``NameNotFound`` / ``NamespaceNotFound`` (``module:EnvId`` imports the module)."""
+    gym.spec(env_id)
+    try:
+        return get_task(env_id)
+    except KeyError:
+        return None
+
+
+def first_items(env_id: str) -> list[int]:
+    """The items the checks play: the first test and train items of a ``TaskSpec``'s splits, else 0 and 1."""
+    spec = task_of(env_id)
+    if spec is None:
+        return [0, 1]
+    return [ids[0] for ids in (spec.split("test"), spec.split("train")) if ids]
+
+
+def first_options(env_id: str) -> dict[str, Any]:
+    """The reset options of the checks' one episode: the first test item (item 0 of an env without splits)."""
+    return {"split": "test", "index": 0} if task_of(env_id) is not None else {"item_id": 0}
+
+
 def check_text_env(env_id: str, memory_resets: int | None = None) -> None:
-    """Run every conformance check on ``env_id``; raises ``AssertionError`` on the first failure."""
+    """Run every conformance check on ``env_id`` (any registered text env; Gymnasium's ``module:EnvId`` imports the
+    module first); raises ``AssertionError`` on the first failure."""
+    env_id = import_env_module(env_id)
     check_gymnasium_api(env_id)
     check_determinism(env_id)
     check_bad_actions(env_id)
@@ -130,12 +160,13 @@ def play(env: gym.Env, item_id: int, policy: Callable[[gym.Env, int], str], max_
 
 
 def expert_or_random(env: gym.Env, step: int) -> str:
-    """The env's oracle if it has one, else a seeded random action (same sequence for equal envs)."""
+    """The env's oracle if it has one, else a seeded random action (same sequence for equal envs): the env's
+    ``random_action``, or a sample of its action space for an env that has neither."""
     base = env.unwrapped
     try:
         return base.oracle_action()
-    except NotImplementedError:
-        return base.random_action(np.random.default_rng(step))
+    except (NotImplementedError, AttributeError):
+        return random_response(env, np.random.default_rng(step))
 
 
 def check_copy(env_id: str) -> None:
@@ -144,7 +175,7 @@ def check_copy(env_id: str) -> None:
     env = gym.make(env_id)
     copies = []
     try:
-        env.reset(seed=0, options={"split": "test", "index": 0})
+        env.reset(seed=0, options=first_options(env_id))
         env.step(expert_or_random(env, 0))
         action = expert_or_random(env, 1)
         for how in (copy.deepcopy, lambda original: pickle.loads(pickle.dumps(original))):
@@ -163,8 +194,7 @@ def check_copy(env_id: str) -> None:
 
 def check_determinism(env_id: str, steps: int = 8) -> None:
     """Two envs given the same item id and the same actions produce identical episodes."""
-    spec = get_task(env_id)
-    items = [ids[0] for ids in (spec.split("test"), spec.split("train")) if ids]
+    items = first_items(env_id)
     first, second = gym.make(env_id), gym.make(env_id)
     try:
         for item_id in items:
@@ -209,7 +239,7 @@ def check_turn_budget(env_id: str, budget: int, make: Callable[..., gym.Env] | N
         told = getattr(env.unwrapped, "turn_budget", budget)
         assert told == budget, f"{env_id} made with max_episode_steps={budget} thinks its budget is {told}"
         overlong = "go " * 40_000  # refused before any engine sees it: the check costs the resets only
-        item = get_task(env_id).split("test")[0]
+        item = first_items(env_id)[0]
         trajectory = run_episode(env, _Repeating(overlong), item_id=item)
         assert trajectory.turns == budget, f"{env_id}: {trajectory.turns} turns under a budget of {budget}"
         assert trajectory.stop_reason == MAX_TURNS, f"{env_id}: ended by {trajectory.stop_reason!r}, not the budget"
@@ -220,33 +250,39 @@ def check_turn_budget(env_id: str, budget: int, make: Callable[..., gym.Env] | N
 
 
 def check_bad_actions(env_id: str) -> None:
-    """Malformed and foreign responses give ``valid_action=False`` feedback; the episode stays playable."""
-    spec = get_task(env_id)
+    """Malformed and foreign responses give ``valid_action=False`` feedback; the episode stays playable. An env
+    without a ``TaskSpec`` gets the malformed responses only (the other families' actions are our families' rule),
+    and ``valid_action`` is held against it where its ``info`` has that key."""
+    spec = task_of(env_id)
     env = gym.make(env_id).unwrapped  # no TimeLimit: the episode must survive all the bad turns
     kwargs = getattr(type(env), "bad_action_check_kwargs", {})
     if kwargs:  # an upstream game that counts bad actions as moves: checked with its option that does not
         env.close()
         env = gym.make(env_id, **kwargs).unwrapped
     try:
-        obs, info = env.reset(seed=0, options={"split": "test", "index": 0})
+        obs, info = env.reset(seed=0, options=first_options(env_id))
         responses = dict(BAD_RESPONSES)
-        foreign = foreign_actions()
-        responses.update({f"{family} action": action for family, action in foreign.items() if family != spec.family})
+        if spec is not None:
+            foreign = foreign_actions()
+            responses.update({f"{family} action": action for family, action in foreign.items()
+                              if family != spec.family})
         for name, response in responses.items():
             obs, reward, terminated, truncated, info = env.step(response)
             assert isinstance(obs, str) and obs.strip(), f"{env_id}: {name!r} gave an empty observation"
-            assert info["valid_action"] is False, f"{env_id}: {name!r} was accepted as valid: {obs[:200]!r}"
+            valid = info["valid_action"] if spec is not None else info.get("valid_action", False)
+            assert valid is False, f"{env_id}: {name!r} was accepted as valid: {obs[:200]!r}"
             assert reward == 0.0 and not terminated, f"{env_id}: {name!r} changed the episode (reward {reward})"
             assert env.observation_space.contains(obs), f"{env_id}: observation for {name!r} is outside the space"
         try:
             env.oracle_action()
-        except NotImplementedError:
+        except (NotImplementedError, AttributeError):
             return
-        for _ in range(spec.max_turns * 3):
+        for _ in range((gym.spec(env_id).max_episode_steps or 100) * 3):
             obs, reward, terminated, truncated, info = env.step(env.oracle_action())
             if terminated or truncated:
                 break
-        assert info["success"], f"{env_id}: after bad actions the oracle could not finish the episode: {obs[:300]!r}"
+        assert info.get("success", reward > 0), (
+            f"{env_id}: after bad actions the oracle could not finish the episode: {obs[:300]!r}")
     finally:
         env.close()
 
@@ -315,16 +351,16 @@ class HostileReport:
         return not self.exceptions and not self.invalid_observations
 
 
-def _seed_actions(env: gym.Env, family: str) -> list[str]:
+def _seed_actions(env: gym.Env, family: str | None) -> list[str]:
     """Well-formed actions of the env to mutate: its oracle's first move, a random action, and the
     family's typical action."""
     base = env.unwrapped
     seeds = []
     try:
         seeds.append(base.oracle_action())
-    except NotImplementedError:
+    except (NotImplementedError, AttributeError):
         pass
-    seeds.append(base.random_action(np.random.default_rng(0)))
+    seeds.append(random_response(env, np.random.default_rng(0)))
     tree = getattr(base, "_tree", None)  # a browser page: typing into its first text field too
     fields = [node.id for node in getattr(tree, "nodes", ()) if node.role in ("textbox", "searchbox", "combobox")]
     if fields:
@@ -353,14 +389,15 @@ def run_hostile_actions(env_id: str, env: gym.Env | None = None) -> HostileRepor
     """Play every hostile action of ``hostile_actions`` on ``env_id`` (on the test item 0, starting
     a new episode when one ends) and report exceptions, unencodable observations and step times.
     Never raises because of the env: the benchmark counts what this records."""
-    spec = get_task(env_id)
+    spec = task_of(env_id)
+    options = first_options(env_id)
     report = HostileReport(env_id)
     owned = env is None
     env = env if env is not None else gym.make(env_id).unwrapped
     try:
-        env.reset(seed=0, options={"split": "test", "index": 0})
+        env.reset(seed=0, options=options)
         actions: dict[str, str] = {}
-        for seed in _seed_actions(env, spec.family):
+        for seed in _seed_actions(env, spec.family if spec is not None else None):
             actions.update(hostile_actions(seed))
         for name, action in actions.items():
             started = time.perf_counter()
@@ -381,7 +418,7 @@ def run_hostile_actions(env_id: str, env: gym.Env | None = None) -> HostileRepor
                 report.max_step_seconds, report.slowest = elapsed, name
             if terminated or truncated:
                 try:
-                    env.reset(seed=0, options={"split": "test", "index": 0})
+                    env.reset(seed=0, options=options)
                 except Exception as error:
                     report.exceptions.append(f"reset after {name}: {type(error).__name__}: {str(error)[:120]}")
     finally:
@@ -415,13 +452,16 @@ def check_close_twice(env_id: str) -> None:
 
 def check_step_after_close(env_id: str) -> None:
     """After ``close()`` every id follows one rule (Gymnasium's): ``step`` raises ``gym.error.ResetNeeded``
-    without touching an engine (no browser or JVM is started again), and ``reset`` starts a new episode."""
+    without touching an engine (no browser or JVM is started again), and ``reset`` starts a new episode. An env
+    without a ``TaskSpec`` is held to the second half only (Gymnasium asks no more of a closed env)."""
+    ours = task_of(env_id) is not None
+    options = first_options(env_id)
     env = gym.make(env_id)
     try:
-        env.reset(seed=0, options={"split": "test", "index": 0})
+        env.reset(seed=0, options=options)
         env.step(expert_or_random(env, 0))
         env.close()
-        for _ in range(2):
+        for _ in range(2 if ours else 0):
             try:
                 env.step("look")
             except gym.error.ResetNeeded:
@@ -429,10 +469,11 @@ def check_step_after_close(env_id: str) -> None:
             else:
                 raise AssertionError(f"{env_id}: step after close() did not raise gym.error.ResetNeeded")
         assert getattr(env.unwrapped, "_browser", None) is None, f"{env_id}: step after close() started a browser"
-        obs, info = env.reset(seed=0, options={"split": "test", "index": 0})
-        assert isinstance(obs, str) and info["item_id"] is not None
-        _, _, _, _, info = env.step(expert_or_random(env, 0))
-        assert info["turn"] == 1, f"{env_id}: the episode after close() and reset() did not start afresh"
+        obs, info = env.reset(seed=0, options=options)
+        assert isinstance(obs, str) and (not ours or info["item_id"] is not None)
+        observation, _, _, _, info = env.step(expert_or_random(env, 0))
+        assert isinstance(observation, str), f"{env_id}: no observation after close() and reset()"
+        assert not ours or info["turn"] == 1, f"{env_id}: the episode after close() and reset() did not start afresh"
     finally:
         env.close()
 
@@ -452,7 +493,7 @@ def check_reset_memory(env_id: str, resets: int | None = None, python_limit_mb: 
         started = time.perf_counter()
         for seed in range(10):  # warm-up: caches, lazily started engines
             env.reset(seed=seed)
-            env.step(env.unwrapped.random_action(rng))
+            env.step(random_response(env, rng))
         if resets is None:
             resets = 200 if (time.perf_counter() - started) / 10 < 0.05 else 20
         gc.collect()
@@ -462,7 +503,7 @@ def check_reset_memory(env_id: str, resets: int | None = None, python_limit_mb: 
         python_before = tracemalloc.get_traced_memory()[0]
         for seed in range(resets):
             env.reset(seed=1000 + seed)
-            env.step(env.unwrapped.random_action(rng))
+            env.step(random_response(env, rng))
         gc.collect()
         python_growth = (tracemalloc.get_traced_memory()[0] - python_before) / 2**20
         tracemalloc.stop()

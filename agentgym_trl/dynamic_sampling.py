@@ -75,6 +75,7 @@ def fill_informative_groups(
     draw_items: Callable[[int], list[tuple[str, int]]],
     max_groups: int,
     more: Callable[[int], bool] | None = None,
+    item_rows: dict[tuple[str, int], dict[str, Any]] | None = None,
 ) -> RefillStats:
     """Replace, in place, the equal-reward groups of ``rows``/``result`` with groups that teach.
 
@@ -86,6 +87,7 @@ def fill_informative_groups(
     ``more(wants)`` (the generator's ``any_active``) decides whether to refill again from whether this process
     ``wants`` to: where generation runs in step across ranks (ZeRO-3 / FSDP) it asks them all, and a process with
     nothing left to refill plays empty batches while another still refills, so each rank plays as many batches.
+    ``item_rows`` holds each item's whole training row (``item_draws.item_rows``), which a replaced row takes.
     """
     if len(rows) % group_size or len(result.trajectories) != len(rows):
         raise ValueError(f"{len(rows)} rows do not form whole groups of {group_size} (or differ from the rollout)")
@@ -106,7 +108,7 @@ def fill_informative_groups(
         kept_rate = (wanted - len(empty) + 1) / (drawn + 1)  # +1: a smoothed rate, never zero
         count = min(max_groups - drawn, math.ceil(len(empty) / max(kept_rate, 0.25)))
         items = draw_items(count)
-        new_rows = group_rows(items, group_size)
+        new_rows = group_rows(items, group_size, item_rows)
         extra = play(new_rows)
         drawn += len(items)
         episodes += len(new_rows)

@@ -40,14 +40,38 @@ ITEM_DRAWS = ("uniform", "learnability")
 ESTIMATES_FILE = "item_estimates.json"  # the learnability drawer's counts, saved with each checkpoint
 
 
-def group_rows(items: Sequence[ItemKey], group_size: int) -> list[dict[str, Any]]:
-    """Training rows for ``items``: ``group_size`` consecutive copies of each (TRL's group layout)."""
-    return [{"env_id": env_id, "item_id": item_id, "prompt": placeholder_prompt(env_id, item_id)}
-            for env_id, item_id in items for _ in range(group_size)]
+def item_rows(rows: Iterable[dict[str, Any]]) -> dict[ItemKey, dict[str, Any]]:
+    """Each item's training row with every column (the first where the dataset repeats an item): a moved row takes
+    its new item's whole row, so a reward function reading a column (a judge's reference answer) reads that item's."""
+    table: dict[ItemKey, dict[str, Any]] = {}
+    for row in rows:
+        table.setdefault((str(row["env_id"]), int(row["item_id"])), dict(row))
+    return table
+
+
+def group_rows(items: Sequence[ItemKey], group_size: int,
+               rows: dict[ItemKey, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Training rows for ``items``: ``group_size`` consecutive copies of each (TRL's group layout); an item's row
+    from ``rows`` (``item_rows`` of the dataset: every column) where it is there, else its ``env_id``, ``item_id``
+    and placeholder ``prompt``."""
+    def row_of(env_id: str, item_id: int) -> dict[str, Any]:
+        known = (rows or {}).get((env_id, item_id))
+        return dict(known) if known is not None else {"env_id": env_id, "item_id": item_id,
+                                                      "prompt": placeholder_prompt(env_id, item_id)}
+
+    return [row_of(env_id, item_id) for env_id, item_id in items for _ in range(group_size)]
 
 
 def replace_row(row: dict[str, Any], new: dict[str, Any]) -> None:
-    """Make ``row`` play ``new``'s item, in place (TRL's reward kwargs and logs read the same dict)."""
+    """Make ``row`` play ``new``'s item, in place (TRL's reward kwargs and logs read the same dict): every column
+    of ``new`` replaces the row's. A column the row has and ``new`` lacks would keep another item's value for a
+    reward function to read, so it is refused (``ValueError``) rather than graded against the wrong item."""
+    stale = sorted(set(row) - set(new))
+    if stale:
+        raise ValueError(f"a training row moved to item {new.get('env_id')} {new.get('item_id')} keeps the columns "
+                         f"{stale} of item {row.get('env_id')} {row.get('item_id')}: draws that move rows "
+                         "(item_draws='learnability', dynamic_sampling) need each item's whole row "
+                         "(item_rows of the train dataset)")
     prompt = row.get("prompt")
     row.update(new)
     if isinstance(prompt, list):  # TRL's own prompt list holds this object (for its logs): change it in place
@@ -55,10 +79,12 @@ def replace_row(row: dict[str, Any], new: dict[str, Any]) -> None:
         row["prompt"] = prompt
 
 
-def assign_items(rows: list[dict[str, Any]], items: Sequence[ItemKey], group_size: int, offset: int = 0) -> None:
-    """Give ``rows`` the items of consecutive groups of ``group_size`` rows, in place. ``rows`` start ``offset``
-    rows into the batch the groups span (a process's share of the global batch: a group may span processes)."""
-    planned = group_rows(items, group_size)[offset:offset + len(rows)]
+def assign_items(rows: list[dict[str, Any]], items: Sequence[ItemKey], group_size: int, offset: int = 0,
+                 table: dict[ItemKey, dict[str, Any]] | None = None) -> None:
+    """Give ``rows`` the items of consecutive groups of ``group_size`` rows, in place (each its item's whole row from
+    ``table``). ``rows`` start ``offset`` rows into the batch the groups span (a process's share of the global
+    batch: a group may span processes)."""
+    planned = group_rows(items, group_size, table)[offset:offset + len(rows)]
     if len(planned) != len(rows):
         raise ValueError(f"{len(items)} items in groups of {group_size} do not cover rows {offset}-"
                          f"{offset + len(rows) - 1}")
@@ -74,6 +100,8 @@ class ItemDrawer:
             raise ValueError("drawing items needs train items to draw from")
         self.items = list(items)
         self.seed = seed
+        #: each item's whole training row (``item_rows`` of the train dataset), which a moved row takes
+        self.rows: dict[ItemKey, dict[str, Any]] = {}
 
     def for_step(self, step: int, process: int = 0) -> Callable[[int], list[ItemKey]]:
         """A ``draw(count)`` whose draws depend only on the seed, the step and the process.

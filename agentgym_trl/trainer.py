@@ -96,7 +96,7 @@ from agentgym_trl.data import build_env_dataset, check_env_ids, placeholder_prom
 from agentgym_trl.dynamic_sampling import fill_informative_groups
 from agentgym_trl.engines import Generator, Sampling, make_generator, required_model_len
 from agentgym_trl.engines.hf import HFGenerator
-from agentgym_trl.item_draws import ItemDrawer, ItemKey, LearnabilityDrawer, assign_items
+from agentgym_trl.item_draws import ItemDrawer, ItemKey, LearnabilityDrawer, assign_items, item_rows
 from agentgym_trl.metrics import (
     IDLE_STEP,
     ITEMS_DRAWN_TEACH,
@@ -203,6 +203,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         train_dataset = (prepare_rows_dataset(train_dataset) if train_dataset is not None else build_env_dataset(
             args.env_ids, args.train_split, args.max_items_per_env, args.seed, only_items=args.train_items()))
         self.item_drawer = make_item_drawer(args, list(zip(train_dataset["env_id"], train_dataset["item_id"])))
+        if self.item_drawer is not None:  # draws move rows: a moved row takes its new item's whole row
+            self.item_drawer.rows = item_rows(train_dataset)
         self.step_guard = OptimizerStepGuard(self)
         if eval_dataset is not None:
             eval_dataset = prepare_rows_dataset(eval_dataset)
@@ -421,7 +423,7 @@ class AgentGRPOTrainer(GRPOTrainer):
             here, ranks, rank = len(rows), self.accelerator.num_processes, self.accelerator.process_index
             items = self.item_drawer.for_step(self.state.global_step, process=None)(
                 -(-here * ranks // self.num_generations))
-            assign_items(rows, items, self.num_generations, offset=rank * here)
+            assign_items(rows, items, self.num_generations, offset=rank * here, table=self.item_drawer.rows)
             drawn.extend(items[rank * here // self.num_generations:-(-(rank + 1) * here // self.num_generations)])
         result = play(rows)
         if self.args.dynamic_sampling:
@@ -429,6 +431,7 @@ class AgentGRPOTrainer(GRPOTrainer):
                 rows, result, self.num_generations, play=play, draw_items=draw_items,
                 max_groups=len(rows) // self.num_generations * self.args.dynamic_sampling_max_batches,
                 more=self.generator.any_active,  # under ZeRO-3 / FSDP every rank plays as many refill batches
+                item_rows=self.item_drawer.rows,
             )
             for name, value in stats.metrics().items():
                 self._metrics["train"][name].append(value)

@@ -121,9 +121,10 @@ class EnvToolEnvironment:
     ``GRPOTrainer(..., environment_factory=lambda: EnvToolEnvironment(max_turns=10))`` with a dataset whose
     rows carry ``env_id`` and ``item_id`` (``build_env_dataset``): TRL calls ``reset(**row)``, whose text (the
     task's instruction and first observation) is appended to the row's prompt; every ``act`` tool call is one env
-    step and returns the observation; ``get_reward`` is the episode's return (its outcome). The env's
-    action parsing is unchanged, so the action is what the instruction asks for (``Action: ...`` text works too).
-    The model's chat template must support tool calls (TRL checks it).
+    step and returns the observation; ``get_reward`` is the episode's return (its outcome). The tool's argument is
+    the action alone (``get 1 oak log``): the env writes it in its family's format (``TextEnv.action_response``: an
+    ``Action:`` line, tags, backticks) before its parser reads it, so a whole reply in the instruction's format
+    works too. The model's chat template must support tool calls (TRL checks it).
     """
 
     def __init__(self, env_id: str | None = None, max_turns: int | None = None, **make_kwargs: Any):
@@ -150,20 +151,23 @@ class EnvToolEnvironment:
         observation, info = self._env.reset(options=options)
         self._return, self._over = 0.0, False
         instruction = str(info.get("instruction") or "").strip()
-        return f"{instruction}\n\n{observation}\n\nSend each action with the `act` tool.".strip()
+        closing = "Send each action with the `act` tool: its argument is the action alone."
+        return f"{instruction}\n\n{observation}\n\n{closing}".strip()
 
     def act(self, action: str) -> str:
         """Take one action in the environment.
 
         Args:
-            action: The action, written as the task's instruction asks for it.
+            action: The action alone, as the task names its actions (for example `get 1 oak log` or `go to kitchen`),
+                without `Action:`, tags or backticks: the task's format is added when they are missing.
 
         Returns:
             The environment's observation after the action.
         """
         if self._env is None or self._over:
             return "The episode is over; no more actions are taken."
-        observation, reward, terminated, truncated, _ = self._env.step(str(action))
+        write = getattr(self._env.unwrapped, "action_response", None)  # a plain Gymnasium env takes the text as is
+        observation, reward, terminated, truncated, _ = self._env.step(write(str(action)) if write else str(action))
         self._return += float(reward)
         self._over = bool(terminated or truncated)
         return f"{observation}\n\nThe episode is over." if self._over else str(observation)

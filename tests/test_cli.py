@@ -17,6 +17,8 @@ def test_list_shows_every_id(capsys) -> None:
     assert family["test"] == 100 and textcraft["AgentGym/TextCraft-Depth4-v0"]["turns"] == 30
     assert family["sub-task"] is None and depth1["sub-task"] == "Depth1" and depth1["train"] > 0
     assert all(row["installed"] is True and row["install"] is None for row in textcraft.values())
+    remote = rows[-1]  # issue 62: "every id" includes the proxy, whose splits and cap are the served id's
+    assert remote["id"] == "AgentGym/Remote-v0" and remote["turns"] is None and remote["installed"] is True
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "AgentGym/TextCraft-Depth2-v0" in out and "Also AgentGym/Remote-v0: any id above" in out

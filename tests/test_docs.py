@@ -98,6 +98,9 @@ RULES = [
     Rule(r"^accelerate launch examples/sft\.py", skip="long run; covered by tests/test_sft.py"),
     Rule(r"^accelerate launch examples/grpo\.py --preset cpu-demo --model_name_or_path runs/sft-oracle", skip=LONG_RUN),
     Rule(r"^python examples/agentevol\.py", skip="long run; covered by tests/test_sft.py (agentevol, shortened)"),
+    Rule(r"^agentgym eval --model runs/scalinginter-",
+         skip="evaluates a paper recipe's trained 7B model (a GPU run); tests/test_presets.py checks each command "
+              "against its recipe"),
     Rule(r"^agentgym eval --model runs/turn-budget/",
          skip="tests the learning experiment's models (an hour to make); covered by tests/test_eval.py"),
     Rule(r"^python examples/turn_budget\.py",

@@ -385,6 +385,41 @@ def test_an_endpoint_reply_cut_at_max_tokens_is_a_cut_turn(tmp_path) -> None:
     assert record["cut"] == [1, 2] and record["parsed_actions"] == ["inventory", "inventory"]
 
 
+def test_eval_counts_cut_turns_and_warns_with_the_flag_to_raise(tmp_path, capsys) -> None:
+    """Issue 62: every reply cut at max_tokens, and eval printed a normal table. The cut turns are in summary.json
+    and the table, and a warning names --max-turn-tokens; a run without cut turns has no warning."""
+    out = tmp_path / "cut"
+    with FakeChatServer(finish_reason="length") as server:
+        assert main(["eval", "--endpoint", server.url, "--model", "m", "--env", DEPTH1, "--limit", "2",
+                     "--max-turns", "3", "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr()
+    overall = json.loads((out / "summary.json").read_text())["results"][0]["subtasks"]["overall"]
+    assert overall["cut_turns"] == 6 and overall["cut_episodes"] == 2
+    header, *_, footer = [line for line in printed.out.splitlines() if line.startswith(("sub-task", "overall"))]
+    assert header.split()[-2:] == ["cut", "turns"] and footer.split()[-1] == "6"
+    assert "6 of 6 replies were cut at 256 tokens" in printed.err and "--max-turn-tokens" in printed.err
+    with FakeChatServer() as server:
+        assert main(["eval", "--endpoint", server.url, "--model", "m", "--env", DEPTH1, "--limit", "1",
+                     "--max-turns", "1", "--out", str(tmp_path / "whole"), "--no-progress"]) == 0
+    printed = capsys.readouterr()
+    assert "warning" not in printed.err and printed.out.count("overall") == 1
+
+
+def test_eval_sends_its_seed_to_the_endpoint(tmp_path) -> None:
+    """Issue 62: --seed was not sent, so an endpoint's Avg@K at T = 1 could not be repeated. Every request carries a
+    seed drawn from (--seed, item, sample, turn): a rerun sends the same ones, an item's K samples differ."""
+    def seeds(out: str, seed: str) -> list[int]:
+        with FakeChatServer() as server:
+            assert main(["eval", "--endpoint", server.url, "--model", "m", "--env", DEPTH1, "--limit", "1",
+                         "--n-samples", "2", "--max-turns", "2", "--seed", seed, "--out", str(tmp_path / out),
+                         "--no-progress"]) == 0
+        return sorted(request["seed"] for request in server.requests)
+
+    first = seeds("a", "3")
+    assert len(set(first)) == 4 and first == seeds("b", "3") and first != seeds("c", "4")
+    assert json.loads((tmp_path / "a" / "run.json").read_text())["agent"]["seed"] == 3
+
+
 def test_concurrent_episodes_against_an_endpoint(tmp_path) -> None:
     out = tmp_path / "concurrent"
     argv = ["eval", "--endpoint", "URL", "--model", "m", "--env", DEPTH1, "--limit", "6", "--max-turns", "2",

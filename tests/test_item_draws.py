@@ -16,6 +16,7 @@ torch.set_num_threads(1)
 
 from agent_envs import COUNTDOWN  # noqa: E402
 from test_trainer import countdown_rows, make_config, make_trainer  # noqa: E402
+from tiny_model import tiny_model, tiny_tokenizer  # noqa: E402
 
 from agentgym_trl.item_draws import (  # noqa: E402
     ESTIMATES_FILE,
@@ -23,6 +24,8 @@ from agentgym_trl.item_draws import (  # noqa: E402
     assign_items,
     beta_moment,
     group_rows,
+    item_rows,
+    replace_row,
     teach_probability,
 )
 
@@ -119,3 +122,40 @@ def test_training_draws_by_learnability_counts_every_episode_and_resumes_its_est
                            beta=0.0, bf16=False, max_turns=1)
     resumed._load_from_checkpoint(str(tmp_path / "run" / "checkpoint-2"))
     assert np.array_equal(resumed.item_drawer.failures, drawer.failures)
+
+
+def test_a_moved_row_takes_its_new_items_whole_row_or_is_refused() -> None:
+    """Issue 62: replace_row changed env_id, item_id and prompt and left a judge's reference answer of another
+    item. A moved row takes the new item's whole row; a column the new row lacks is refused."""
+    table = item_rows([{"env_id": COUNTDOWN, "item_id": i, "reference": f"answer {i}"} for i in range(4)])
+    rows = group_rows([(COUNTDOWN, 1)], 2, table)
+    assert rows[0] == {"env_id": COUNTDOWN, "item_id": 1, "reference": "answer 1"} and rows[0] is not table[
+        (COUNTDOWN, 1)]
+    assign_items(rows, [(COUNTDOWN, 3)], 2, table=table)
+    assert [(row["item_id"], row["reference"]) for row in rows] == [(3, "answer 3")] * 2
+    with pytest.raises(ValueError, match=r"keeps the columns \['reference'\]"):
+        replace_row(rows[0], group_rows([(COUNTDOWN, 2)], 1)[0])  # a row without the column: refused
+    assert rows[0]["reference"] == "answer 3"
+
+
+def test_reward_functions_read_the_columns_of_the_item_a_moved_row_played(tmp_path) -> None:
+    """Learnability draws and dynamic sampling's refills move rows: a reward function reading a dataset column
+    (a judge's reference answer) gets the column of the item its episode played, every time."""
+    from datasets import Dataset
+
+    from agentgym_trl import AgentGRPOTrainer
+
+    dataset = Dataset.from_list([{"env_id": COUNTDOWN, "item_id": i, "reference": f"answer {i}"} for i in range(12)])
+    seen: list[tuple[int, str]] = []
+
+    def judge(completions, item_id, reference, **_):
+        seen.extend(zip(item_id, reference))
+        return [0.0] * len(completions)
+
+    tokenizer = tiny_tokenizer("chatml")
+    trainer = AgentGRPOTrainer(
+        tiny_model(tokenizer), reward_funcs=[judge], train_dataset=dataset, processing_class=tokenizer,
+        args=make_config(tmp_path, item_draws="learnability", dynamic_sampling=True, beta=0.0, bf16=False,
+                         max_turns=1))
+    trainer.train()
+    assert len(seen) == 8 and all(reference == f"answer {item}" for item, reference in seen), seen

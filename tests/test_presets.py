@@ -113,3 +113,53 @@ def test_a_preset_runs_a_training_step_with_a_tiny_model(tmp_path: Path) -> None
     lines = [json.loads(line) for line in (output_dir / "agent_metrics.jsonl").read_text().splitlines()]
     steps = [line for line in lines if "agent/max_turns" in line]
     assert [line["agent/max_turns"] for line in steps] == [10]  # the preset's first ScalingInter stage
+
+
+def paper_eval_commands() -> dict[str, list[str]]:
+    """docs/evaluation.md's "Reproduce the paper's evaluation" commands, by the recipe whose output_dir they load."""
+    import re
+    import shlex
+
+    text = (ROOT / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    section = text.split("## Reproduce the paper's evaluation", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL).group(1)
+    commands = [shlex.split(line) for line in block.splitlines() if line.strip()]
+    return {argv[argv.index("--model") + 1]: argv for argv in commands}
+
+
+@pytest.mark.parametrize("scenario", sorted(RECIPES))
+def test_the_papers_evaluation_command_matches_its_recipe(scenario: str) -> None:
+    """Issue 62: eval's defaults (greedy at K=1, 256 tokens a turn, 4096 a context) are not the recipes'; the docs
+    give one command per recipe, with its env, final turn budget, tokens per turn, context, T = 1 and K = 1."""
+    import yaml
+
+    from agentgym_envs.cli import build_parser
+
+    recipe = yaml.safe_load((CONFIGS / f"{scenario}.yaml").read_text())
+    commands = paper_eval_commands()
+    assert recipe["output_dir"] in commands, f"docs/evaluation.md has no command for {scenario}'s model"
+    argv = commands[recipe["output_dir"]]
+    assert argv[:2] == ["agentgym", "eval"]
+    args = build_parser().parse_args(argv[1:])
+    final_budget = int(recipe["max_turns_schedule"].split(",")[-1].split(":")[1])
+    assert args.env == recipe["env_ids"] and args.max_turns == [final_budget]
+    assert args.max_turn_tokens == recipe["max_turn_tokens"]
+    assert args.max_context_tokens == recipe["max_context_tokens"]
+    assert args.temperature == recipe["temperature"] == 1.0 and args.n_samples == 1 and args.split == "test"
+    assert len(commands) == len(RECIPES)
+
+
+def test_no_doc_calls_a_mixtures_turn_rounds_the_papers_schedule() -> None:
+    """Issue 62: README's Train block called turn_rounds=[10, 20, 30] "the paper's schedule" for TextCraft + BabyAI;
+    BabyAI's recipe grows 6, 13, 20. A block that says so must give every env id its recipe's schedule."""
+    import re
+
+    schedules = {env_id: [turns for _, turns in schedule] for env_id, schedule, _ in RECIPES.values()}
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for block in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL):
+            if "the paper's schedule" not in block or "turn_rounds=" not in block:
+                continue
+            rounds = [int(n) for n in re.search(r"turn_rounds=\[([\d, ]+)\]", block).group(1).split(",")]
+            env_ids = re.findall(r'"(AgentGym/[\w-]+)"', re.search(r"env_ids=\[(.*?)\]", block).group(1))
+            wrong = [env_id for env_id in env_ids if schedules.get(env_id) != rounds]
+            assert not wrong, f"{page.name}: turn_rounds={rounds} is not the paper's schedule of {wrong}"

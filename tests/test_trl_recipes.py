@@ -117,3 +117,43 @@ def test_trls_grpo_trainer_takes_the_env_as_its_environment_factory(tmp_path) ->
     trainer.train()
     assert len(trainer.environments) == 4 and all(env._env is not None for env in trainer.environments)
     assert "rewards/EnvToolEnvironment/mean" in trainer.state.log_history[0]
+
+
+def one_id_per_env_class() -> list[str]:
+    """The first registered id of each env class (every family, and each tool env of the tools family) whose extra
+    is installed."""
+    import agentgym_envs
+
+    seen: dict[str, str] = {}
+    for spec in agentgym_envs.list_tasks():
+        if spec.entry_point not in seen and spec.extra_installed():
+            seen[spec.entry_point] = spec.env_id
+    return list(seen.values())
+
+
+@pytest.mark.parametrize("env_id", one_id_per_env_class())
+def test_the_act_tool_plays_every_familys_oracle_from_bare_commands(env_id) -> None:
+    """Issue 62: a tool-calling model calls ``act(action="get 1 oak log")``. Each family's oracle, played through the
+    tool with its actions alone (``info["parsed_action"]``, no ``Action:``, tags or backticks), scores what the
+    oracle's whole replies score on the env, turn for turn (without the family's marker it scored 0)."""
+    import gymnasium as gym
+
+    import agentgym_envs
+
+    item = agentgym_envs.get_task(env_id).split("train")[0]
+    tool = EnvToolEnvironment()
+    tool.reset(env_id=env_id, item_id=item)
+    env = gym.make(env_id)
+    env.reset(options={"item_id": item})
+    total, over = 0.0, False
+    try:
+        while not over:
+            observation, reward, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+            total, over = total + reward, terminated or truncated
+            bare = info["parsed_action"].removeprefix("Action:").strip()
+            assert not any(mark in bare for mark in ("Action:", "<search>", "<answer>", "```")), bare
+            assert tool.act(bare).startswith(observation), bare
+        assert total > 0 and tool.get_reward() == pytest.approx(total)
+    finally:
+        env.close()
+        tool._env.close()

@@ -32,6 +32,7 @@ import copy
 import importlib.util
 import logging
 import pickle
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -56,6 +57,9 @@ logger = logging.getLogger(__name__)
 #: goes on, logs them and marks ``info["action_error"]``: the conformance checks count that key,
 #: so each such error is still fixed where it arises.
 ACTION_ERRORS = (ValueError, ArithmeticError, RecursionError, LookupError, TypeError, UnicodeError)
+
+#: A leading action marker in another case (``action: go north``), which ``action_response`` writes as ``Action:``.
+_LOWER_MARKER = re.compile(r"^\s*action\s*:", re.IGNORECASE)
 
 
 @dataclass
@@ -161,6 +165,15 @@ class TextEnv(gym.Env[str, str]):
     def _parse(self, response: str) -> ParsedAction:
         """Extract the action from a model response (ReAct format unless a family overrides)."""
         return parse_react(response)
+
+    def action_response(self, action: str) -> str:
+        """A response that carries ``action`` (the action alone, as ``info["parsed_action"]`` shows it) in this
+        family's format, for a caller that holds only the action: TRL's ``act`` tool, whose argument is the action.
+        ReAct by default: ``Action: <action>``; a text that has the ``Action:`` marker already is returned as it is.
+        A family with another format (tags, backticks, a SQL block) overrides this with its own."""
+        if "Action:" in action:
+            return action
+        return "Action: " + _LOWER_MARKER.sub("", action, count=1).strip()
 
     def available_actions(self) -> list[str] | None:
         """The actions allowed now, for families with a finite action set; ``None`` otherwise."""

@@ -217,6 +217,30 @@ def get_task(env_id: str) -> TaskSpec:
         raise KeyError(f"unknown env id {env_id!r}; `agentgym list` shows the registered ids.{hint}") from None
 
 
+def import_env_module(env_id: str) -> str:
+    """Gymnasium's ``module:EnvId`` form, as ``gym.make`` reads it: imports ``module`` (which registers the id; the
+    current folder is searched first, as ``python -m`` does) and returns ``EnvId``; a plain id is returned as is.
+
+    Raises:
+        ValueError: the module cannot be imported (the message names it and the id).
+    """
+    module, colon, name = env_id.partition(":")
+    if not colon or "/" in module:  # "AgentGym/X-v0" has no module part; a URL is not one either
+        return env_id
+    import importlib
+    import os
+    import sys
+
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        importlib.import_module(module)
+    except ImportError as error:
+        raise ValueError(f"{env_id}: cannot import {module!r} to register {name!r} ({error})") from None
+    return name
+
+
 def list_tasks(family: str | None = None) -> list[TaskSpec]:
     """Every spec, family-wide ids first within each family, in registration order."""
     return [spec for spec in _TASKS.values() if family is None or spec.family == family]

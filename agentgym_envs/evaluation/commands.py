@@ -19,7 +19,7 @@ from typing import Any
 from agentgym_envs.agents import AgentSetupError, make_agent
 from agentgym_envs.core.kwargs import add_env_kwargs_argument, add_env_option, add_opening_argument, check_env_kwargs
 from agentgym_envs.core.loop import Agent
-from agentgym_envs.evaluation.metrics import format_scaling, format_table, has_scaling
+from agentgym_envs.evaluation.metrics import format_scaling, format_table, has_scaling, token_limit_warnings
 from agentgym_envs.evaluation.plots import PlotError, plot_run
 from agentgym_envs.evaluation.runner import (
     SUMMARY_FILE,
@@ -70,7 +70,7 @@ def flag_settings(args: argparse.Namespace, env_kwargs: dict[str, Any] | None) -
     temperature = temperature_of(args)
     if args.endpoint:
         settings: dict[str, Any] = {"kind": "endpoint", "model": args.model, "temperature": temperature,
-                                    "max_tokens": args.max_turn_tokens}
+                                    "max_tokens": args.max_turn_tokens, "seed": args.seed}
     elif args.model:
         settings = {"kind": "model", "temperature": temperature, "engine": args.engine,
                     "max_turn_tokens": args.max_turn_tokens, "max_context_tokens": args.max_context_tokens}
@@ -94,7 +94,7 @@ def make_eval_agent(args: argparse.Namespace) -> Agent:
 
         return endpoint_agent(args.endpoint, args.model, temperature=temperature, max_tokens=args.max_turn_tokens,
                               api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), timeout=args.timeout,
-                              retries=args.retries, concurrency=args.concurrency)
+                              retries=args.retries, concurrency=args.concurrency, seed=args.seed)
     if args.model:
         # before transformers is imported (huggingface_hub reads it once): nothing reaches the hub unless
         # the user asked with HF_HUB_OFFLINE=0
@@ -157,7 +157,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         report = evaluate(agent, env_ids, out, split=args.split, n_samples=args.n_samples,
                           max_turns=args.max_turns or [None], limit=args.limit, progress=not args.no_progress,
                           env_kwargs=env_kwargs, merged_first_turn=args.merged_first_turn, make_env=make_env,
-                          oracle_prefix=args.oracle_prefix)
+                          oracle_prefix=args.oracle_prefix, items=args.items)
     except KeyboardInterrupt:
         summary = print_summary(out)
         saved = f"{summary['episodes']} of {summary['expected_episodes']} episodes" if summary else "finished episodes"
@@ -180,6 +180,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
     print_summary(out)
+    context_limit = args.max_context_tokens if args.model and not args.endpoint else None  # a local model's
+    for warning in token_limit_warnings(report.results, args.max_turn_tokens, context_limit):
+        print(f"\nagentgym: warning: {warning}", file=sys.stderr)
     if has_scaling(report.results):
         try:
             for path in plot_run(out).files:
@@ -240,6 +243,9 @@ def add_commands(commands: Any) -> None:
                      help="turn budget(s); several values measure success against the budget (default: the env's cap)")
     run.add_argument("--limit", type=int, default=None,
                      help="only N items of each env's split, spread evenly over its sub-tasks (the first of each)")
+    run.add_argument("--items", type=int, nargs="+", metavar="ID",
+                     help="only these item ids of the split, in this order (an env registered with gym.register "
+                          "alone has no splits: its items are these)")
     run.add_argument("--out", help="run folder (default runs/eval/<agent>); an existing run there is resumed")
     run.add_argument("--batch-size", type=int, default=8, help="episodes per batched rollout (local model)")
     run.add_argument("--max-turn-tokens", type=int, default=256, help="token limit of one model turn")
@@ -261,7 +267,8 @@ def add_commands(commands: Any) -> None:
                           "exponential backoff and the server's Retry-After")
     run.add_argument("--concurrency", type=int, default=1, metavar="N",
                      help="endpoint: episodes played at the same time (each with its own envs)")
-    run.add_argument("--seed", type=int, default=0, help="sampling and the random agent's seed")
+    run.add_argument("--seed", type=int, default=0,
+                     help="sampling and the random agent's seed (an endpoint gets a seed per request from it)")
     add_env_kwargs_argument(run)
     add_servers_argument(run)
     run.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -12,6 +12,7 @@ saved).
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -94,11 +95,12 @@ class ChatEndpoint:
         except OSError:  # a timeout or a network that filters the probe: the requests will tell
             pass
 
-    def complete(self, messages: list[dict[str, str]]) -> Reply:
+    def complete(self, messages: list[dict[str, str]], seed: int | None = None) -> Reply:
         """One chat completion for a conversation, retried as configured.
 
         Args:
             messages: the conversation, OpenAI's message format.
+            seed: the request's sampling seed (OpenAI's and vLLM's ``seed``), None to send none.
 
         Returns:
             The reply (its text, and its token count when the server reports it).
@@ -107,15 +109,17 @@ class ChatEndpoint:
             EvalError: the endpoint failed for good; its message never carries the URL's credentials.
         """
         try:
-            return self._complete(messages)
+            return self._complete(messages, seed)
         except EvalError as error:  # a server or proxy may echo the request's key or URL back
             raise type(error)(self._redact(str(error))) from None
 
-    def _complete(self, messages: list[dict[str, str]]) -> Reply:
+    def _complete(self, messages: list[dict[str, str]], seed: int | None) -> Reply:
         openai = _openai()
+        seeded = {"seed": seed} if seed is not None else {}
         try:
             completion = self.client.chat.completions.create(model=self.model, messages=messages,
-                                                             temperature=self.temperature, max_tokens=self.max_tokens)
+                                                             temperature=self.temperature, max_tokens=self.max_tokens,
+                                                             **seeded)
         except openai.APIStatusError as error:
             detail = _error_detail(error)
             if error.status_code == 400 and CONTEXT_WORDS.search(detail):
@@ -149,17 +153,19 @@ class EndpointAgent(BaseAgent):
 
     name = "endpoint"
 
-    def __init__(self, endpoint: ChatEndpoint, concurrency: int = 1):
+    def __init__(self, endpoint: ChatEndpoint, concurrency: int = 1, seed: int | None = None):
         if concurrency < 1:
             raise EvalError(f"--concurrency must be at least 1, got {concurrency}")
         self.endpoint = endpoint
+        self.seed = seed
         self.batch_size = concurrency
         self._requests = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="agentgym-endpoint")
 
     def describe(self) -> dict[str, Any]:
         """The endpoint's URL (without credentials), model and sampling settings, for the run's records."""
         return {"kind": "endpoint", "url": self.endpoint.url, "model": self.endpoint.model,
-                "temperature": self.endpoint.temperature, "max_tokens": self.endpoint.max_tokens}
+                "temperature": self.endpoint.temperature, "max_tokens": self.endpoint.max_tokens,
+                **({"seed": self.seed} if self.seed is not None else {})}
 
     def act(self, episodes: Sequence[Episode]) -> list[Reply]:
         """One request per running episode, sent concurrently; a failed request fails that episode only."""
@@ -167,11 +173,20 @@ class EndpointAgent(BaseAgent):
 
     def _reply(self, episode: Episode) -> Reply:
         try:
-            return self.endpoint.complete(episode.trajectory.messages)
+            return self.endpoint.complete(episode.trajectory.messages, self.request_seed(episode))
         except ContextLengthError:  # as the local-model path ends an episode that outgrows the context
             return Reply(None, stop=CONTEXT)
         except EvalError as error:  # this episode is abandoned; the batch's others play on and are saved
             return Reply(None, error=error)
+
+    def request_seed(self, episode: Episode) -> int | None:
+        """The seed a request of ``episode`` sends: one per (seed, env id, item, sample, turn), so a rerun samples
+        the same replies where the server honours seeds, while an item's K samples differ from each other."""
+        if self.seed is None:
+            return None
+        trajectory = episode.trajectory
+        key = f"{self.seed}:{trajectory.env_id}:{trajectory.item_id}:{trajectory.sample}:{trajectory.turns}"
+        return zlib.crc32(key.encode()) & 0x7FFFFFFF
 
     def close(self) -> None:
         """Cancel the requests still queued and close the endpoint."""
@@ -181,8 +196,9 @@ class EndpointAgent(BaseAgent):
 
 def endpoint_agent(base_url: str, model: str, *, temperature: float = 1.0, max_tokens: int = 256,
                    api_key: str | None = None, timeout: float = 120.0, retries: int = 4,
-                   concurrency: int = 1) -> EndpointAgent:
-    """An agent answering through the endpoint, ``concurrency`` episodes at a time."""
+                   concurrency: int = 1, seed: int | None = None) -> EndpointAgent:
+    """An agent answering through the endpoint, ``concurrency`` episodes at a time; ``seed`` seeds every request
+    (``EndpointAgent.request_seed``)."""
     endpoint = ChatEndpoint(base_url, model, temperature=temperature, max_tokens=max_tokens, api_key=api_key,
                             timeout=timeout, retries=retries)
-    return EndpointAgent(endpoint, concurrency)
+    return EndpointAgent(endpoint, concurrency, seed)

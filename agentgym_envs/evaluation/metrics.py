@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from agentgym_envs.core.episode import CONTEXT, TOKEN_LIMITS
 from agentgym_envs.core.tables import render_table
 
 OVERALL = "overall"
@@ -63,7 +64,31 @@ def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "score": _mean([float(r["info"]["score"]) for r in records]),
         "turns": _mean([float(r["turns"]) for r in records]),
         "tokens": _mean([float(t) for t in tokens]),
+        # replies a token limit cut (``cut``: a turn's reply hit max_turn_tokens; its episode may have played on)
+        "cut_turns": sum(len(r.get("cut") or ()) for r in records),
+        "cut_episodes": sum(bool(r.get("cut")) or r["info"].get("stop_reason") in TOKEN_LIMITS for r in records),
+        "context_stops": sum(r["info"].get("stop_reason") == CONTEXT for r in records),  # max_context_tokens ended
     }
+
+
+def token_limit_warnings(entries: Sequence[Mapping[str, Any]], max_turn_tokens: int,
+                         max_context_tokens: int | None) -> list[str]:
+    """What ``agentgym eval`` warns of after its table: replies cut at the turn's token limit (their actions are
+    what a cut reply held) and episodes the context limit ended, each with the flag that raises the limit."""
+    overall = [entry["subtasks"][OVERALL] for entry in entries]
+    cut = sum(o.get("cut_turns", 0) for o in overall)
+    turns = sum(round(o["turns"] * o["episodes"]) for o in overall if o["turns"] is not None)
+    stopped = sum(o.get("context_stops", 0) for o in overall)
+    episodes = sum(o["episodes"] for o in overall)
+    warnings = []
+    if cut:
+        warnings.append(f"{cut} of {turns} replies were cut at {max_turn_tokens} tokens, the limit of one turn: the "
+                        "results are a cut model's; raise --max-turn-tokens to what the model was trained with (the "
+                        "recipes in examples/configs: 512 tokens a turn, SciWorld 200)")
+    if stopped and max_context_tokens is not None:
+        warnings.append(f"{stopped} of {episodes} episodes ended at {max_context_tokens} tokens, the limit of a whole "
+                        "episode: raise --max-context-tokens (the recipes: 8192 to 16384)")
+    return warnings
 
 
 def _item_rates(per_item: Mapping[Any, Sequence[bool]]) -> dict[Any, float]:
@@ -163,11 +188,12 @@ COLUMNS = (
     ("score", "score", "{:.3f}"),
     ("turns", "turns", "{:.1f}"),
     ("tokens", "tokens", "{:.0f}"),
+    ("cut_turns", "cut turns", "{:d}"),
 )
 
 
 def _cell(value: Any, style: str) -> str:
-    if value is None:
+    if value is None:  # a summary.json written before the column existed too (``row`` reads it with .get)
         return "-"
     if style == "pct":
         return f"{100 * value:.2f}"
@@ -182,7 +208,7 @@ def format_table(entry: Mapping[str, Any], split: str = "test") -> str:
     header = ["sub-task", *(title.format(k=k) for _, title, _ in COLUMNS)]
 
     def row(name: str) -> list[str]:
-        return [name, *(_cell(subtasks[name][key], style) for key, _, style in COLUMNS)]
+        return [name, *(_cell(subtasks[name].get(key), style) for key, _, style in COLUMNS)]
 
     body = [row(name) for name in subtasks if name != OVERALL]
     title = f"{entry['env_id']}  ({split} split, K={k}, max turns {entry['max_turns']})"

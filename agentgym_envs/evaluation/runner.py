@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+
 from agentgym_envs.core.episode import Trajectory
 from agentgym_envs.core.loop import Agent, EnvPool, EpisodeError, EpisodeStart, play_batch
 from agentgym_envs.core.tasks import get_task
@@ -169,7 +171,10 @@ def plan_jobs(env_ids: Sequence[str], split: str, n_samples: int, max_turns: Seq
             try:
                 spec = get_task(env_id)
             except KeyError as error:
-                raise EvalError(str(error.args[0])) from None
+                if env_id not in gym.registry:
+                    raise EvalError(str(error.args[0])) from None
+                jobs += _own_env_jobs(env_id, budget, n_samples, limit, items, oracle_prefix)
+                continue
             if not spec.extra_installed():
                 raise EvalError(f"{spec.env_id} needs its extra, which is not installed: {spec.install_hint}")
             try:
@@ -183,6 +188,21 @@ def plan_jobs(env_ids: Sequence[str], split: str, n_samples: int, max_turns: Seq
             jobs += [EpisodeStart(spec.env_id, int(item), cap, sample=sample, prefix=oracle_prefix)
                      for item in chosen for sample in range(n_samples)]
     return list(dict.fromkeys(jobs))  # an env or budget named twice (or None = the cap given again) plays once
+
+
+def _own_env_jobs(env_id: str, budget: int | None, n_samples: int, limit: int | None, items: Sequence[int] | None,
+                  oracle_prefix: int) -> list[EpisodeStart]:
+    """The episodes of an env registered with ``gym.register`` alone: it has no splits, so its items are named
+    (``--items``); its turn cap is its ``max_episode_steps``."""
+    if items is None:
+        raise EvalError(f"{env_id} has no splits (it is registered with gym.register, not as a family): name the "
+                        "items to evaluate with --items, e.g. --items 0 1 2")
+    cap = budget if budget is not None else gym.spec(env_id).max_episode_steps
+    if cap is None:
+        raise EvalError(f"{env_id} has no turn cap (max_episode_steps): give one with --max-turns")
+    chosen = [int(item) for item in items][:limit]
+    return [EpisodeStart(env_id, item, cap, sample=sample, prefix=oracle_prefix)
+            for item in chosen for sample in range(n_samples)]
 
 
 def run_differences(out_dir: str | Path, run_info: dict[str, Any], known_only: bool = False) -> list[str]:

@@ -219,6 +219,15 @@ class SearchEnv(TextEnv):
         instruction = INSTRUCTION.format(k=self.top_k, note=note, turns=turns)
         return Start(instruction, f"Question: {self.question.question}", info)
 
+    def action_response(self, action: str) -> str:
+        """``search: <query>`` / ``answer: <text>`` (the action as ``info["parsed_action"]`` shows it) as its tag,
+        ``<search>query</search>``; a text with a tag already, or with neither prefix, is returned as it is."""
+        if _OPEN_TAG.search(action):
+            return action
+        tag, colon, content = action.partition(":")
+        tag = tag.strip().lower()
+        return f"<{tag}>{content.strip()}</{tag}>" if colon and tag in TAGS else action
+
     def _parse(self, response: str) -> ParsedAction:
         if not self.extra_feedback:
             # AgentGym: the first complete tag decides; an answer is graded on the response's last <answer>

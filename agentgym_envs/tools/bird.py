@@ -424,6 +424,10 @@ class BirdEnv(TextEnv):
                 self._descriptions[db_id] = describe_schema(bird_data.database(db_id), db_id, self.full_primary_keys)
         return self._descriptions[db_id]
 
+    def action_response(self, action: str) -> str:
+        """The query in a ```sql block (AgentGym's SqlGym client reads only that), unless it has a fence already."""
+        return action if "```" in action else f"```sql\n{action.strip()}\n```"
+
     def _parse(self, response: str) -> ParsedAction:
         if self.detailed_instruction:
             return parse_sql_response(response)

@@ -379,6 +379,10 @@ class WebArenaEnv(TextEnv):
             if params:
                 self.browser.driver.execute_cdp_cmd("Network.setCookies", {"cookies": params})
 
+    def action_response(self, action: str) -> str:
+        """The action inside triple backticks (``click [12]`` -> ```` ```click [12]``` ````), unless it has them."""
+        return action if "```" in action else f"```{action.strip()}```"
+
     def _parse(self, response: str) -> ParsedAction:
         return parse_backtick(response)
 

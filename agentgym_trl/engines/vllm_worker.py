@@ -1,6 +1,6 @@
 """The vLLM engine process: token ids in, sampled ids and their log-probs out, weights reloaded in place.
 
-Run by ``agentgym_trl.vllm_engine.VLLMEngine`` with the Python of vLLM's own environment (vLLM pins
+Run by ``agentgym_trl.engines.vllm_process.VLLMEngine`` with the Python of vLLM's own environment (vLLM pins
 its own torch and transformers, which the trainer's cannot share), so this file imports nothing of
 ``agentgym_trl`` or TRL: only vLLM, safetensors and the standard library. It serves one client over
 a ``multiprocessing.connection`` socket (authenticated with a key from the environment)::
