@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,9 +60,25 @@ def parse_stage_pairs(spec: str | Sequence[Sequence[int]], what: str, form: str,
                 ) from None
         return tuple(pairs)
     try:
-        return tuple((int(step), int(value)) for step, value in spec)
+        return tuple((whole_number(step, what), whole_number(value, what)) for step, value in spec)
+    except ScheduleError:
+        raise
     except (TypeError, ValueError):
         raise ScheduleError(f"a {what} is a list of ({form.replace(':', ', ')}) pairs, got {spec!r}") from None
+
+
+def whole_number(value: Any, what: str) -> int:
+    """``value`` as an int when it is one (``7``, ``7.0``, ``"7"``); anything else (``2.9``, ``True``, ``None``) is a
+    ``ScheduleError``: ``int()`` alone would truncate, and ``(0, 2.9)`` became the stage ``0:2`` silently."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ScheduleError(f"the {what} takes whole numbers, got {value!r}")
+    if isinstance(value, float) and not value.is_integer():
+        cut = f" (it would be cut to {int(value)})" if math.isfinite(value) else ""
+        raise ScheduleError(f"the {what} takes whole numbers, got {value!r}{cut}")
+    try:
+        return int(value)
+    except (ValueError, OverflowError):  # "2.9", "x", inf
+        raise ScheduleError(f"the {what} takes whole numbers, got {value!r}") from None
 
 
 def check_stage_steps(steps: Sequence[int], name: str, stages: Sequence[tuple[int, int]] | None = None) -> None:
@@ -106,14 +123,15 @@ class TurnSchedule:
         Returns:
             A single-stage schedule.
         """
-        return cls(((0, int(max_turns)),))
+        return cls(((0, whole_number(max_turns, "turn budget")),))
 
     @classmethod
     def from_rounds(cls, rounds: Sequence[int], every: int) -> TurnSchedule:
         """``rounds[k]`` turns from step ``k * every`` on (the paper's ``[10, 20, 30]`` every 100 steps)."""
-        if every is None or int(every) < 1:
+        if every is None or whole_number(every, "round length (every)") < 1:
             raise ScheduleError(f"rounds need a positive 'every' (steps per round), got {every!r}")
-        return cls(tuple((k * int(every), int(turns)) for k, turns in enumerate(rounds)))
+        every = whole_number(every, "round length (every)")
+        return cls(tuple((k * every, whole_number(turns, "turn schedule")) for k, turns in enumerate(rounds)))
 
     @classmethod
     def parse(cls, spec: str | Sequence[Sequence[int]]) -> TurnSchedule:

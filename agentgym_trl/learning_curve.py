@@ -13,8 +13,10 @@ then, once training has finished, evaluate every kept checkpoint (and optionally
 
 Each checkpoint is evaluated by ``stages.held_out_success`` (``agentgym eval``'s runner with the ``ModelAgent``,
 the token path training samples with), once per split of the held-out items, into
-``<run>/learning_curve/step-N/<split>/<env id>`` (a rerun resumes: finished evaluations are read back, not replayed).
-The result is one JSON, ``<run>/learning_curve.json``, rewritten after every checkpoint: per step its success
+``<run>/learning_curve/step-N/<split>/<env id>`` (a rerun resumes: finished evaluations are read back, not replayed;
+a symlink among those folders is refused before any evaluation, so nothing is written where it points).
+The result is one JSON, ``<run>/learning_curve.json``, rewritten whole after every checkpoint (a symlink there is
+replaced, its target left alone): per step its success
 with a 95% bootstrap interval over items, and every item's outcomes (``per_item``: ``"env id:item id"`` -> one
 0/1 per sample), which ``agentgym_envs/evaluation/significance.py`` can compare between any two steps.
 
@@ -79,11 +81,15 @@ def evaluate_checkpoints(run_dir: str | os.PathLike, env_ids: Sequence[str], *,
     chosen = {(split, env_id): (get_task(env_id).first_items(split, limit or None) if ids is None
                                 else get_task(env_id).named_items(split, ids))
               for split, ids in held_out.items() for env_id in env_ids}
+    folders = {(step, split, env_id): run / CURVE_DIR / f"step-{step}" / split / env_id.replace("/", "_")
+               for step, _ in points for split, env_id in chosen}
+    for folder in folders.values():  # before any evaluation: refused whole, never half-written elsewhere
+        _refuse_links(run, folder)
     for step, model in points:
         splits, per_item = {}, {}
         for (split, env_id), ids in chosen.items():
             stage = StageArguments(eval_items=len(ids), eval_samples=n_samples, eval_temperature=temperature)
-            folder = run / CURVE_DIR / f"step-{step}" / split / env_id.replace("/", "_")
+            folder = folders[step, split, env_id]
             result = held_out_success(model, [env_id], folder, stage, max_turns, max_turn_tokens, max_context_tokens,
                                       bf16, merged_first_turn=merged_first_turn, engine=engine, split=split,
                                       items=ids)
@@ -101,8 +107,36 @@ def evaluate_checkpoints(run_dir: str | os.PathLike, env_ids: Sequence[str], *,
             "per_item": {key: [int(bool(o)) for o in outcomes] for key, outcomes in per_item.items()},
             "splits": splits,
         })
-        path.write_text(json.dumps(curve, indent=1) + "\n", encoding="utf-8")  # after every point: progress kept
+        _write_atomically(path, json.dumps(curve, indent=1) + "\n")  # after every point: progress kept
     return curve
+
+
+class LinkedFolderError(ValueError):
+    """A folder of the run's evaluations is a symlink: the evaluations would be written wherever it points."""
+
+
+def _refuse_links(run: Path, folder: Path) -> None:
+    """Refuse when ``folder`` or a folder between ``run`` and it is a symlink (``run`` itself may be one: the run
+    is wherever it points): ``RUN/learning_curve`` linked elsewhere would have every evaluation written there."""
+    for part in [folder, *folder.parents]:
+        if part == run:
+            return
+        if part.is_symlink():
+            raise LinkedFolderError(
+                f"{part} is a symlink to {os.readlink(part)}: the learning curve writes its evaluations under "
+                f"{run / CURVE_DIR} and will not write them through a link; remove the link (its target is left "
+                "alone) or copy the folder in its place")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """``text`` as ``path``, whole or not at all; a symlink at ``path`` is replaced, its target left alone (it was
+    overwritten: ``learning_curve.json`` linked to another run's curve, or to any file)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -130,16 +164,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         held_out = {split: list(ids) for split, ids in json.loads(Path(args.items_file).read_text()).items()}
     else:
         held_out = {args.split: args.items or None}
-    curve = evaluate_checkpoints(
-        args.run_dir, args.env_ids, held_out=held_out, limit=args.limit, n_samples=args.n_samples,
-        temperature=args.temperature, max_turns=args.max_turns, max_turn_tokens=args.max_turn_tokens,
-        max_context_tokens=args.max_context_tokens, bf16=None if args.bf16 is None else args.bf16 == "true",
-        merged_first_turn=args.merged_first_turn, engine=args.engine, start=args.start, out=args.out)
+    try:
+        curve = _evaluate_from_args(args, held_out)
+    except LinkedFolderError as error:  # one line, as agentgym's errors: nothing was evaluated
+        raise SystemExit(f"error: {error}") from None
     for point in curve["steps"]:
         print(f"step {point['step']:>5}: success {point['success']:.3f} [{point['ci95'][0]:.3f}, "
               f"{point['ci95'][1]:.3f}] over {len(point['per_item'])} items, {point['episodes']} episodes")
     print(f"wrote {args.out or Path(args.run_dir) / CURVE_FILE}")
     return curve
+
+
+def _evaluate_from_args(args: argparse.Namespace, held_out: dict[str, Any]) -> dict[str, Any]:
+    """``evaluate_checkpoints`` with the command line's settings (main refuses a linked folder in one line)."""
+    return evaluate_checkpoints(
+        args.run_dir, args.env_ids, held_out=held_out, limit=args.limit, n_samples=args.n_samples,
+        temperature=args.temperature, max_turns=args.max_turns, max_turn_tokens=args.max_turn_tokens,
+        max_context_tokens=args.max_context_tokens, bf16=None if args.bf16 is None else args.bf16 == "true",
+        merged_first_turn=args.merged_first_turn, engine=args.engine, start=args.start, out=args.out)
 
 
 if __name__ == "__main__":

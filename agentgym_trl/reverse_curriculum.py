@@ -147,14 +147,30 @@ class OraclePrefixCurriculum(TrainerCallback):
                        "recent": self.recent}, handle)
 
     def load(self, folder: str) -> bool:
-        """Restore what ``save`` wrote (False when the folder holds nothing of it)."""
+        """Restore what ``save`` wrote (False when the folder holds nothing of it, or when it was saved under another
+        schedule: its stage is an index into that schedule's stages, so this run's schedule applies by steps alone,
+        with a warning naming both)."""
         path = os.path.join(folder, STATE_FILE)
         if not os.path.exists(path):
             return False
         with open(path, encoding="utf-8") as handle:
             saved = json.load(handle)
+        if "schedule" in saved and str(saved["schedule"]) != str(self.schedule):
+            logger.warning("oracle prefix: %s was saved under the schedule %s, this run's is %s; its stage (%s, "
+                           "k=%s there) is not carried over: k follows this run's schedule by steps from the resumed "
+                           "step", path, saved["schedule"], self.schedule, saved.get("stage"),
+                           _k_of(saved["schedule"], saved.get("stage")))
+            return False
         self.moved_to = min(int(saved.get("moved_to", 0)), len(self.schedule.stages) - 1)
         self.stage = min(int(saved.get("stage", 0)), len(self.schedule.stages) - 1)
         self.recent = [float(v) for v in saved.get("recent", [])]
         self.k = self.schedule.stages[self.stage][1]
         return True
+
+
+def _k_of(schedule: Any, stage: Any) -> str:
+    """The ``k`` of stage ``stage`` of a saved schedule's text, for the resume warning ("?" if unreadable)."""
+    try:
+        return str(PrefixSchedule.parse(str(schedule)).stages[int(stage)][1])
+    except (ScheduleError, IndexError, TypeError, ValueError):
+        return "?"

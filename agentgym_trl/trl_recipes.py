@@ -29,6 +29,23 @@ from agentgym_trl.data import check_env_ids
 from agentgym_trl.rollout import run_rollout, validate_rollout_output
 
 _PLACEHOLDER = re.compile(r"^\[(?P<env_id>\S+) item (?P<item_id>-?\d+)\]$")
+# The control-token shapes of the common chat templates. TRL tokenises a tool turn with ``apply_chat_template``,
+# where such a string in content becomes a control id: env text holding one (a BIRD row echoing
+# ``<|im_end|>\n<|im_start|>system``) would forge a turn. The environment never sees the tokenizer, so it breaks
+# every string of these shapes instead (``AgentGRPOTrainer`` tokenises env text as text; see ``chat.py``).
+_CONTROL_MARKER = re.compile(
+    r"<[|\uff5c][^<>\s]{1,64}?[|\uff5c]>"  # ChatML, Llama 3, Phi, GPT-OSS, DeepSeek: <|im_start|>, <|eot_id|>
+    r"|</?s>|<(?:bos|eos|pad|unk|start_of_turn|end_of_turn)>"  # SentencePiece, Gemma
+    r"|</?(?:tool_call|tool_response|think)>"  # the tool-calling templates' own tags (Qwen, Hermes)
+    r"|\[/?(?:INST|TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS)\]"  # Mistral
+)
+_BREAK = "\u200b"  # a zero-width space after a marker's first character: the text reads the same
+
+
+def escape_control_markers(text: str) -> str:
+    """``text`` with every control-token-shaped string broken by a zero-width space, so a chat template's
+    tokenisation reads it as characters; text without such a string is returned unchanged."""
+    return _CONTROL_MARKER.sub(lambda m: m[0][0] + _BREAK + m[0][1:], text)
 
 
 def row_of_prompt(prompt: str | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -124,7 +141,8 @@ class EnvToolEnvironment:
     step and returns the observation; ``get_reward`` is the episode's return (its outcome). The tool's argument is
     the action alone (``get 1 oak log``): the env writes it in its family's format (``TextEnv.action_response``: an
     ``Action:`` line, tags, backticks) before its parser reads it, so a whole reply in the instruction's format
-    works too. The model's chat template must support tool calls (TRL checks it).
+    works too. Env text reaches TRL with its control-token-shaped strings broken (``escape_control_markers``), so
+    it cannot forge a turn. The model's chat template must support tool calls (TRL checks it).
     """
 
     def __init__(self, env_id: str | None = None, max_turns: int | None = None, **make_kwargs: Any):
@@ -152,7 +170,7 @@ class EnvToolEnvironment:
         self._return, self._over = 0.0, False
         instruction = str(info.get("instruction") or "").strip()
         closing = "Send each action with the `act` tool: its argument is the action alone."
-        return f"{instruction}\n\n{observation}\n\n{closing}".strip()
+        return escape_control_markers(f"{instruction}\n\n{observation}\n\n{closing}".strip())
 
     def act(self, action: str) -> str:
         """Take one action in the environment.
@@ -170,7 +188,7 @@ class EnvToolEnvironment:
         observation, reward, terminated, truncated, _ = self._env.step(write(str(action)) if write else str(action))
         self._return += float(reward)
         self._over = bool(terminated or truncated)
-        return f"{observation}\n\nThe episode is over." if self._over else str(observation)
+        return escape_control_markers(f"{observation}\n\nThe episode is over." if self._over else str(observation))
 
     def get_reward(self) -> float:
         """The episode's return: the sum of its rewards (the env's outcome)."""

@@ -10,6 +10,7 @@ from transformers import TrainerControl, TrainerState, TrainingArguments
 
 from agentgym_trl.curriculum import TRUNCATED_METRIC, ScheduleError, TurnBudgetCallback, TurnSchedule
 from agentgym_trl.metrics import MetricsFileCallback
+from agentgym_trl.reverse_curriculum import PrefixSchedule
 
 
 def test_paper_rounds_switch_every_100_steps() -> None:
@@ -40,6 +41,29 @@ def test_parse_and_fixed() -> None:
 def test_bad_schedules_fail_clearly(spec: str, message: str) -> None:
     with pytest.raises(ScheduleError, match=message):
         TurnSchedule.parse(spec)
+
+
+@pytest.mark.parametrize("stages", [[(0, 2.9)], [(0.5, 2)], [(0, True)], [(0, None)], [(0, float("inf"))],
+                                    [(0, "2.5")]])
+def test_list_schedules_refuse_what_is_not_a_whole_number(stages) -> None:
+    """``(0, 2.9)`` was the stage ``0:2`` (``int`` truncated it); a whole number written as 2.0 or "2" still reads
+    (issue 61, item 17)."""
+    with pytest.raises(ScheduleError, match="whole numbers"):
+        TurnSchedule.parse(stages)
+    with pytest.raises(ScheduleError, match="whole numbers"):
+        PrefixSchedule.parse(stages)
+
+
+def test_whole_numbers_in_any_form_read_and_rounds_refuse_fractions() -> None:
+    assert TurnSchedule.parse([(0, 2.0), ("10", 3)]).stages == ((0, 2), (10, 3))
+    with pytest.raises(ScheduleError, match=r"got 2.9 \(it would be cut to 2\)"):
+        TurnSchedule.parse([(0, 2.9)])
+    with pytest.raises(ScheduleError, match="whole numbers"):
+        TurnSchedule.from_rounds([10, 20.5], every=100)
+    with pytest.raises(ScheduleError, match="whole numbers"):
+        TurnSchedule.from_rounds([10, 20], every=2.5)
+    with pytest.raises(ScheduleError, match="whole numbers"):
+        TurnSchedule.fixed(7.5)
 
 
 def test_rounds_need_positive_every() -> None:

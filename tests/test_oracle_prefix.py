@@ -187,6 +187,26 @@ def test_the_schedule_parses_and_moves_by_steps_and_by_success(tmp_path) -> None
     assert restored.k == 0  # the schedule's step is the stage's latest start
 
 
+def test_a_checkpoint_saved_under_another_schedule_is_not_applied_and_says_so(tmp_path, caplog) -> None:
+    """The saved stage is an index into the saved schedule's stages: under another schedule it would be another k
+    (issue 61, item 17). The resumed run follows its own schedule by steps, with a warning naming both."""
+    saved = OraclePrefixCurriculum(PrefixSchedule.parse("0:3,100:2,200:0"), success_threshold=0.5, window=1)
+    saved.moved_to = saved.stage = 1
+    saved.save(str(tmp_path))
+    resumed = OraclePrefixCurriculum(PrefixSchedule.parse("0:4,50:3,60:1"), success_threshold=0.5, window=1)
+    with caplog.at_level(logging.WARNING, logger="agentgym_trl.reverse_curriculum"):
+        assert not resumed.load(str(tmp_path))
+    message = caplog.text
+    assert "0:3,100:2,200:0" in message and "0:4,50:3,60:1" in message and "k=2 there" in message
+    resumed.on_train_begin(None, type("State", (), {"global_step": 10})(), None)
+    assert resumed.k == 4 and resumed.moved_to == 0  # not stage 1 (k=3) of this schedule
+    same = OraclePrefixCurriculum(PrefixSchedule.parse("0:3, 100:2, 200:0"), success_threshold=0.5, window=1)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="agentgym_trl.reverse_curriculum"):
+        assert same.load(str(tmp_path)) and same.k == 2  # the same schedule, however written: restored
+    assert not caplog.text
+
+
 def test_two_steps_log_k_and_kept_checkpoints_give_a_learning_curve(tmp_path) -> None:
     rows = Dataset.from_list(env_rows([TEXTCRAFT], max_items_per_env=2))
     settings = dict(env_ids=[TEXTCRAFT], oracle_prefix_schedule="0:1,1:0", max_steps=2, max_turns=1, beta=0.0,

@@ -188,3 +188,62 @@ def test_summary_json_replaces_a_symlink_instead_of_writing_through_it(tmp_path)
     assert eval_oracle(out, limit=1) == 0
     assert target.read_text() == "keep me" and not (out / "summary.json").is_symlink()
     assert json.loads((out / "summary.json").read_text())["episodes"] == 1
+
+
+def _fake_held_out_success(model, env_ids, out_dir, stage, *args, items=None, **kwargs):
+    """``stages.held_out_success`` without a model: one file in its folder, every item solved once."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(out_dir) / "run.json").write_text("{}")
+    per_item = {f"{env_ids[0]}:{item}": [1] for item in items}
+    return {"model": model, "episodes": len(per_item), "success": 1.0, "ci95": [1.0, 1.0],
+            "items_solved": len(per_item), "valid_action_rate": 1.0, "per_item": per_item}
+
+
+def test_learning_curve_json_replaces_a_symlink_instead_of_writing_through_it(tmp_path, monkeypatch) -> None:
+    """#61 item 11 (the learning-curve half): a symlink at RUN/learning_curve.json is replaced, its target kept."""
+    import agentgym_trl.stages
+    from agentgym_trl.learning_curve import main as curve_main
+
+    monkeypatch.setattr(agentgym_trl.stages, "held_out_success", _fake_held_out_success)
+    run, target = tmp_path / "run", tmp_path / "precious.json"
+    run.mkdir()
+    target.write_text("keep me")
+    (run / "learning_curve.json").symlink_to(target)
+    curve = curve_main([str(run), "--env_ids", "AgentGym/TextCraft-Depth1-v0", "--limit", "2", "--start", "m"])
+    assert target.read_text() == "keep me" and not (run / "learning_curve.json").is_symlink()
+    assert json.loads((run / "learning_curve.json").read_text()) == curve and curve["steps"][0]["success"] == 1.0
+
+
+@pytest.mark.parametrize("linked", ["learning_curve", "learning_curve/step-0", "learning_curve/step-0/test"])
+def test_learning_curve_refuses_to_write_evaluations_through_a_linked_folder(tmp_path, monkeypatch, capsys,
+                                                                            linked: str) -> None:
+    """A symlink at RUN/learning_curve (or a folder below it) would have every evaluation written where it points:
+    refused in one line before any evaluation, its target untouched."""
+    import agentgym_trl.stages
+    from agentgym_trl.learning_curve import main as curve_main
+
+    monkeypatch.setattr(agentgym_trl.stages, "held_out_success", _fake_held_out_success)
+    run, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    (run / linked).parent.mkdir(parents=True)
+    elsewhere.mkdir()
+    (run / linked).symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(SystemExit, match=f"error: {re.escape(str(run / linked))} is a symlink to .*elsewhere"):
+        curve_main([str(run), "--env_ids", "AgentGym/TextCraft-Depth1-v0", "--limit", "2", "--start", "m"])
+    assert list(elsewhere.iterdir()) == [] and not (run / "learning_curve.json").exists()
+    (run / linked).unlink()  # the link removed, the same command writes into the run
+    curve_main([str(run), "--env_ids", "AgentGym/TextCraft-Depth1-v0", "--limit", "2", "--start", "m"])
+    assert (run / "learning_curve" / "step-0" / "test" / "AgentGym_TextCraft-Depth1-v0" / "run.json").exists()
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_linked_run_folder_is_the_run(tmp_path, monkeypatch) -> None:
+    """The run folder itself may be a link (a run kept on another disk): only folders below it are refused."""
+    import agentgym_trl.stages
+    from agentgym_trl.learning_curve import main as curve_main
+
+    monkeypatch.setattr(agentgym_trl.stages, "held_out_success", _fake_held_out_success)
+    real, run = tmp_path / "disk" / "run", tmp_path / "run"
+    real.mkdir(parents=True)
+    run.symlink_to(real, target_is_directory=True)
+    curve_main([str(run), "--env_ids", "AgentGym/TextCraft-Depth1-v0", "--limit", "1", "--start", "m"])
+    assert (real / "learning_curve.json").exists() and (real / "learning_curve" / "step-0").is_dir()

@@ -813,3 +813,62 @@ def test_todo_is_graded_at_finish_on_the_whole_state_by_default() -> None:
             assert terminated and reward == 0.0 and not info["success"]  # right answer, state changed
         checked["change" if change else "question"] += 1
     assert checked["change"] and checked["question"]
+
+
+#: Python literals JSON has no form for, and an int past Python's int-to-text limit (a hex literal reads as one)
+PYTHON_ONLY_LITERALS = ['b"ab"', "{1, 2}", "1j", "...", "[b'x', {3}]", "{'k': 2j}", "0x" + "f" * 4000]
+
+
+@pytest.mark.parametrize("env_id", AGENTGYM_TOOL_IDS)
+def test_python_only_literals_in_every_argument_are_invalid_actions(env_id: str) -> None:
+    """Bytes, sets, complex numbers, Ellipsis and too-long ints in any argument of any tool (and in finish's answer)
+    are an invalid action or a tool's answer, never an exception out of the env (issue 61, item 14)."""
+    env = gym.make(env_id, max_episode_steps=1000)
+    env.reset(options={"split": "test", "index": 0})
+    service = env.unwrapped.service
+    calls = [(tool.name, param.name) for tool in (*service.TOOLS, service.tool("finish")) for param in tool.params]
+    for (tool, name), literal in ((c, v) for c in calls for v in PYTHON_ONLY_LITERALS):
+        env.reset(options={"split": "test", "index": 0})
+        observation, _, _, _, info = env.step(f"Action: {tool} with Action Input: {{'{name}': {literal}}}")
+        assert "action_error" not in info, (tool, name, literal, observation)
+        if tool != "finish":  # finish shows a printable answer as upstream prints it (Sheet's reads none)
+            assert not info["valid_action"] and "ERROR | " in observation, (tool, name, literal, observation)
+    env.close()
+
+
+def test_python_only_literals_are_named_in_the_error() -> None:
+    env = gym.make("AgentGym/Weather-v0")
+    env.reset(options={"split": "test", "index": 0})
+    expected = {'b"ab"': "got bytes b'ab'.", "{1, 2}": "got a set {1, 2}.", "1j": "got a complex number 1j.",
+                "...": "got the literal Ellipsis.", "0x" + "f" * 4000: "cannot be used: it holds an integer of more "
+                "than 4300 digits, too long to print."}
+    for literal, ending in expected.items():
+        observation, *_ = env.step(f"Action: get_latitude_longitude with Action Input: {{'name': {literal}}}")
+        assert observation.startswith("Observation: ERROR | get_latitude_longitude: argument 'name' ")
+        assert observation.endswith(f"{ending}\nGive me one action."), observation
+    observation, _, terminated, _, info = env.step("Action: finish with Action Input: {'answer': 0x%s}" % ("f" * 4000))
+    assert "integer of more than 4300 digits" in observation and not terminated and not info["valid_action"]
+    env.close()
+
+
+def test_a_long_run_of_white_space_is_read_in_linear_time() -> None:
+    """AgentGym's response rule on a 60,000-space run inside the call's line (it was quadratic: a second for 20,000
+    spaces); the result is upstream's regular expressions' (tests/test_tool_response_equivalence.py)."""
+    import re
+
+    from agentgym_envs.tools.toolkit import agentgym_tool_action, python_call_parts
+
+    response = "Thought: go.\nAction: get" + " " * 60_000 + "date with Action Input: {}"
+    start = time.perf_counter()
+    action = agentgym_tool_action(response)
+    head, arguments = python_call_parts(action)
+    assert time.perf_counter() - start < 0.2
+    upstream = re.search(r"\s*(.*?)\s*with\s*Action Input:\s*(.*?)$", response[-200:])
+    assert action.endswith(f"{upstream.group(1)} with Action Input: {{}}")
+    assert head == "get" + " " * 60_000 + "date" and arguments == {}
+    env = gym.make("AgentGym/Weather-v0")
+    env.reset(options={"split": "test", "index": 0})
+    start = time.perf_counter()  # responses are capped at 16,000 characters: 15,000 spaces took 0.9 s
+    observation, *_ = env.step(response.replace(" " * 60_000, " " * 15_000))
+    assert time.perf_counter() - start < 0.2 and "Invalid action" in observation
+    env.close()

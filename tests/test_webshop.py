@@ -19,6 +19,7 @@ from agentgym_envs.webshop.catalogue import (
     N_TEST,
     Goal,
     Product,
+    WebShopDataError,
     default_catalogue,
     generate_catalogue,
     load_webshop_data,
@@ -489,6 +490,33 @@ def test_loader_reads_the_original_format(tmp_path: Path) -> None:
         "i need natural looking"
     )
     assert cat.goals[0].price_upper in (40.0, 50.0, 60.0, 70.0)
+
+
+@pytest.mark.parametrize("human_goals", [True, False])
+def test_mixed_up_original_files_are_named_with_the_shape_they_need(tmp_path: Path, human_goals: bool) -> None:
+    """Any two of the original files swapped: the error names the parameter, its file, the shape it reads and the
+    file it looks like, where an AttributeError ("'list' object has no attribute 'get'") came out (issue 61,
+    item 18)."""
+    import itertools
+
+    paths = _write_original_files(tmp_path)
+    for first, second in itertools.permutations(paths, 2):
+        swapped = {**paths, first: paths[second], second: paths[first]}
+        with pytest.raises(WebShopDataError) as raised:
+            load_webshop_data(**swapped, human_goals=human_goals)
+        message = str(raised.value)
+        named = next(name for name in ("products_file", "attributes_file", "instructions_file", "reviews_file")
+                     if message.startswith(name))
+        assert f"{named} {swapped[named]!r} is not the file it reads" in message
+        assert catalogue_module.DATA_SHAPES[named] in message
+        source = second if named == first else first  # the parameter whose file it was given
+        assert f"it looks like {source} (were the files mixed up?)" in message
+    (tmp_path / "cut.json").write_text('[{"asin": "B0')
+    with pytest.raises(WebShopDataError, match=r"products_file '.*cut.json' is not JSON .*items_shuffle_1000.json"):
+        load_webshop_data(str(tmp_path / "cut.json"), attributes_file=paths["attributes_file"])
+    (tmp_path / "odd.json").write_text('[{"asin": "B0", "name": "x", "customization_options": ["red"]}]')
+    with pytest.raises(WebShopDataError, match="entry 0's customization_options is a list, not an object"):
+        load_webshop_data(str(tmp_path / "odd.json"), attributes_file=paths["attributes_file"])
 
 
 def test_env_plays_the_original_data(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ from agentgym_envs.tools.dbutil import clone
 from agentgym_envs.tools.tasks import ENVS, ITEMS_PER_ENV
 from agentgym_envs.tools.toolkit import (FINISH, Call, Service, Tool, ToolError, agentgym_read_error,
                                          agentgym_tool_action, parse_call, parse_response, python_call_parts,
-                                         python_literal)
+                                         python_literal, unprintable)
 
 
 @dataclass
@@ -536,6 +536,9 @@ class ToolEnv(TextEnv):
         if self.agentgym_finish_takes_answer and "answer" not in call.arguments:
             return self._agentgym_outcome("ERROR | KeyError('answer')", False, valid=False)
         answer = call.arguments.get("answer")
+        reason = unprintable(answer) if self.agentgym_finish_takes_answer else None
+        if reason is not None:  # upstream's print of it raises inside its try: an error, the episode goes on
+            return self._agentgym_outcome(f"ERROR | finish: the answer cannot be used: {reason}.", False, valid=False)
         if self._finish_meets_subgoal(answer):
             self._reached = 1.0
         return self._agentgym_outcome(self._agentgym_finish_text(answer), ends)

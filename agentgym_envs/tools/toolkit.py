@@ -17,6 +17,7 @@ import difflib
 import json
 import re
 import sqlite3
+import sys
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from importlib import resources
@@ -38,12 +39,15 @@ JSON_TYPES: dict[str, str] = {
 }
 
 
-# JSON Schema 2020-12 with strict integers: 7.0 is a number, not an integer (the tools compute with ints).
+# JSON Schema 2020-12 with strict integers: 7.0 is a number, not an integer (the tools compute with ints); and
+# numbers that are JSON's: jsonschema takes any ``numbers.Number``, so a complex number (a Python literal in an
+# Action Input) reached ``minimum``'s ``<`` and raised.
 _ARGUMENTS_VALIDATOR = jsonschema.validators.extend(
     jsonschema.Draft202012Validator,
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
-    ),
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many({
+        "integer": lambda _checker, value: isinstance(value, int) and not isinstance(value, bool),
+        "number": lambda _checker, value: isinstance(value, (int, float)) and not isinstance(value, bool),
+    }),
 )
 
 
@@ -64,10 +68,10 @@ class Param:
     def problem(self, tool: str, value: Any, rule: str) -> str:
         """The agent-facing message for ``value`` breaking this parameter's schema ``rule`` (a JSON Schema keyword)."""
         if rule in ("minimum", "maximum"):
-            return f"{tool}: argument '{self.name}' is out of range ({value})."
+            return f"{tool}: argument '{self.name}' is out of range ({_literal(value)})."
         if rule == "enum":
             options = ", ".join(json.dumps(c) for c in self.choices)
-            return f"{tool}: argument '{self.name}' must be one of {options}, got {json.dumps(value)}."
+            return f"{tool}: argument '{self.name}' must be one of {options}, got {_literal(value)}."
         return f"{tool}: argument '{self.name}' must be {JSON_TYPES[self.type]}, got {_describe(value)}."
 
     def schema(self) -> dict[str, Any]:
@@ -126,6 +130,10 @@ class Tool:
     def check_arguments(self, arguments: dict[str, Any]) -> None:
         """``ToolError`` with one message for the agent: unknown arguments first, then missing ones, then the first
         parameter (in declaration order) whose value breaks its schema (type before range before choices)."""
+        for name, value in arguments.items():  # jsonschema's messages print the value: a ValueError on this one
+            reason = unprintable(value)
+            if reason is not None:
+                raise ToolError(f"{self.name}: argument '{name}' cannot be used: {reason}.")
         errors = list(self.validator.iter_errors(arguments))
         if not errors:
             return
@@ -195,19 +203,50 @@ FINISH = Tool(
 )
 
 
+_VALUE_NAMES: dict[type, str] = {
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    list: "an array",
+    dict: "an object",
+    # Python literals JSON has no form for (the default rule reads an Action Input as Python)
+    bytes: "bytes",
+    set: "a set",
+    frozenset: "a frozenset",
+    complex: "a complex number",
+    type(Ellipsis): "the literal",
+}
+
+
+def unprintable(value: Any) -> str | None:
+    """Why Python cannot print ``value``, or None: an int past its int-to-text limit (``0x`` and 4,000 hex digits
+    read as one), alone or inside a list, set or dict; ``str``, ``repr`` and ``json.dumps`` raise ``ValueError`` on
+    it, so it is refused with this reason rather than escaping a step."""
+    try:
+        str(value)
+    except ValueError:
+        return f"it holds an integer of more than {sys.get_int_max_str_digits()} digits, too long to print"
+    return None
+
+
+def _literal(value: Any, ensure_ascii: bool = True) -> str:
+    """``value`` as JSON, or as Python writes it where JSON cannot (bytes, a set, a complex number, Ellipsis), or
+    the reason it cannot be printed at all; never raises (an error message must not)."""
+    reason = unprintable(value)
+    if reason is not None:
+        return f"({reason})"
+    try:
+        return json.dumps(value, ensure_ascii=ensure_ascii)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def _describe(value: Any) -> str:
-    names = {
-        str: "a string",
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        list: "an array",
-        dict: "an object",
-    }
+    """A value as an error message names it: its kind and its first 60 characters (``_literal``)."""
     if value is None:
         return "null"
-    text = json.dumps(value, ensure_ascii=False)
-    return f"{names.get(type(value), type(value).__name__)} {text[:60]}"
+    return f"{_VALUE_NAMES.get(type(value), type(value).__name__)} {_literal(value, ensure_ascii=False)[:60]}"
 
 
 # ---- the call syntax --------------------------------------------------------------------------
@@ -310,11 +349,15 @@ AGENTGYM_NO_ACTION = "ERROR | TypeError(cannot unpack non-iterable NoneType obje
 
 #: Step 1 of AgentGym's tool servers (``extract_action_name_and_action_input``, case-sensitive, no flags): the
 #: first ``with Action Input:`` from which only white space and one last line remain; the name is the rest of its
-#: line (or of the line above when ``with`` opens a line), the input that last line.
-_AGENTGYM_SERVER_CALL = re.compile(r"\s*(.*?)\s*with\s*Action Input:\s*(.*?)$")
+#: line (or of the line above when ``with`` opens a line), the input that last line. Upstream writes the name as
+#: ``(.*?)\s*with``; the lazy name can only end where no white space precedes (else ending one character earlier
+#: would match too), so ``((?:.*?\S)??)`` is the same rule, without re-scanning a run of white space from each of
+#: its characters (quadratic: a 20,000-space run took a second).
+_AGENTGYM_SERVER_CALL = re.compile(r"\s*((?:.*?\S)??)\s*with\s*Action Input:\s*(.*?)$")
 #: Step 2, the env's ``parse_action`` on the rebuilt ``<name> with Action Input: <input>``: the tool is what
-#: follows the first ``Action:`` (case-sensitive) up to ``with Action Input:``.
-_AGENTGYM_ENV_CALL = re.compile(r".*?Action:\s*(.*?)\s*with\s*Action Input:\s*(.*?)$", re.DOTALL | re.MULTILINE)
+#: follows the first ``Action:`` (case-sensitive) up to ``with Action Input:`` (the name as in step 1).
+_AGENTGYM_ENV_CALL = re.compile(r".*?Action:\s*((?:.*?\S)??)\s*with\s*Action Input:\s*(.*?)$",
+                                re.DOTALL | re.MULTILINE)
 #: A ``with Action Input:`` and the white space after it, where a match of step 1 can end.
 _AGENTGYM_INPUT_MARK = re.compile(r"with\s*Action Input:\s*")
 

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from decimal import Decimal, InvalidOperation
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from agentgym_envs.core.cache import cache_root
 from agentgym_envs.webshop import vocabulary as vocab
@@ -504,9 +504,78 @@ def _parse_pricing(pricing: Any) -> list[float]:
     return values[:2]
 
 
-def _read_json(path: str | os.PathLike[str]) -> Any:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+class WebShopDataError(ValueError):
+    """An original WebShop data file that cannot be read as the file its parameter names (a file passed as another,
+    or not JSON): the message names the file, the shape it needs, and which file it looks like."""
+
+
+#: What each parameter of ``load_webshop_data`` reads, as its error says it.
+DATA_SHAPES: dict[str, str] = {
+    "products_file": "a JSON list of product objects ({\"asin\", \"name\", \"pricing\", \"customization_options\": "
+                     "{name: [...]}, ...}), e.g. items_shuffle_1000.json",
+    "attributes_file": "a JSON object of asin -> {\"attributes\": [...], \"instruction\": ..., "
+                       "\"instruction_attributes\": [...]}, e.g. items_ins_v2_1000.json",
+    "instructions_file": "a JSON object of asin -> list of {\"instruction\", \"instruction_attributes\", "
+                         "\"instruction_options\"}, e.g. items_human_ins.json",
+    "reviews_file": "a JSON list of {\"asin\", \"reviews\": [{\"title\", \"stars\", \"review\"}], "
+                    "\"average_rating\"} objects",
+}
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", dict: "an object", str: "a string", type(None): "null"}.get(type(value),
+                                                                                     type(value).__name__)
+
+
+def _shape_problem(data: Any, parameter: str) -> str | None:
+    """What in ``data`` is not the shape ``parameter`` reads (``DATA_SHAPES``), or None."""
+    def first(entries: Iterable[tuple[str, Any]], ok: Callable[[Any], bool], what: str) -> str | None:
+        for where, value in entries:
+            if not ok(value):
+                return f"{where} is {_kind(value)}, not {what}"
+        return None
+
+    def listed(value: Any, key: str) -> bool:  # an optional list field
+        return value.get(key) is None or isinstance(value.get(key), list)
+
+    if parameter in ("products_file", "reviews_file"):
+        if not isinstance(data, list):
+            return f"it holds {_kind(data)}, not a list"
+        rows = [(f"entry {i}", row) for i, row in enumerate(data)]
+        if parameter == "products_file":
+            return first(rows, lambda r: isinstance(r, dict) and "name" in r, "a product object with a name") or first(
+                ((f"entry {i}'s customization_options", r.get("customization_options")) for i, r in enumerate(data)),
+                lambda o: o is None or isinstance(o, dict), "an object of option name -> values")
+        return first(rows, lambda r: isinstance(r, dict) and "asin" in r and listed(r, "reviews")
+                     and all(isinstance(v, dict) for v in r.get("reviews") or []),
+                     "an object with an asin and a list of review objects")
+    if not isinstance(data, dict):
+        return f"it holds {_kind(data)}, not an object of asin -> entries"
+    entries = ((f"the entry of {str(asin)[:20]!r}", value) for asin, value in data.items())
+    if parameter == "attributes_file":
+        return first(entries, lambda v: v is None or (isinstance(v, dict) and listed(v, "attributes")
+                                                      and listed(v, "instruction_attributes")),
+                     "an object with lists of attributes")
+    return first(entries, lambda v: isinstance(v, list) and all(isinstance(e, dict) for e in v),
+                 "a list of instruction objects")
+
+
+def _read_json(path: str | os.PathLike[str], parameter: str | None = None) -> Any:
+    """A data file's JSON; with ``parameter``, checked against the shape that parameter reads
+    (``WebShopDataError`` naming the file, the shape it needs and which parameter it looks like)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise WebShopDataError(f"{parameter or 'the WebShop data file'} {os.fspath(path)!r} is not JSON ({error}); "
+                               f"it must be {DATA_SHAPES.get(parameter or '', 'a WebShop data file')}") from None
+    problem = _shape_problem(data, parameter) if parameter else None
+    if problem is not None:
+        fits = [other for other in DATA_SHAPES if other != parameter and _shape_problem(data, other) is None]
+        hint = f"; it looks like {' or '.join(fits)} (were the files mixed up?)" if fits else ""
+        raise WebShopDataError(f"{parameter} {os.fspath(path)!r} is not the file it reads: {problem}. It must be "
+                               f"{DATA_SHAPES[parameter]}{hint}")
+    return data
 
 
 #: AgentGym's WebShop server makes ``WebAgentTextEnv-v0`` with ``num_products=1000``: the first 1000 rows.
@@ -548,7 +617,7 @@ def load_webshop_data(
     state, so that price, and any limit drawn from it, cannot be reproduced).
     """
     draw = _Draw(f"webshop-data-{seed}")
-    raw_products = _read_json(products_file)
+    raw_products = _read_json(products_file, "products_file")
     if not human_goals:
         if attributes_file is None:
             raise ValueError("WebShop's synthetic goals need attributes_file (items_ins_v2*.json); "
@@ -556,7 +625,7 @@ def load_webshop_data(
         raw_products = raw_products[:AGENTGYM_NUM_PRODUCTS]  # sliced before duplicates are dropped, as WebShop
     elif instructions_file is None:
         raise ValueError("human_goals=True needs instructions_file (items_human_ins.json)")
-    attributes = _read_json(attributes_file) if attributes_file else {}
+    attributes = _read_json(attributes_file, "attributes_file") if attributes_file else {}
     reviews = _read_reviews(reviews_file) if reviews_file else {}
     products: list[Product] = []
     kept: list[dict[str, Any]] = []
@@ -569,7 +638,7 @@ def load_webshop_data(
         kept.append(raw)
         products.append(_scraped_product(raw, asin, draw, attributes, reviews))
     if human_goals:
-        goals = _human_goals(_read_json(instructions_file), {p.asin: p for p in products}, draw)
+        goals = _human_goals(_read_json(instructions_file, "instructions_file"), {p.asin: p for p in products}, draw)
     else:
         goals = _synthetic_goals(kept, products, attributes, seed)
     if not goals:
@@ -651,7 +720,7 @@ def _synthetic_goals(
 def _read_reviews(reviews_file: str | os.PathLike[str]) -> dict[str, tuple[list[dict[str, Any]], str]]:
     """asin -> (reviews, average rating) from a reviews file."""
     reviews: dict[str, tuple[list[dict[str, Any]], str]] = {}
-    for entry in _read_json(reviews_file):
+    for entry in _read_json(reviews_file, "reviews_file"):
         items = [
             {
                 "title": _clean(r.get("title")),

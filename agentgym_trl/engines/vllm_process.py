@@ -649,5 +649,6 @@ class EngineWeightSync:
             self.record(sync_policy(self.engine, model))
 
 
-if __name__ == "__main__":  # python -m agentgym_trl.engines.vllm_process: where the engine's Python is, and whether it runs
+# python -m agentgym_trl.engines.vllm_process: where the engine's Python is, and whether it runs
+if __name__ == "__main__":
     print(engine_python(sys.argv[1] if len(sys.argv) > 1 else None))
