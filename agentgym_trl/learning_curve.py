@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentgym_envs.core.jsonl import write_atomically
 from agentgym_trl.checkpoints import complete_checkpoints
 
 CURVE_FILE = "learning_curve.json"
@@ -107,7 +108,7 @@ def evaluate_checkpoints(run_dir: str | os.PathLike, env_ids: Sequence[str], *,
             "per_item": {key: [int(bool(o)) for o in outcomes] for key, outcomes in per_item.items()},
             "splits": splits,
         })
-        _write_atomically(path, json.dumps(curve, indent=1) + "\n")  # after every point: progress kept
+        write_atomically(path, json.dumps(curve, indent=1) + "\n")  # after every point: progress kept
     return curve
 
 
@@ -126,17 +127,6 @@ def _refuse_links(run: Path, folder: Path) -> None:
                 f"{part} is a symlink to {os.readlink(part)}: the learning curve writes its evaluations under "
                 f"{run / CURVE_DIR} and will not write them through a link; remove the link (its target is left "
                 "alone) or copy the folder in its place")
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """``text`` as ``path``, whole or not at all; a symlink at ``path`` is replaced, its target left alone (it was
-    overwritten: ``learning_curve.json`` linked to another run's curve, or to any file)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 from trl import ModelConfig, TrlParser
 
+from agentgym_envs.core.jsonl import write_atomically
 from agentgym_trl.config import SECTIONS, AgentGRPOConfig
 from agentgym_trl.curriculum import ScheduleError
 from agentgym_trl.fast_training import checkpointing_arguments
@@ -355,9 +356,7 @@ def report_settings(run: Run) -> None:
           + render_table(("setting", "value", "from"), rows), file=sys.stderr)
     out = Path(run.training.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    temporary = out / (SETTINGS_FILE + ".tmp")
-    temporary.write_text(json.dumps({"argv": run.plan.argv, "settings": settings}, indent=1) + "\n", encoding="utf-8")
-    temporary.replace(out / SETTINGS_FILE)
+    write_atomically(out / SETTINGS_FILE, json.dumps({"argv": run.plan.argv, "settings": settings}, indent=1) + "\n")
 
 
 def _short(value: Any, width: int = 60) -> str:

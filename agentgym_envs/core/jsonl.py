@@ -1,4 +1,5 @@
-"""JSON-lines files the project appends to (trajectories, collect's journal, training metrics).
+"""JSON-lines files the project appends to (trajectories, collect's journal, training metrics), and whole files
+written at once (``write_atomically``: a run's settings and summaries).
 
 Appending line by line keeps what was written when a process dies; the price is a last line that a
 kill may cut, or a byte a disk or a copy may damage. Readers here skip such a line with a warning
@@ -12,6 +13,7 @@ import json
 import logging
 import math
 import os
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,3 +75,18 @@ def append_lines(path: str | os.PathLike, lines: str) -> None:
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(lines)
         handle.flush()
+
+
+def write_atomically(path: str | os.PathLike, text: str) -> None:
+    """``text`` as ``path``, whole or not at all: a full disk leaves the old file (or none), never an empty one that
+    every rerun would fail on; a symlink at ``path`` is replaced, its target left alone."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        # a new file (no link followed) with the mode a plain write gives (0666 less the umask)
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        with open(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)

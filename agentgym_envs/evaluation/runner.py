@@ -11,7 +11,6 @@ batch's records to the log at once and writes ``summary.json``, also when interr
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +22,7 @@ from typing import Any
 import gymnasium as gym
 
 from agentgym_envs.core.episode import Trajectory
+from agentgym_envs.core.jsonl import write_atomically
 from agentgym_envs.core.loop import Agent, EnvPool, EpisodeError, EpisodeStart, play_batch
 from agentgym_envs.core.tasks import get_task
 from agentgym_envs.evaluation.metrics import summarize_run
@@ -249,18 +249,7 @@ def _check_run_file(out_dir: Path, run_info: dict[str, Any]) -> None:
             raise foreign_run_error(out_dir, changes)
     else:
         out_dir.mkdir(parents=True, exist_ok=True)
-        _write_atomically(path, json.dumps(run_info, indent=1) + "\n")
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """``text`` as ``path``, whole or not at all: a full disk leaves the old file (or none), never an empty one
-    that every rerun would fail on; a symlink at ``path`` is replaced, not written through."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+        write_atomically(path, json.dumps(run_info, indent=1) + "\n")
 
 
 def _batches(jobs: Sequence[EpisodeStart], size: int) -> Iterator[Sequence[EpisodeStart]]:
@@ -366,6 +355,6 @@ def write_summary(out: Path, jobs: Sequence[EpisodeStart], split: str, n_samples
         "results": results,
     }
     out.mkdir(parents=True, exist_ok=True)
-    _write_atomically(out / SUMMARY_FILE, json.dumps(summary, indent=1) + "\n")
+    write_atomically(out / SUMMARY_FILE, json.dumps(summary, indent=1) + "\n")
     return EvalReport(out, results, len(records), len(jobs), interrupted, summary)
 

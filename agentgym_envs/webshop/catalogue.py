@@ -26,7 +26,6 @@ import json
 import os
 import random
 import re
-import tempfile
 import threading
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from agentgym_envs.core.cache import cache_root
+from agentgym_envs.core.jsonl import write_atomically
 from agentgym_envs.webshop import vocabulary as vocab
 
 GENERATOR_VERSION = 1
@@ -122,19 +122,6 @@ def cache_dir() -> Path:
     path = cache_root() / "webshop"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write through a temp file and rename, so parallel workers never read half a file."""
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(temp, 0o644)  # a cache shared by several users stays readable
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 def default_key(seed: int = DEFAULT_SEED, n_products: int = N_PRODUCTS, n_goals: int = N_GOALS) -> str:
