@@ -88,7 +88,7 @@ from agentgym_trl.fast_training import (
     use_compact_lm_head,
     use_cpu_threads,
 )
-from agentgym_envs.core.loop import EnvPool
+from agentgym_envs.core.loop import EnvPool, env_step_budget
 from agentgym_envs.evaluation.records import TRAJECTORIES_FILE, TrajectoryLog
 from agentgym_trl.config import AgentGRPOConfig, env_turn_cap
 from agentgym_trl.curriculum import TurnBudgetCallback
@@ -378,7 +378,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         if mode == "train":
             budget: int | list[int] = self.curriculum.budget
             eval_budgets = {self._eval_budget(env_id) for env_id in self.args.env_ids}
-            prefix_steps = {budget + k for k in range(self._oracle_prefix_k() + 1)}  # budget + replayed oracle steps
+            prefix_steps = {env_step_budget(budget, k) for k in range(self._oracle_prefix_k() + 1)}
             self.env_pool.drop_other_budgets({budget, *eval_budgets, *prefix_steps})  # finished stages' envs go
             result = self._play_train_batch(rows, budget)
         else:

@@ -49,6 +49,12 @@ class EpisodeError(RuntimeError):
         self.finished = list(finished)
 
 
+def env_step_budget(max_turns: int, prefix: int = 0) -> int:
+    """The one place the env's step budget is computed: the agent's turn budget plus the oracle actions replayed
+    before its first turn (``core/oracle_prefix.py``), which the env steps too but the agent did not play."""
+    return max_turns + prefix
+
+
 @dataclass(frozen=True)
 class EpisodeStart:
     """Which episode to play: env id, item, reset seed (default: the item id), sample index and turn budget.
@@ -73,7 +79,7 @@ class EpisodeStart:
     @property
     def env_steps(self) -> int:
         """The env's step budget (its ``TimeLimit``): the agent's turns plus the replayed oracle prefix."""
-        return self.max_turns + self.prefix
+        return env_step_budget(self.max_turns, self.prefix)
 
     @property
     def key(self) -> tuple[str, int | None, int, int]:

@@ -104,7 +104,7 @@ def clamp_prefixes(starts: Sequence[Any], acquire: Callable[[str, int], gym.Env]
 
 def _probe(start: Any, acquire: Callable[[str, int], gym.Env], release: Callable[[str, int, gym.Env], None]) -> int:
     """How many of the oracle's first ``start.prefix`` actions can be replayed with one action left."""
-    steps_cap = start.max_turns + start.prefix
+    steps_cap = start.env_steps
     env = acquire(start.env_id, steps_cap)
     try:
         options = None if start.item_id is None else {"item_id": int(start.item_id)}
