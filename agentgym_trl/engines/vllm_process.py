@@ -171,7 +171,7 @@ class VLLMEngine:
         env.update({
             "AGENTGYM_VLLM_AUTHKEY": authkey,
             "HF_HUB_OFFLINE": "1",
-            "VLLM_CPU_KVCACHE_SPACE": str(max(1, round(options.kv_cache_gb))),
+            "VLLM_CPU_KVCACHE_SPACE": kv_cache_space(options.kv_cache_gb),
             # every core this process may use (vLLM's default leaves one to its scheduler: ~1.6x slower on 2 cores)
             "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", cpu_list()),
             "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING"),
@@ -506,6 +506,15 @@ def socket_address(folder: str | os.PathLike, short_root: str | os.PathLike = SH
         shutil.rmtree(short, ignore_errors=True)
         raise EngineError(f"{too_long}; set TMPDIR to a shorter folder")
     return short / SOCKET_NAME, short
+
+
+def kv_cache_space(gib: float) -> str:
+    """``VLLM_CPU_KVCACHE_SPACE`` for ``gib``: vLLM's CPU backend reads it as an integer of GiB, so a value it would
+    round (0.25 to 1, 1.5 to 1) is refused here, not changed silently (the config refuses it when built)."""
+    if isinstance(gib, bool) or not isinstance(gib, (int, float)) or gib < 1 or gib != int(gib):
+        raise EngineError(f"kv_cache_gb must be a whole number of GiB, at least 1, got {gib!r}: vLLM's CPU backend "
+                          "reads VLLM_CPU_KVCACHE_SPACE as an integer of GiB")
+    return str(int(gib))
 
 
 def cpu_list() -> str:
