@@ -229,12 +229,14 @@ class VLLMEngine:
 
     def log_excerpt(self, lines: int = 30) -> str:
         """What an error quotes of the engine log: its error lines first (a traceback, "Killed", "out of memory"),
-        which vLLM's chatter would push out of a plain tail, then the last ``lines`` lines."""
+        which vLLM's chatter would push out of a plain tail, then the last ``lines`` lines; of an engine killed by a
+        signal with no error line, only the last few (it could write nothing: they are unrelated)."""
         try:
             text = self._log_path.read_text(errors="replace")
         except OSError:
             return "(no engine log)"
-        return relevant_log(text, lines)
+        code = self._process.poll() if self._process is not None else None
+        return relevant_log(text, lines, killed=code is not None and code < 0)
 
     def _request(self, message: dict[str, Any]) -> dict[str, Any]:
         if self._connection is None:
@@ -374,23 +376,34 @@ def exit_status(process: subprocess.Popen | None, wait_s: float = 2.0) -> str:
     except ValueError:
         name = "an unknown signal"
     if -code == signal.SIGKILL:
-        name += ": out of memory? the kernel's OOM killer sends it (see `dmesg`), as does kill -9"
+        name += ": out of memory? killed, e.g. by the kernel's out-of-memory killer (`dmesg` says) or kill -9"
     return f"killed by signal {-code} ({name})"
 
 
-def relevant_log(text: str, lines: int = 30, flagged: int = 10) -> str:
+#: the log lines quoted of an engine killed by a signal whose log has no error line
+KILLED_TAIL = 5
+
+
+def relevant_log(text: str, lines: int = 30, flagged: int = 10, killed: bool = False) -> str:
     """The lines of an engine log an error should quote: up to ``flagged`` lines that say what went wrong
-    (``LOG_MARKERS``) from before the tail, then the last ``lines`` lines.
+    (``LOG_MARKERS``) from before the tail, then the last ``lines`` lines. A process killed by a signal (SIGKILL:
+    the OOM killer, ``kill -9``) writes nothing of it, so with no error line anywhere only the last
+    ``KILLED_TAIL`` lines are quoted, said to be no cause: a long tail of vLLM's chatter would read as one.
 
     Args:
         text: the log.
         lines: the tail's length.
         flagged: how many earlier error lines at most (the last ones: the nearest to the end).
+        killed: whether the engine was ended by a signal.
 
     Returns:
         The excerpt.
     """
     every = text.splitlines()
+    if killed and not any(marker in line for line in every for marker in LOG_MARKERS):
+        tail = every[-KILLED_TAIL:]
+        return "\n".join([f"its log has no error line (a process killed by a signal writes none); its last "
+                          f"{len(tail)} lines:", *tail])
     tail = every[-lines:] if lines > 0 else []
     earlier = every[: len(every) - len(tail)]
     hits = [line for line in earlier if any(marker in line for marker in LOG_MARKERS)][-flagged:]
