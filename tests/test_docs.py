@@ -124,6 +124,8 @@ RULES = [
     Rule(r"^agentgym serve ", serve=True, needs=("fastapi", "uvicorn")),
     Rule(r"\"Qwen/Qwen3-0\.6B\"", skip="downloads Qwen3; covered by tests/test_trl_recipes.py (a tiny model, Qwen3's "
                                      "template)"),
+    Rule(r"LLMJudge\(\"http://127\.0\.0\.1:8000/v1\"", skip="needs an OpenAI-compatible judge endpoint; covered by "
+         "tests/test_judge.py (a fake endpoint on loopback)"),
     Rule(r"from_pretrained\(default_model_path\(\)\)", replace=((SMOLLM2, TINY_MODEL),), needs=("trl",)),
     Rule(r"check_text_env\(\"AgentGym/MyEnv-v0\"\)", replace=(("AgentGym/MyEnv-v0", "AgentGym/TextCraft-Depth1-v0"),)),
     Rule(r"AgentGym/WebArena-v0", needs=("selenium",)),
