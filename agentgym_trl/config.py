@@ -483,7 +483,8 @@ class GenerationOptions:
         default="bfloat16", metadata={"help": "With use_vllm: the engine's weight dtype ('bfloat16', 'float32', ...)."}
     )
     vllm_kv_cache_gb: float = field(
-        default=1.0, metadata={"help": "With use_vllm on CPU: GiB of the engine's key/value cache."}
+        default=1.0, metadata={"help": "With use_vllm on CPU: GiB of the engine's key/value cache, a whole number "
+                              "(vLLM's CPU backend takes whole GiB)."}
     )
     vllm_enforce_eager: bool = field(
         default=True,

@@ -133,6 +133,8 @@ def skill_quotes() -> list[Quote]:
         for name, curve in skill["learning_curves"].items()), ("docs/results.md",)))
     quotes.append(Quote("learning_2.gate", f"{pct(skill['gate']['per_prefix']['0']['success'])}%",
                         ("docs/results.md",)))
+    quotes.append(Quote("learning_2.train_minutes", " and ".join(
+        f"{num(run['train_wall_s'] / 60, 0)}" for run in skill["runs"].values()) + " minutes", ("docs/results.md",)))
     return quotes
 
 

@@ -9,10 +9,23 @@
 #
 # CUDA names a wheel index of PyTorch's: https://download.pytorch.org/whl/<CUDA> (cu126, cu128, cu130, ...).
 # vllm 0.31.0's PyPI wheel is built against PyPI's torch 2.13.0, the CUDA 13.0 build (cu130): that needs a
-# driver whose `nvidia-smi` shows CUDA Version 13.0 or later. Another CUDA needs a vLLM built for it too.
+# driver whose `nvidia-smi` shows CUDA Version 13.0 or later. Another CUDA needs a vLLM built for it too, which
+# this script does not install: any CUDA but cu130 is refused unless ALLOW_CUDA_MISMATCH=1 says you will install
+# that vLLM yourself (the pair it would install otherwise, that torch with PyPI's vLLM, does not work).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CUDA="${CUDA:-cu130}"
+VLLM_CUDA=cu130  # the CUDA build of torch that PyPI's vllm 0.31.0 wheel is built against
+if [ "$CUDA" != "$VLLM_CUDA" ]; then
+    if [ "${ALLOW_CUDA_MISMATCH:-0}" != 1 ]; then
+        echo "setup_gpu: CUDA=$CUDA: PyPI's vllm 0.31.0 is built for torch's $VLLM_CUDA build, and torch $CUDA with" \
+             "it does not work (docs/gpu.md). Use CUDA=$VLLM_CUDA (a driver showing CUDA Version 13.0 or later), or" \
+             "install a vLLM built for $CUDA yourself afterwards and rerun with ALLOW_CUDA_MISMATCH=1." >&2
+        exit 2
+    fi
+    echo "setup_gpu: warning: CUDA=$CUDA with PyPI's vllm 0.31.0 (built for $VLLM_CUDA) does not work: install a" \
+         "vLLM built for $CUDA over it (ALLOW_CUDA_MISMATCH=1 is set)" >&2
+fi
 EXTRAS="${EXTRAS:-babyai,sciworld,search,webshop,web,server,endpoint,maze,wordle,alfworld,tools,dev}"
 run() { echo "+ $*"; [ "${DRY_RUN:-0}" = 1 ] || "$@"; }
 

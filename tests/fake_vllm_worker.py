@@ -4,7 +4,8 @@ protocol, so the engine's process handling (start, errors, socket path, weight f
 ``FAKE_VLLM_MODE``: ``serve`` (default) answers ``ping``, ``generate`` (the prompt's first tokens back),
 ``load_weights`` (reads the file after ``FAKE_VLLM_LOAD_DELAY`` seconds, then deletes it, as the real worker does)
 and ``close``; ``crash`` writes a log with a traceback among unrelated lines and exits 1; ``oom`` writes a few lines
-and is killed by SIGKILL, as the kernel's OOM killer does.
+and is killed by SIGKILL, as the kernel's OOM killer does; ``FAKE_VLLM_KILL_AT=n`` (with ``serve``) is killed so at
+its n-th ``generate``, after 40 unrelated log lines.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def main() -> None:
 
 def serve(connection) -> None:
     """Answer requests until ``close`` or the client goes away."""
+    generated = 0
     while True:
         try:
             request = connection.recv()
@@ -59,6 +61,11 @@ def serve(connection) -> None:
             connection.send({"ok": True})
             return
         if op == "generate":
+            generated += 1
+            if generated == int(os.environ.get("FAKE_VLLM_KILL_AT", "0")):  # killed mid-run, as by the OOM killer
+                noise(40)
+                sys.stdout.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
             outputs = [{"ids": ids[:limit], "logprobs": [0.0] * len(ids[:limit]), "finish": "length"}
                        for ids, limit in zip(request["prompts"], request["max_tokens"])]
             connection.send({"outputs": outputs})

@@ -124,6 +124,8 @@ RULES = [
     Rule(r"^agentgym serve ", serve=True, needs=("fastapi", "uvicorn")),
     Rule(r"\"Qwen/Qwen3-0\.6B\"", skip="downloads Qwen3; covered by tests/test_trl_recipes.py (a tiny model, Qwen3's "
                                      "template)"),
+    Rule(r"LLMJudge\(\"http://127\.0\.0\.1:8000/v1\"", skip="needs an OpenAI-compatible judge endpoint; covered by "
+         "tests/test_judge.py (a fake endpoint on loopback)"),
     Rule(r"from_pretrained\(default_model_path\(\)\)", replace=((SMOLLM2, TINY_MODEL),), needs=("trl",)),
     Rule(r"check_text_env\(\"AgentGym/MyEnv-v0\"\)", replace=(("AgentGym/MyEnv-v0", "AgentGym/TextCraft-Depth1-v0"),)),
     Rule(r"AgentGym/WebArena-v0", needs=("selenium",)),
@@ -405,3 +407,14 @@ def test_a_changed_result_makes_its_quote_stale(tmp_path, monkeypatch) -> None:
     assert doc_numbers.stale_pages(tmp_path) == ["docs/development.md: out of date: robustness.totals"]
     assert doc_numbers.stale_pages(tmp_path, write=True) == [] == doc_numbers.stale_pages(tmp_path)
     assert "(3,844 steps)" in (tmp_path / "docs" / "development.md").read_text()
+
+
+def test_the_accelerate_configs_send_gpu_users_to_trls_vllm() -> None:
+    """Issue 62 item 10: examples/accelerate_configs/README.md's vLLM note says what docs/gpu.md says: on GPUs the
+    ``[gpu]`` set and TRL's vLLM (colocate or server), the engine process of ``scripts/setup_vllm.sh`` on CPUs."""
+    text = (ROOT / "examples" / "accelerate_configs" / "README.md").read_text()
+    notes = {note.split(":", 1)[0]: note for note in re.split(r"\n- ", text) if note.startswith("vLLM, on ")}
+    gpu, cpu = notes["vLLM, on GPUs"], notes["vLLM, on CPUs"]
+    assert "`[gpu]`" in gpu and "--use_vllm true" in gpu and "colocate" in gpu and "server" in gpu
+    assert "setup_vllm.sh" not in gpu.replace("no `scripts/setup_vllm.sh` there", "")
+    assert "setup_vllm.sh" in cpu and "engine process" in cpu

@@ -110,6 +110,33 @@ def test_an_engine_killed_mid_run_says_so_within_moments(fake_engine) -> None:
     assert str(error.value).startswith("the vLLM engine stopped answering (killed by signal 9 (SIGKILL: out of memory?")
 
 
+def test_agentgym_eval_names_the_signal_of_a_killed_engine_and_quotes_no_chatter(tmp_path, monkeypatch,
+                                                                                 capsys) -> None:
+    """Issue 61 item 19: the engine killed mid-eval (the OOM killer, kill -9): `agentgym eval` names the signal,
+    never "exit code None", and quotes a few log lines said to be no cause, not 30 lines of vLLM's chatter."""
+    from tiny_model import save_tiny
+
+    from agentgym_envs.cli import main
+    from agentgym_trl.engines.vllm_process import close_shared_engine
+
+    monkeypatch.setattr(vllm_engine, "WORKER_SCRIPT", FAKE_WORKER)
+    monkeypatch.setenv(vllm_engine.ENV_VARIABLE, sys.executable)
+    monkeypatch.setenv("FAKE_VLLM_MODE", "serve")
+    monkeypatch.setenv("FAKE_VLLM_KILL_AT", "2")  # the second turn's request
+    model = save_tiny(tmp_path / "tiny")
+    try:
+        code = main(["eval", "--model", str(model), "--engine", "vllm-process", "--env", "AgentGym/Maze-v0",
+                     "--limit", "2", "--out", str(tmp_path / "out"), "--no-progress"])
+    finally:
+        close_shared_engine()
+    err = capsys.readouterr().err
+    assert code != 0
+    assert "killed by signal 9 (SIGKILL: out of memory? killed, e.g. by the kernel's out-of-memory killer" in err
+    assert "None" not in err and "no error line (a process killed by a signal writes none)" in err
+    quoted = [line for line in err.splitlines() if "unrelated vLLM log line" in line]
+    assert len(quoted) == vllm_engine.KILLED_TAIL and "unrelated vLLM log line 39" in quoted[-1]
+
+
 def test_exit_status_waits_for_the_process_to_be_reaped() -> None:
     import subprocess
 

@@ -86,15 +86,34 @@ def test_the_gpu_extra_pins_one_consistent_set() -> None:
     assert "gpu" not in re.findall(r"\w+", everything.split("[", 1)[1]), "[all] is the CPU path: no [gpu] in it"
 
 
+def setup_gpu(**settings: str) -> subprocess.CompletedProcess:
+    """``scripts/setup_gpu.sh`` as a dry run (it prints its commands and runs none) with ``settings`` set."""
+    env = {key: value for key, value in os.environ.items() if key not in ("CUDA", "ALLOW_CUDA_MISMATCH")}
+    return subprocess.run(["bash", str(ROOT / "scripts" / "setup_gpu.sh")], capture_output=True, text=True,
+                          env={**env, "DRY_RUN": "1", **settings}, timeout=60)
+
+
 def test_setup_gpu_installs_cuda_torch_first_then_the_gpu_extra() -> None:
-    result = subprocess.run(["bash", str(ROOT / "scripts" / "setup_gpu.sh")], capture_output=True, text=True,
-                            env={**os.environ, "DRY_RUN": "1", "CUDA": "cu128"}, timeout=60)
+    result = setup_gpu()
     assert result.returncode == 0, result.stderr
+    assert "warning" not in result.stderr
     commands = [line[2:] for line in result.stdout.splitlines() if line.startswith("+ ")]
     torch_at = next(i for i, c in enumerate(commands) if "torch==2.13.0" in c)
     extra_at = next(i for i, c in enumerate(commands) if "-e .[gpu," in c)
     assert torch_at < extra_at
-    assert "--index-url https://download.pytorch.org/whl/cu128" in commands[torch_at]
+    assert "--index-url https://download.pytorch.org/whl/cu130" in commands[torch_at]
+
+
+def test_setup_gpu_refuses_a_torch_cuda_that_pypis_vllm_is_not_built_for() -> None:
+    """Issue 62 item 9: ``CUDA=cu128`` would pair torch's cu128 build with PyPI's cu130 vLLM, which docs/gpu.md
+    says does not work: refused before anything is installed, unless the user says they bring their own vLLM."""
+    refused = setup_gpu(CUDA="cu128")
+    assert refused.returncode == 2 and "+ " not in refused.stdout
+    assert "CUDA=cu128" in refused.stderr and "cu130" in refused.stderr and "ALLOW_CUDA_MISMATCH=1" in refused.stderr
+    allowed = setup_gpu(CUDA="cu128", ALLOW_CUDA_MISMATCH="1")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "warning" in allowed.stderr and "vLLM built for cu128" in allowed.stderr
+    assert "--index-url https://download.pytorch.org/whl/cu128" in allowed.stdout
 
 
 def test_pip_resolves_the_gpu_extra_to_the_pinned_versions(tmp_path) -> None:

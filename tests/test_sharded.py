@@ -158,3 +158,127 @@ def test_weight_file_is_named_for_its_writer_and_unlinked(tmp_path: Path) -> Non
     engine._request = lambda message: seen.append(Path(message["path"])) or {}
     engine.load_weights({"w": torch.ones(2, 2)})
     assert seen[0].name.startswith(f"agentgym-weights-{os.getpid()}-") and not seen[0].exists()
+
+
+# ---- two syncs at once, and whose file is live (issue 61 item 12) ------------------------------------------------
+def test_the_weight_file_is_safetensors_of_exactly_its_reserved_size(tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    tensors = {"b": torch.randn(3, 5).to(torch.bfloat16), "f": torch.randn(7), "i": torch.arange(4),
+               "flag": torch.tensor([True, False]), "scalar": torch.tensor(2.5), "empty": torch.zeros(0, 3)}
+    header, nbytes = vllm_engine.safetensors_header(tensors)
+    with vllm_engine.weight_file(nbytes, tmp_path / "disk", shm=tmp_path) as (path, descriptor):
+        assert os.fstat(descriptor).st_size == nbytes and path.parent == tmp_path
+        vllm_engine.write_safetensors(descriptor, header, tensors)
+        loaded = load_file(str(path))
+        assert os.path.getsize(path) == nbytes
+    assert not path.exists()
+    assert loaded.keys() == tensors.keys()
+    assert all(torch.equal(loaded[name], tensor) for name, tensor in tensors.items())
+
+
+@pytest.fixture
+def reserving_shm(folders, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, dict[str, int]]:
+    """A stand-in /dev/shm whose free-space check sees ``free['shm']`` bytes, as before any reservation (two syncs
+    that checked at once), while allocating in it takes from ``left['shm']`` and fails when that runs out."""
+    import errno
+
+    shm, disk, free = folders
+    left = {"shm": free["shm"]}
+    allocate = os.posix_fallocate
+
+    def reserve(descriptor: int, offset: int, length: int) -> None:
+        if Path(os.readlink(f"/proc/self/fd/{descriptor}")).parent == shm:
+            if length > left["shm"]:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            left["shm"] -= length
+        allocate(descriptor, offset, length)
+
+    monkeypatch.setattr(vllm_engine.os, "posix_fallocate", reserve)
+    return shm, disk, left
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
+def test_two_syncs_that_each_fit_alone_do_not_both_take_shm(reserving_shm, monkeypatch, caplog) -> None:
+    """Each file fits the free room alone, not both: the second sync, checked before the first reserved, goes to
+    disk with the warning instead of failing half-written."""
+    shm, disk, left = reserving_shm
+    left["shm"] = 3 * MiB
+    monkeypatch.setattr(vllm_engine, "SHM", shm)
+    engines = []
+    for _ in range(2):
+        engine = vllm_engine.VLLMEngine.__new__(vllm_engine.VLLMEngine)
+        engine.options, engine.stats, engine._dir = vllm_engine.EngineOptions(dtype="float32"), \
+            vllm_engine.EngineStats(), disk
+        engines.append(engine)
+    written: list[Path] = []
+
+    def first(message):  # while the first engine reads its file, the other rank syncs
+        written.append(Path(message["path"]))
+        engines[1].load_weights({"w": torch.ones(MiB // 2)})
+        return {}
+
+    engines[0]._request = first
+    engines[1]._request = lambda message: written.append(Path(message["path"])) or {}
+    with caplog.at_level(logging.WARNING, logger=vllm_engine.__name__):
+        engines[0].load_weights({"w": torch.ones(MiB // 2)})  # 2 MiB of float32: fits 3 MiB, twice it does not
+    assert [path.parent for path in written] == [shm, disk]
+    assert not any(path.exists() for path in written)
+    warnings = [record.getMessage() for record in caplog.records]
+    assert len(warnings) == 1 and "could not reserve" in warnings[0] and "--shm-size" in warnings[0], warnings
+
+
+def test_no_room_to_reserve_anywhere_fails_in_one_line(reserving_shm, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    shm, disk, left = reserving_shm
+    left["shm"] = 0
+
+    def full(descriptor: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(vllm_engine.os, "posix_fallocate", full)
+    with pytest.raises(EngineError) as error:
+        with vllm_engine.weight_file(2 * MiB, disk, shm):
+            pass
+    assert "\n" not in str(error.value) and "no room for the engine's 2 MiB weight file" in str(error.value)
+    assert not list(shm.iterdir()) and not list(disk.iterdir())
+
+
+def test_a_locked_weight_file_is_live_whatever_its_pid_says(tmp_path: Path) -> None:
+    """Across PID namespaces (``docker --ipc=host``) a live writer's pid may read as dead here: the lock its writer
+    holds keeps its file; once nobody holds it, it is stale."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with vllm_engine.weight_file(16, tmp_path / "disk", shm=tmp_path) as (path, _):  # this process's own lock
+        foreign = path.with_name(f"agentgym-weights-{dead.pid}-ours.safetensors")
+        path.rename(foreign)
+        assert remove_stale_weights(tmp_path) == [] and foreign.exists()
+        foreign.rename(path)
+    other = tmp_path / f"agentgym-weights-{dead.pid}-other.safetensors"
+    other.write_bytes(b"x")
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
+                               "f = open(sys.argv[1], 'rb'); fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True)\n"
+                               "time.sleep(60)", str(other)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert remove_stale_weights(tmp_path) == [] and other.exists()  # another process's lock
+    finally:
+        holder.kill()
+        holder.wait()
+    assert remove_stale_weights(tmp_path) == [other]  # its writer gone: stale
+
+
+def test_a_partial_weight_file_is_removed_only_once_old(tmp_path: Path) -> None:
+    import time
+
+    from agentgym_trl.engines.lifecycle import PARTIAL_AGE_S, PARTIAL_PREFIX
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    partial = tmp_path / f"{PARTIAL_PREFIX}{dead.pid}-abc.safetensors"
+    partial.write_bytes(b"x")
+    assert remove_stale_weights(tmp_path) == []  # maybe its writer, between creating and locking it
+    old = time.time() - PARTIAL_AGE_S - 1
+    os.utime(partial, (old, old))
+    assert remove_stale_weights(tmp_path) == [partial]

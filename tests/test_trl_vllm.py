@@ -110,6 +110,48 @@ def test_trl_engine_refuses_what_it_cannot_apply(tmp_path, overrides, message) -
         make_config(tmp_path, use_vllm=True, vllm_engine="trl", **overrides)
 
 
+BAD_VALUES = [
+    ({"vllm_gpu_memory_utilization": 0.0}, "vllm_gpu_memory_utilization is the share"),
+    ({"vllm_gpu_memory_utilization": 1.5}, "in \\(0, 1\\], got 1.5"),
+    ({"vllm_max_model_length": -1}, "vllm_max_model_length must be a positive"),
+    ({"vllm_model_impl": "sglang"}, "vllm_model_impl must be one of \\['vllm', 'transformers', 'auto'\\]"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    *BAD_VALUES,
+    ({"vllm_kv_cache_gb": 0.25}, "whole number of GiB, at least 1, got 0.25: vLLM's CPU backend reads"),
+    ({"vllm_kv_cache_gb": 1.5}, "whole number of GiB"),
+    ({"vllm_kv_cache_gb": 0.0}, "whole number of GiB"),
+])
+def test_the_process_engine_refuses_bad_values_when_the_config_is_built(tmp_path, overrides, message) -> None:
+    """Issue 61 item 13: a value an engine cannot take fails here, not when an engine starts, and a cache size
+    vLLM would round is refused rather than rounded."""
+    with pytest.raises(ValueError, match=message):
+        make_config(tmp_path, use_vllm=True, vllm_engine="process", **overrides)
+    assert make_config(tmp_path, use_vllm=True, vllm_engine="process", vllm_kv_cache_gb=2).vllm_kv_cache_gb == 2
+
+
+def test_the_engine_process_never_rounds_its_cache_size() -> None:
+    from agentgym_trl.engines.vllm_process import EngineError, kv_cache_space
+
+    assert kv_cache_space(3.0) == "3"
+    with pytest.raises(EngineError, match="whole number of GiB"):
+        kv_cache_space(0.25)
+
+
+@pytest.mark.usefixtures("vllm_importable")
+@pytest.mark.parametrize(("overrides", "message"), [
+    *BAD_VALUES,
+    ({"vllm_tensor_parallel_size": 0}, "vllm_tensor_parallel_size is the number of GPUs"),
+    ({"vllm_mode": "server", "vllm_server_timeout": 0}, "vllm_server_timeout is the seconds"),
+    ({"vllm_mode": "server", "vllm_server_timeout": -5.0}, "positive, got -5.0"),
+])
+def test_trl_engine_refuses_bad_values_when_the_config_is_built(tmp_path, overrides, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_config(tmp_path, use_vllm=True, vllm_engine="trl", **overrides)
+
+
 @pytest.mark.usefixtures("vllm_importable")
 def test_colocate_engine_context_holds_a_whole_context_and_a_turn(tmp_path) -> None:
     config = make_config(tmp_path, use_vllm=True, vllm_engine="trl", vllm_tensor_parallel_size=2,

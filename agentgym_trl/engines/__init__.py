@@ -142,9 +142,31 @@ def _build_trl(sampling: Sampling, stop_ids: tuple[int, ...], *, vllm_generation
                             device=device)
 
 
+#: the model code vLLM runs a model with (its ``model_impl``)
+VLLM_MODEL_IMPLS = ("vllm", "transformers", "auto")
+
+
+def _check_values(config: Any) -> None:
+    """The vLLM options both engines apply, refused when the config is built rather than when an engine starts
+    (minutes later, or on another host) or, worse, quietly taken."""
+    memory = config.vllm_gpu_memory_utilization
+    if not (isinstance(memory, (int, float)) and 0 < memory <= 1):
+        raise ValueError(f"vllm_gpu_memory_utilization is the share of the GPU's memory vLLM may take: a number in "
+                         f"(0, 1], got {memory!r}")
+    if config.vllm_max_model_length is not None and config.vllm_max_model_length <= 0:
+        raise ValueError(f"vllm_max_model_length must be a positive number of tokens (or unset), got "
+                         f"{config.vllm_max_model_length}")
+    if config.vllm_model_impl not in VLLM_MODEL_IMPLS:
+        raise ValueError(f"vllm_model_impl must be one of {list(VLLM_MODEL_IMPLS)}, got {config.vllm_model_impl!r}")
+
+
 def _check_process(config: Any, changed: set[str]) -> None:
-    if config.vllm_kv_cache_gb <= 0:
-        raise ValueError(f"vllm_kv_cache_gb must be positive, got {config.vllm_kv_cache_gb}")
+    _check_values(config)
+    space = config.vllm_kv_cache_gb
+    if not isinstance(space, (int, float)) or space < 1 or space != int(space):
+        raise ValueError(f"vllm_kv_cache_gb must be a whole number of GiB, at least 1, got {space!r}: vLLM's CPU "
+                         "backend reads its key/value cache size (VLLM_CPU_KVCACHE_SPACE) as an integer of GiB, so "
+                         "any other value would be rounded")
     if config.vllm_dtype not in VLLM_DTYPES:
         raise ValueError(f"vllm_dtype must be one of {list(VLLM_DTYPES)}, got {config.vllm_dtype!r}")
     _check_context(config)
@@ -157,6 +179,13 @@ def _check_context(config: Any) -> None:
 
 
 def _check_trl(config: Any, changed: set[str]) -> None:
+    _check_values(config)
+    if not (isinstance(config.vllm_tensor_parallel_size, int) and config.vllm_tensor_parallel_size >= 1):
+        raise ValueError(f"vllm_tensor_parallel_size is the number of GPUs one vLLM engine spans: at least 1, got "
+                         f"{config.vllm_tensor_parallel_size!r}")
+    if not config.vllm_server_timeout > 0:
+        raise ValueError(f"vllm_server_timeout is the seconds to wait for the vLLM server: positive, got "
+                         f"{config.vllm_server_timeout!r}")
     _check_context(config)
     needed = required_model_len(config.max_context_tokens, config.max_turn_tokens)
     if config.vllm_mode == "colocate":

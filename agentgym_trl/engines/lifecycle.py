@@ -2,7 +2,9 @@
 
 The engine process writes files other processes must not keep: its folder (log, socket, weights on disk) and the
 weight file in ``/dev/shm`` it reloads after each optimizer step. Each name holds the writer's pid; an engine that
-starts removes those whose writer is gone (``remove_stale_weights``, ``remove_stale_engine_dirs``). And a SIGTERM
+starts removes those whose writer is gone (``remove_stale_weights``, ``remove_stale_engine_dirs``). A pid alone
+cannot say so for ``/dev/shm``, which containers in other PID namespaces may share (``docker --ipc=host``): a weight
+file's writer holds a lock on it from birth to removal (``lock_file``), and a locked file is live. And a SIGTERM
 (kill, a scheduler's time limit) must end the process through its ``finally`` blocks and ``atexit`` so the engine
 is stopped and its files go: ``install_sigterm_exit``, installed when an engine process starts, not before.
 """
@@ -15,6 +17,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,13 +26,20 @@ logger = logging.getLogger(__name__)
 
 SHM = Path("/dev/shm")
 WEIGHTS_PREFIX = "agentgym-weights-"  # + the writing process's pid + "-" + random + ".safetensors"
+#: a weight file before it is locked and named (``"." + WEIGHTS_PREFIX + ...``): it exists for microseconds
+PARTIAL_PREFIX = "." + WEIGHTS_PREFIX
+#: a partial file younger than this may be its writer's, between its creation and its lock: never removed
+PARTIAL_AGE_S = 60.0
 ENGINE_DIR_PREFIX = "agentgym-vllm-"  # + the owning process's pid + "-" + random: log, socket, weights on disk
 SHORT_ROOT = Path("/tmp")  # where the socket goes when $TMPDIR makes its path too long
 
 
 def remove_stale_weights(shm: str | os.PathLike = SHM) -> list[Path]:
-    """Delete the weight files in ``shm`` whose writer is dead (a trainer killed mid-sync leaves its file, and
-    /dev/shm is memory); files of live processes, or without a pid in their name, stay.
+    """Delete the weight files in ``shm`` whose writer is gone (a trainer killed mid-sync leaves its file, and
+    /dev/shm is memory). A file is stale when nobody holds its lock and its writer's pid is dead here: a writer in
+    another PID namespace (``docker --ipc=host`` shares /dev/shm, not pids) holds the lock, so its file stays however
+    its pid looks. Files without a pid in their name stay; a partial file (``PARTIAL_PREFIX``: created, not yet
+    locked) stays until it is ``PARTIAL_AGE_S`` old.
 
     Args:
         shm: the shared-memory folder.
@@ -38,18 +48,50 @@ def remove_stale_weights(shm: str | os.PathLike = SHM) -> list[Path]:
         The files removed.
     """
     removed = []
-    for path in Path(shm).glob(f"{WEIGHTS_PREFIX}*"):
-        pid_text = path.name[len(WEIGHTS_PREFIX):].split("-", 1)[0]
+    folder = Path(shm)
+    candidates = [(path, len(WEIGHTS_PREFIX)) for path in folder.glob(f"{WEIGHTS_PREFIX}*")]
+    candidates += [(path, len(PARTIAL_PREFIX)) for path in folder.glob(f"{PARTIAL_PREFIX}*")]
+    for path, start in candidates:
+        pid_text = path.name[start:].split("-", 1)[0]
         if not pid_text.isdigit() or process_alive(int(pid_text)):
             continue
         try:
-            path.unlink()
+            if start == len(PARTIAL_PREFIX) and time.time() - path.lstat().st_mtime < PARTIAL_AGE_S:
+                continue
+            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            if not try_lock(descriptor):  # its writer is alive, wherever its pid lives
+                continue
+            path.unlink()  # under the lock: no writer can be taking it now
             removed.append(path)
         except OSError:
             continue
+        finally:
+            os.close(descriptor)
     if removed:
         logger.info("removed %d stale weight file(s) from %s", len(removed), shm)
     return removed
+
+
+def lock_file(descriptor: int) -> None:
+    """Hold an exclusive lock on an open file (``flock``: it belongs to the open file, so it is seen across PID
+    namespaces and is released when the writer's last descriptor closes, however the writer ends)."""
+    import fcntl
+
+    fcntl.flock(descriptor, fcntl.LOCK_EX)
+
+
+def try_lock(descriptor: int) -> bool:
+    """Take the lock of ``lock_file`` without waiting; False when another open file holds it (a live writer)."""
+    import fcntl
+
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def remove_stale_engine_dirs(roots: Sequence[str | os.PathLike] | None = None) -> list[Path]:

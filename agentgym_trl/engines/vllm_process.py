@@ -11,9 +11,11 @@ trainer talks to it over a local authenticated socket:
   head, LoRA merged, FSDP2 shards gathered) are written as one safetensors file to ``/dev/shm`` and
   reloaded in place (~0.3-0.7 s for 135M parameters on 2 CPU cores); the engine's prefix cache is
   reset with them. Where ``/dev/shm`` lacks the room (Docker's default is 64 MB) the file goes to the
-  engine's folder on disk instead, with one warning (``weights_folder``). The engine deletes the file
-  once read; files and engine folders left by a killed trainer (the owner's pid is in the name) are
-  removed when an engine starts, and SIGTERM is a clean exit (``lifecycle.py``). ``VLLMGenerator`` is its
+  engine's folder on disk instead, with one warning (``weights_folder``); the file's room is reserved before
+  it is written (``weight_file``), so two syncs at once cannot both count on the same free room. The engine
+  deletes the file once read; files and engine folders left by a killed trainer (the owner's pid is in the
+  name, and a live writer holds its file's lock) are removed when an engine starts, and SIGTERM is a clean exit
+  (``lifecycle.py``). ``VLLMGenerator`` is its
 ``Generator``; ``EngineWeightSync`` sends it the policy's weights after each optimizer step.
 
 The engine samples in bf16 while a CPU trainer scores under bf16 autocast over fp32 weights; TRL's
@@ -34,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from multiprocessing.connection import Client
 from pathlib import Path
@@ -43,8 +45,8 @@ from typing import Any
 import torch
 
 from agentgym_trl.engines.base import Sampling, TurnOutput, cut_turn
-from agentgym_trl.engines.lifecycle import (ENGINE_DIR_PREFIX, SHM, SHORT_ROOT, WEIGHTS_PREFIX, install_sigterm_exit,
-                                            remove_stale_engine_dirs, remove_stale_weights)
+from agentgym_trl.engines.lifecycle import (ENGINE_DIR_PREFIX, PARTIAL_PREFIX, SHM, SHORT_ROOT, install_sigterm_exit,
+                                            lock_file, remove_stale_engine_dirs, remove_stale_weights)
 from agentgym_trl.engines.weights import EXCLUDED_PREFIXES, merged_adapters, policy_weights
 
 logger = logging.getLogger(__name__)
@@ -171,7 +173,7 @@ class VLLMEngine:
         env.update({
             "AGENTGYM_VLLM_AUTHKEY": authkey,
             "HF_HUB_OFFLINE": "1",
-            "VLLM_CPU_KVCACHE_SPACE": str(max(1, round(options.kv_cache_gb))),
+            "VLLM_CPU_KVCACHE_SPACE": kv_cache_space(options.kv_cache_gb),
             # every core this process may use (vLLM's default leaves one to its scheduler: ~1.6x slower on 2 cores)
             "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", cpu_list()),
             "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING"),
@@ -229,12 +231,14 @@ class VLLMEngine:
 
     def log_excerpt(self, lines: int = 30) -> str:
         """What an error quotes of the engine log: its error lines first (a traceback, "Killed", "out of memory"),
-        which vLLM's chatter would push out of a plain tail, then the last ``lines`` lines."""
+        which vLLM's chatter would push out of a plain tail, then the last ``lines`` lines; of an engine killed by a
+        signal with no error line, only the last few (it could write nothing: they are unrelated)."""
         try:
             text = self._log_path.read_text(errors="replace")
         except OSError:
             return "(no engine log)"
-        return relevant_log(text, lines)
+        code = self._process.poll() if self._process is not None else None
+        return relevant_log(text, lines, killed=code is not None and code < 0)
 
     def _request(self, message: dict[str, Any]) -> dict[str, Any]:
         if self._connection is None:
@@ -306,23 +310,18 @@ class VLLMEngine:
 
     def load_weights(self, tensors: Iterator[tuple[str, torch.Tensor]] | dict[str, torch.Tensor]) -> float:
         """Replace the engine's weights by ``tensors`` (HF names); returns the seconds it took, file included."""
-        from safetensors.torch import save_file
-
         started = time.perf_counter()
         dtype = getattr(torch, self.options.dtype) if self.options.dtype != "auto" else None
         items = tensors.items() if isinstance(tensors, dict) else tensors
         payload = {name: (t.detach().to("cpu", dtype=dtype) if dtype else t.detach().cpu()).contiguous()
                    for name, t in items}
-        nbytes = sum(t.numel() * t.element_size() for t in payload.values())
-        folder = weights_folder(nbytes, self._dir)
-        handle, path = tempfile.mkstemp(prefix=f"{WEIGHTS_PREFIX}{os.getpid()}-", suffix=".safetensors", dir=folder)
-        os.close(handle)
-        try:
-            save_file(payload, path)
+        header, nbytes = safetensors_header(payload)
+        # its room reserved before a byte is written, and locked while it lives (the engine deletes it once read;
+        # the block, when it never got that far)
+        with weight_file(nbytes, self._dir, SHM) as (path, descriptor):
+            write_safetensors(descriptor, header, payload)
             del payload
-            self._request({"op": "load_weights", "path": path})
-        finally:
-            Path(path).unlink(missing_ok=True)  # the engine deletes it once read; here when it never got that far
+            self._request({"op": "load_weights", "path": str(path)})
         seconds = time.perf_counter() - started
         self.stats.weight_loads += 1
         self.stats.weight_load_s += seconds
@@ -374,23 +373,34 @@ def exit_status(process: subprocess.Popen | None, wait_s: float = 2.0) -> str:
     except ValueError:
         name = "an unknown signal"
     if -code == signal.SIGKILL:
-        name += ": out of memory? the kernel's OOM killer sends it (see `dmesg`), as does kill -9"
+        name += ": out of memory? killed, e.g. by the kernel's out-of-memory killer (`dmesg` says) or kill -9"
     return f"killed by signal {-code} ({name})"
 
 
-def relevant_log(text: str, lines: int = 30, flagged: int = 10) -> str:
+#: the log lines quoted of an engine killed by a signal whose log has no error line
+KILLED_TAIL = 5
+
+
+def relevant_log(text: str, lines: int = 30, flagged: int = 10, killed: bool = False) -> str:
     """The lines of an engine log an error should quote: up to ``flagged`` lines that say what went wrong
-    (``LOG_MARKERS``) from before the tail, then the last ``lines`` lines.
+    (``LOG_MARKERS``) from before the tail, then the last ``lines`` lines. A process killed by a signal (SIGKILL:
+    the OOM killer, ``kill -9``) writes nothing of it, so with no error line anywhere only the last
+    ``KILLED_TAIL`` lines are quoted, said to be no cause: a long tail of vLLM's chatter would read as one.
 
     Args:
         text: the log.
         lines: the tail's length.
         flagged: how many earlier error lines at most (the last ones: the nearest to the end).
+        killed: whether the engine was ended by a signal.
 
     Returns:
         The excerpt.
     """
     every = text.splitlines()
+    if killed and not any(marker in line for line in every for marker in LOG_MARKERS):
+        tail = every[-KILLED_TAIL:]
+        return "\n".join([f"its log has no error line (a process killed by a signal writes none); its last "
+                          f"{len(tail)} lines:", *tail])
     tail = every[-lines:] if lines > 0 else []
     earlier = every[: len(every) - len(tail)]
     hits = [line for line in earlier if any(marker in line for marker in LOG_MARKERS)][-flagged:]
@@ -418,7 +428,6 @@ def weights_folder(nbytes: int | None, fallback: str | os.PathLike, shm: str | o
     Raises:
         EngineError: neither folder has the room.
     """
-    global _SHM_WARNED
     shm, fallback = Path(shm), Path(fallback)
     needed = (nbytes or 0) + (1 << 20)  # the JSON header and some slack
     shm_free = shutil.disk_usage(shm).free if shm.is_dir() and os.access(shm, os.W_OK) else None
@@ -426,14 +435,160 @@ def weights_folder(nbytes: int | None, fallback: str | os.PathLike, shm: str | o
         return shm
     disk_free = shutil.disk_usage(fallback).free
     if nbytes is not None and disk_free < needed:
-        raise EngineError(f"no room for the engine's {nbytes / 2**20:.0f} MiB weight file: {shm} has "
-                          f"{(shm_free or 0) / 2**20:.0f} MiB free and {fallback} {disk_free / 2**20:.0f} MiB; "
-                          f"{SHM_HINT}, or free disk space there")
-    if shm_free is not None and not _SHM_WARNED:
-        _SHM_WARNED = True
-        logger.warning("%s has %.0f MiB free, too little for the %.0f MiB weight file: weights go through %s on "
-                       "disk (slower); %s", shm, shm_free / 2**20, nbytes / 2**20, fallback, SHM_HINT)
+        raise EngineError(no_room(nbytes, shm, shm_free or 0, fallback, disk_free))
+    if shm_free is not None:
+        _warn_disk(f"{shm} has {shm_free / 2**20:.0f} MiB free, too little for the {nbytes / 2**20:.0f} MiB weight "
+                   "file", fallback)
     return fallback
+
+
+def no_room(nbytes: int, shm: Path, shm_free: int, fallback: Path, disk_free: int) -> str:
+    """The one line of a weight file that fits nowhere."""
+    return (f"no room for the engine's {nbytes / 2**20:.0f} MiB weight file: {shm} has {shm_free / 2**20:.0f} MiB "
+            f"free and {fallback} {disk_free / 2**20:.0f} MiB; {SHM_HINT}, or free disk space there")
+
+
+def _warn_disk(why: str, fallback: Path) -> None:
+    """Say once per process that weights go through the disk, why, and the fix."""
+    global _SHM_WARNED
+    if not _SHM_WARNED:
+        _SHM_WARNED = True
+        logger.warning("%s: weights go through %s on disk (slower); %s", why, fallback, SHM_HINT)
+
+
+class NoRoom(OSError):
+    """A folder could not reserve a weight file's bytes."""
+
+
+@contextmanager
+def weight_file(nbytes: int, fallback: str | os.PathLike, shm: str | os.PathLike = SHM) -> Iterator[tuple[Path, int]]:
+    """A new weight file of exactly ``nbytes``, its room reserved before anything is written, locked by this process
+    while it lives (``lifecycle.lock_file``: a locked file is live to ``remove_stale_weights``, whatever PID
+    namespace looks at it), and removed when the block ends.
+
+    A free-space check alone reserves nothing: two syncs that each fit (two ranks on one host) would both pass it
+    and then fail half-written. The room is allocated at once (``posix_fallocate``), so the second one's
+    reservation fails instead, and its file goes to ``fallback`` on disk with ``weights_folder``'s warning.
+
+    Args:
+        nbytes: the file's exact size.
+        fallback: the folder on disk used when ``shm`` cannot take it.
+        shm: the shared-memory folder.
+
+    Yields:
+        The file's path and an open read-write descriptor at its start.
+
+    Raises:
+        EngineError: neither folder could reserve the room.
+    """
+    shm, fallback = Path(shm), Path(fallback)
+    folder = weights_folder(nbytes, fallback, shm)
+    try:
+        path, descriptor = reserve_file(folder, nbytes)
+    except NoRoom:
+        if folder == fallback:
+            raise EngineError(no_room(nbytes, shm, 0, fallback, shutil.disk_usage(fallback).free)) from None
+        _warn_disk(f"{shm} could not reserve the {nbytes / 2**20:.0f} MiB weight file (another sync may hold the "
+                   "room)", fallback)
+        try:
+            path, descriptor = reserve_file(fallback, nbytes)
+        except NoRoom:
+            raise EngineError(no_room(nbytes, shm, shutil.disk_usage(shm).free, fallback,
+                                      shutil.disk_usage(fallback).free)) from None
+    try:
+        yield path, descriptor
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(descriptor)  # the lock goes with it
+
+
+def reserve_file(folder: Path, nbytes: int) -> tuple[Path, int]:
+    """Create a weight file in ``folder`` (``lifecycle.WEIGHTS_PREFIX`` + pid) holding ``nbytes`` allocated bytes.
+
+    It is created under a partial name, locked, then renamed, so a file under the weights' name is locked from its
+    first moment; then its bytes are allocated, which fails with ``NoRoom`` (the file removed) when the folder
+    cannot hold them.
+
+    Returns:
+        The path and the open, locked descriptor.
+    """
+    descriptor, partial = tempfile.mkstemp(prefix=f"{PARTIAL_PREFIX}{os.getpid()}-", suffix=".safetensors",
+                                           dir=folder)
+    path = Path(partial).with_name(Path(partial).name[1:])
+    try:
+        lock_file(descriptor)
+        os.rename(partial, path)
+        allocate(descriptor, nbytes)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
+        os.close(descriptor)
+        raise
+    return path, descriptor
+
+
+def allocate(descriptor: int, nbytes: int) -> None:
+    """Give an open file ``nbytes`` of allocated room (``posix_fallocate``), raising ``NoRoom`` when the folder has
+    not got it; where the call does not exist or the file system cannot do it, the size is set without a
+    reservation (``ftruncate``), as before."""
+    import errno
+
+    if nbytes <= 0:
+        return
+    if hasattr(os, "posix_fallocate"):
+        try:
+            os.posix_fallocate(descriptor, 0, nbytes)
+            return
+        except OSError as error:
+            if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise NoRoom(error.errno, f"no room for {nbytes} bytes") from None
+            if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise
+    os.ftruncate(descriptor, nbytes)
+
+
+#: safetensors' names of the dtypes a weight file may hold
+SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+                      torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+                      torch.uint8: "U8", torch.bool: "BOOL", torch.float8_e4m3fn: "F8_E4M3",
+                      torch.float8_e5m2: "F8_E5M2"}
+
+
+def safetensors_header(tensors: dict[str, torch.Tensor]) -> tuple[bytes, int]:
+    """The safetensors header of ``tensors`` (in their order) and the whole file's size, known before a byte is
+    written, so its room can be reserved; safetensors' own writer truncates the file it opens, which would give
+    a reservation back.
+
+    Returns:
+        The header (length prefix and JSON, padded to 8 bytes) and the file's size in bytes.
+    """
+    import json
+    import struct
+
+    entries: dict[str, Any] = {}
+    offset = 0
+    for name, tensor in tensors.items():
+        if tensor.dtype not in SAFETENSORS_DTYPES:
+            raise EngineError(f"the weight {name!r} has dtype {tensor.dtype}, which a safetensors file cannot hold")
+        size = tensor.numel() * tensor.element_size()
+        entries[name] = {"dtype": SAFETENSORS_DTYPES[tensor.dtype], "shape": list(tensor.shape),
+                         "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(entries, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    header = struct.pack("<Q", len(text)) + text
+    return header, len(header) + offset
+
+
+def write_safetensors(descriptor: int, header: bytes, tensors: dict[str, torch.Tensor]) -> None:
+    """Write a safetensors file (``safetensors_header``'s header, then each CPU tensor's bytes) from the start of
+    the open file ``descriptor``, in its reserved room: never truncated, so nothing is given back mid-write."""
+    with open(descriptor, "r+b", closefd=False) as out:
+        out.seek(0)
+        out.write(header)
+        for tensor in tensors.values():
+            if tensor.numel():
+                out.write(tensor.contiguous().reshape(-1).view(torch.uint8).numpy().data)
 
 
 def checkpoint_bytes(folder: str | os.PathLike, dtype: str = "bfloat16") -> int | None:
@@ -506,6 +661,15 @@ def socket_address(folder: str | os.PathLike, short_root: str | os.PathLike = SH
         shutil.rmtree(short, ignore_errors=True)
         raise EngineError(f"{too_long}; set TMPDIR to a shorter folder")
     return short / SOCKET_NAME, short
+
+
+def kv_cache_space(gib: float) -> str:
+    """``VLLM_CPU_KVCACHE_SPACE`` for ``gib``: vLLM's CPU backend reads it as an integer of GiB, so a value it would
+    round (0.25 to 1, 1.5 to 1) is refused here, not changed silently (the config refuses it when built)."""
+    if isinstance(gib, bool) or not isinstance(gib, (int, float)) or gib < 1 or gib != int(gib):
+        raise EngineError(f"kv_cache_gb must be a whole number of GiB, at least 1, got {gib!r}: vLLM's CPU backend "
+                          "reads VLLM_CPU_KVCACHE_SPACE as an integer of GiB")
+    return str(int(gib))
 
 
 def cpu_list() -> str:
