@@ -27,6 +27,7 @@ from typing import Any
 from agentgym_envs.evaluation.metrics import item_successes, success_interval, summarize
 from agentgym_envs.evaluation.records import load_run
 from agentgym_envs.evaluation.runner import SUMMARY_FILE, plan_jobs
+from agentgym_trl import metrics
 from agentgym_trl.eval import evaluate_model
 from agentgym_trl.fast_training import bf16_is_fast
 from agentgym_trl.stages import run_logged
@@ -205,10 +206,10 @@ def logged_steps(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 #: A training curve's series, by the name the report gives them: the metric each is read from
-CURVE_KEYS = {"budget": "agent/max_turns", "success": "agent/success", "reward": "agent/reward",
-              "turns": "agent/turns_mean", "valid_action_rate": "agent/valid_action_rate",
-              "model_tokens": "agent/model_tokens_mean", "zero_advantage_groups": "frac_reward_zero_std",
-              "skipped_rows": "train/skipped_rows_frac", "step_s": "step_time"}
+CURVE_KEYS = {"budget": metrics.BUDGET, "success": metrics.SUCCESS, "reward": metrics.REWARD,
+              "turns": metrics.TURNS_MEAN, "valid_action_rate": metrics.VALID_ACTION_RATE,
+              "model_tokens": metrics.MODEL_TOKENS_MEAN, "zero_advantage_groups": "frac_reward_zero_std",
+              "skipped_rows": metrics.SKIPPED_ROWS_FRAC, "step_s": "step_time"}
 
 
 def training_curve(rows: Sequence[Mapping[str, Any]], keys: Mapping[str, str] = CURVE_KEYS) -> dict[str, list]:

@@ -28,6 +28,7 @@ VALID_ACTION_RATE = "agent/valid_action_rate"
 BUDGET = "agent/max_turns"  # the step's turn budget
 TURNS_MEAN = "agent/turns_mean"
 ROLLOUT_S = "agent/rollout_s"
+MODEL_TOKENS_MEAN = "agent/model_tokens_mean"
 CUT_TURN_FRAC = "agent/cut_turn_frac"
 TRUNCATED_TURN_TOKENS_FRAC = "agent/truncated_turn_tokens_frac"
 TRUNCATED_CONTEXT_FRAC = "agent/truncated_context_frac"
@@ -96,7 +97,7 @@ def rollout_metrics(stats: Sequence[dict[str, Any]]) -> dict[str, float]:
         TRUNCATED_CONTEXT_FRAC: reasons.count(CONTEXT) / count,
         "agent/budget_exhausted_frac": reasons.count(MAX_TURNS) / count,
         "agent/env_error_frac": reasons.count(ENV_ERROR) / count,
-        "agent/model_tokens_mean": _mean([s["model_tokens"] for s in stats]),
+        MODEL_TOKENS_MEAN: _mean([s["model_tokens"] for s in stats]),
     }
     by_env: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for s in stats:

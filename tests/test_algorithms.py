@@ -305,6 +305,7 @@ def test_two_process_run_with_an_estimator(tmp_path, estimator: list[str]) -> No
         estimator = [*estimator, "--critic_model", str(save_tiny(tmp_path / "critic", seed=1))]
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_2PROC), str(EXAMPLE),
+        "--preset", "cpu-demo",
         "--model_name_or_path", str(save_tiny(tmp_path / "tiny")), "--env_ids", TEXTCRAFT,
         "--max_turns_schedule", "0:2", "--max_steps", "1", "--per_device_train_batch_size", "4",
         "--max_turn_tokens", "12", "--max_context_tokens", "2048", "--truncated_turn", "step",
