@@ -83,10 +83,7 @@ def write_atomically(path: str | os.PathLike, text: str) -> None:
     path = Path(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        # a new file (no link followed) with the mode a plain write gives (0666 less the umask)
-        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
-        with open(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+        temporary.write_text(text, encoding="utf-8")
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
