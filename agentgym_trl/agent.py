@@ -106,7 +106,7 @@ class ModelAgent(BaseAgent):
         eos = generation_config.eos_token_id
         # the same template arguments as training (AgentGRPOConfig.chat_template_kwargs), so the prompts match
         encoder = ChatEncoder(tokenizer, eos if isinstance(eos, list) else [eos], chat_template_kwargs)
-        sampling = Sampling().at(temperature)
+        sampling = Sampling.at(temperature)
         if network is None:
             generator = make_generator(engine, sampling, encoder.stop_ids, model=path, options=options)
         else:

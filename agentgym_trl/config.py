@@ -18,7 +18,7 @@ from trl import GRPOConfig
 
 from agentgym_trl.curriculum import ScheduleError, TurnSchedule
 from agentgym_trl.data import check_env_ids
-from agentgym_trl.engines import engine_kind, engine_named, refuse
+from agentgym_trl.engines import VLLM_ENGINE_NAMES, engine_kind, engine_named, refuse
 from agentgym_trl.estimators import ESTIMATORS, Estimator, estimator_named, names_where
 from agentgym_trl.fast_training import LOSS_NORMALISERS, bf16_is_fast
 from agentgym_trl.item_draws import ITEM_DRAWS
@@ -506,8 +506,8 @@ class GenerationOptions:
         if self.engine is None:
             return
         engine_named(self.engine)  # an unknown engine names the known ones
-        if self.engine in VLLM_KINDS:
-            self.use_vllm, self.vllm_engine = True, VLLM_KINDS[self.engine]
+        if self.engine in VLLM_ENGINE_NAMES:
+            self.use_vllm, self.vllm_engine = True, VLLM_ENGINE_NAMES[self.engine]
         elif self.use_vllm:
             raise ValueError(f"engine={self.engine!r} samples without vLLM: leave use_vllm off (or name a vLLM engine)")
 
@@ -635,8 +635,7 @@ class AgentGRPOConfig(GRPOConfig, *reversed(SECTIONS)):
 # The vllm_* options' defaults: one set away from its default must apply to the engine that runs (the engines'
 # declarations in agentgym_trl/engines say which do).
 VLLM_OPTION_DEFAULTS = {f.name: f.default for f in fields(AgentGRPOConfig) if f.name.startswith("vllm_")}
-#: the vLLM engines by kind, as ``vllm_engine`` names them
-VLLM_KINDS = {"vllm-process": "process", "vllm-trl": "trl"}
+
 
 
 def _has_accelerator() -> bool:

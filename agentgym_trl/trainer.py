@@ -283,7 +283,7 @@ class AgentGRPOTrainer(GRPOTrainer):
             self.generation_config = GenerationConfig(do_sample=True, temperature=self.temperature, top_p=self.top_p,
                                                       top_k=self.top_k)
         sampling = Sampling.of(self.generation_config)
-        sampling = sampling.at(0.0) if greedy else sampling
+        sampling = Sampling.at(0.0) if greedy else sampling
         kind, pad = self.args.engine_kind, self._tokenizer.pad_token_id
         needs = dict(model=self.model, generation_config=self.generation_config, pad_id=pad,
                      unwrap=self._unwrapped_model, device=self.accelerator.device)

@@ -88,9 +88,11 @@ def make_generator(kind: str, sampling: Sampling, stop_ids: Any, **needs: Any) -
     return engine_named(kind).build(sampling, tuple(stop_ids), **needs)
 
 
-#: ``vllm_engine``'s values (the config's choice among the vLLM engines, with ``use_vllm``)
-VLLM_CHOICES = {"auto": None, "trl": "vllm-trl", "vllm-trl": "vllm-trl", "process": "vllm-process",
-                "vllm-process": "vllm-process"}
+#: the vLLM engines by kind, as the config's ``vllm_engine`` also names them
+VLLM_ENGINE_NAMES = {"vllm-process": "process", "vllm-trl": "trl"}
+#: ``vllm_engine``'s values (the config's choice among the vLLM engines, with ``use_vllm``); ``auto``: by device
+VLLM_CHOICES = {"auto": None, **{name: kind for kind, name in VLLM_ENGINE_NAMES.items()},
+                **{kind: kind for kind in VLLM_ENGINE_NAMES}}
 
 
 def engine_kind(use_vllm: bool, vllm_engine: str = "auto", cuda: bool = False) -> str:

@@ -76,9 +76,10 @@ class Sampling:
                    top_p=float(getattr(generation_config, "top_p", None) or 1.0),
                    top_k=int(getattr(generation_config, "top_k", None) or 0))
 
-    def at(self, temperature: float) -> Sampling:
-        """The same sampling at another temperature; 0 is greedy, from the whole distribution otherwise."""
-        return Sampling(temperature=0.0) if temperature == 0 else Sampling(temperature=float(temperature))
+    @classmethod
+    def at(cls, temperature: float) -> Sampling:
+        """Sampling at ``temperature`` from the whole distribution (top-k 0, top-p 1); 0 is greedy."""
+        return cls(temperature=float(temperature))
 
     def generation_config(self, base: Any) -> Any:
         """``base`` (the model's or TRL's ``GenerationConfig``, with its ids and other settings) set to sample so."""
