@@ -215,8 +215,37 @@ class Subcommands(argparse._SubParsersAction):
         return super().add_parser(name, **kwargs)
 
 
+#: the entry point group under which an installed trainer package adds its rows to ``agentgym doctor``
+DOCTOR_ENTRY_POINT_GROUP = "agentgym.doctor"
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """``agentgym doctor``: this machine's CPU class and the flags that decide it, and (with the trainer installed)
+    the precision and engine a run gets here; ``--measure`` adds a matmul's GFLOP/s in fp32 and bf16."""
+    from importlib.metadata import entry_points
+
+    from agentgym_envs.core.machine import CPU_CLASSES, cpu_report
+
+    report = cpu_report()
+    rows: list[tuple[str, object]] = [
+        ("CPU", f"{report.model}, {report.cores} cores usable"),
+        ("deciding flags", " ".join(report.flags) or "none of " + " ".join(CPU_CLASSES)),
+        ("class", report.describe()),
+    ]
+    points = list(entry_points(group=DOCTOR_ENTRY_POINT_GROUP))
+    for point in points:
+        rows += point.load()(measure=args.measure)
+    if not points:
+        rows.append(("training", "the trainer is not installed: pip install 'agentgym-rl[train]'"))
+    if args.json:
+        print(json.dumps({**report.to_dict(), "rows": {name: str(value) for name, value in rows}}, indent=1))
+    else:
+        print(render_table(("", "this machine"), [(name, str(value)) for name, value in rows]))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``agentgym`` command line: list, play, solve, serve, collect, eval, view and plot."""
+    """The ``agentgym`` command line: list, play, solve, serve, collect, doctor, eval, view and plot."""
     parser = argparse.ArgumentParser(prog="agentgym", description="AgentGym environments for LLM agents",
                                      formatter_class=DefaultsHelpFormatter)
     parser.register("action", "parsers", Subcommands)
@@ -287,6 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_servers_argument(gather)
     gather.set_defaults(run=cmd_collect)
+
+    doctor = commands.add_parser("doctor", help="this machine's CPU class, and the precision and engine a run gets")
+    doctor.add_argument("--measure", action="store_true", help="also time a matmul in fp32 and bf16 (about 2 s)")
+    doctor.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    doctor.set_defaults(run=cmd_doctor)
 
     add_commands(commands)
     return parser

@@ -479,8 +479,10 @@ class GenerationOptions:
             "~/.cache/agentgym/vllm-env; $AGENTGYM_VLLM_PYTHON also works). The engine runs there, in its own process."
         },
     )
-    vllm_dtype: str = field(
-        default="bfloat16", metadata={"help": "With use_vllm: the engine's weight dtype ('bfloat16', 'float32', ...)."}
+    vllm_dtype: str | None = field(
+        default=None, metadata={"help": "With use_vllm: the engine's weight dtype ('bfloat16', 'float32', ...). "
+                                "Default: bfloat16 on a GPU or a CPU with AVX512-BF16, float32 on other CPUs (where "
+                                "bf16 is emulated); `agentgym doctor` says which this machine gets."}
     )
     vllm_kv_cache_gb: float = field(
         default=1.0, metadata={"help": "With use_vllm on CPU: GiB of the engine's key/value cache, a whole number "

@@ -246,9 +246,17 @@ def micro_batch_shares(loss_type: str, inputs: Mapping[str, Any], groups: Sequen
 
 
 def bf16_is_fast() -> bool:
-    """Whether bf16 autocast pays off here: a GPU with bf16, or a CPU with AVX512-BF16 or AMX (there a 135M
-    model's forward + backward runs ~3x faster than in fp32); on other CPUs bf16 is emulated and slower."""
+    """Whether bf16 autocast pays off here: a GPU with bf16, or a CPU of class ``avx512-bf16`` (AVX512-BF16 or AMX;
+    there a 135M model's forward + backward runs ~3x faster than in fp32); on other CPUs bf16 is emulated and slower.
+
+    The CPU's class honours ``ATEN_CPU_CAPABILITY`` / ``ONEDNN_MAX_CPU_ISA`` (``agentgym_envs.core.machine``), so a
+    process forced onto the AVX2 kernels chooses fp32 as an AVX2-only machine does."""
     if torch.cuda.is_available():
         return bool(torch.cuda.is_bf16_supported())
-    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    from agentgym_envs.core.machine import bf16_is_native
+
+    native = bf16_is_native()
+    if native is not None:
+        return native
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # no /proc/cpuinfo: ask torch
     return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)

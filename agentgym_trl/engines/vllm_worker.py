@@ -42,6 +42,7 @@ def main() -> None:
     args = parser.parse_args()
 
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core in this process: its model is reachable
+    honour_isa_cap()
     from multiprocessing.connection import Listener
 
     from vllm import LLM
@@ -59,6 +60,24 @@ def main() -> None:
         print(READY_LINE, flush=True)
         with listener.accept() as connection:
             serve(llm, connection)
+
+
+def honour_isa_cap() -> None:
+    """Make vLLM choose its kernels as on an AVX2-only CPU when ``ATEN_CPU_CAPABILITY`` caps PyTorch at AVX2.
+
+    vLLM's CPU build picks its kernel library (``_C_AVX2`` or the AVX-512 ones) and attention path from the
+    hardware's flags (``torch.cpu._is_avx512_supported`` and friends) and has no switch of its own; PyTorch and
+    oneDNN honour ``ATEN_CPU_CAPABILITY`` / ``ONEDNN_MAX_CPU_ISA``. With the cap set below AVX-512 (how the AVX2
+    path is measured on an AVX-512 machine) those probes answer False, so the whole engine runs the AVX2 path.
+    """
+    if os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower() not in ("default", "avx2"):
+        return
+    import torch
+
+    for probe in ("_is_avx512_supported", "_is_avx512_bf16_supported", "_is_avx512_vnni_supported",
+                  "_is_amx_tile_supported", "_is_amx_fp16_supported"):
+        if hasattr(torch.cpu, probe):
+            setattr(torch.cpu, probe, lambda: False)
 
 
 def serve(llm, connection) -> None:
