@@ -4,6 +4,7 @@ stage, and what each stage scored, written to ``results/main_job.json`` (``main_
 
     python benchmarks/bench_main_job.py                     # ~10 minutes on 2 cores; extra arguments go to grpo.py
     python benchmarks/bench_main_job.py --use_vllm true     # the same job with the vLLM engine process
+    python benchmarks/bench_main_job.py --result-name NAME  # results/NAME.json (bench_cpu_class.py, per CPU class)
 
 The job runs in a child process under GNU time (``/usr/bin/time -v``: ``gnu_time_max_rss_gb`` is the peak of
 its largest process); a sampler reads the resident memory of every process of its tree every 0.2 s (the
@@ -85,6 +86,10 @@ def gnu_time_max_rss_gb(report: Path) -> float | None:
 
 def main() -> None:
     extra = sys.argv[1:]
+    result_name = None  # --result-name NAME: results/NAME.json, the plot left in the run's folder (bench_cpu_class)
+    if "--result-name" in extra:
+        at = extra.index("--result-name")
+        result_name, extra = extra[at + 1], extra[:at] + extra[at + 2:]
     use_vllm = "--use_vllm" in extra and extra[extra.index("--use_vllm") + 1].lower() == "true"
     shutil.rmtree(OUTPUT_DIR, ignore_errors=True)  # a fresh run: no reused warm-up or evaluation
     command = ["accelerate", "launch", "examples/grpo.py", *extra]
@@ -119,9 +124,10 @@ def main() -> None:
     stages = json.loads((OUTPUT_DIR / "stages.json").read_text())
     rows = [json.loads(line) for line in (OUTPUT_DIR / "agent_metrics.jsonl").read_text().splitlines() if line]
     steps = [{key: row[key] for key in STEP_KEYS if key in row} for row in rows if "agent/success" in row]
-    write_result("main_job_vllm" if use_vllm else "main_job", {
+    write_result(result_name or ("main_job_vllm" if use_vllm else "main_job"), {
         "command": " ".join(command),
         "engine": "vllm" if use_vllm else "hf",
+        "choice": next((line.strip() for line in log if line.startswith(("CPU ", "GPU "))), None),
         "wall_clock": f"{int(seconds // 60)}:{int(seconds % 60):02d}",
         "wall_s": round(seconds, 1),
         "peak_rss_gb": round(max(p.get("total_gb", 0.0) for p in memory.peaks.values()), 2),
@@ -130,7 +136,9 @@ def main() -> None:
         "stages": stages,
         "grpo_steps": steps,
     })
-    shutil.copyfile(OUTPUT_DIR / "stages.png", ROOT / "docs" / ("main_job_vllm.png" if use_vllm else "main_job.png"))
+    if result_name is None:
+        plot = "main_job_vllm.png" if use_vllm else "main_job.png"
+        shutil.copyfile(OUTPUT_DIR / "stages.png", ROOT / "docs" / plot)
     for name, stage in stages.items():
         print(f"{name}: success {stage['success']:.2f} {stage['ci95']}")
 

@@ -31,10 +31,14 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def write_result(name: str, data: dict[str, Any]) -> Path:
-    """Write ``results/<name>.json`` with the machine it ran on."""
+    """Write ``results/<name>.json`` with the machine it ran on: its CPU, class and deciding flags (and what forced
+    the class, if anything did)."""
+    from agentgym_envs.core.machine import cpu_report
+
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     payload = {"benchmark": name, "machine": {"python": platform.python_version(),
-                                              "cpu": platform.processor() or platform.machine()},
+                                              "cpu": platform.processor() or platform.machine(),
+                                              **cpu_report().to_dict()},
                "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **data}
     path = RESULTS_DIR / f"{name}.json"
     path.write_text(json.dumps(payload, indent=1) + "\n")

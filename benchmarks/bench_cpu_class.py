@@ -1,0 +1,184 @@
+"""Speed per CPU class, in one run on one machine -> results/cpu_class_<class>.json.
+
+A user cannot choose their CPU. On an AVX512-BF16 machine this runs every part twice: as the machine is
+(``native``) and forced onto the AVX2 path (``avx2``: ``ATEN_CPU_CAPABILITY=avx2`` for PyTorch's kernels,
+``ONEDNN_MAX_CPU_ISA=AVX2`` for oneDNN's; the vLLM engine process takes its AVX2 kernels under the same
+variables, ``vllm_worker.honour_isa_cap``). Each part runs in a child process with that environment:
+
+* ``matmul``: the class's own yardstick, a 1024 x 1024 matmul's GFLOP/s in fp32 and bf16 (2 s each); it also shows
+  that forcing worked (bf16 falls from ~2x fp32 to ~0.5% of it);
+* ``eval``: ``agentgym eval --model default`` at the rollout-speed shape (8 TextCraft depth-1 test items x 2 samples,
+  4 turns of at most 48 tokens, batch 16) per engine and dtype: HF fp32, HF bf16, the vLLM engine process in
+  bfloat16 and in float32. Sampled tokens per second of agent time, and that figure per GFLOP/s of the class's
+  matmul peak in the dtype it ran (comparable across machines), where the time went (model vs env), and which
+  variant the class gets by default. A variant over ``--eval-timeout`` seconds is recorded as such (HF bf16 on the
+  AVX2 path: emulated bf16 runs at 0.9 GFLOP/s);
+* ``main_job``: the main job (``bench_main_job.py``, ``accelerate launch examples/grpo.py``) under the class's
+  environment: wall time, peak memory and scores per stage, and its GRPO steps' time, into
+  ``results/main_job_<class>.json``.
+
+    python benchmarks/bench_cpu_class.py                          # matmul + eval, both classes (~15 min on 2 cores)
+    python benchmarks/bench_cpu_class.py --parts main_job         # + ~10 min (native) and more (avx2)
+    python benchmarks/bench_cpu_class.py --classes avx2 --parts matmul
+
+Measure with nothing else running: ``nice`` does not shield a benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import RESULTS_DIR, write_result  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+#: how each class runs: the variables set (and, for native, removed) in its children
+CLASS_ENVIRONMENTS = {"native": {}, "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
+FORCING = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
+#: the evaluation variants: name -> (engine, bf16 of HF / dtype of the vLLM engine)
+EVAL_VARIANTS = {"hf fp32": ("hf", "float32"), "hf bf16": ("hf", "bfloat16"),
+                 "vllm bf16": ("vllm-process", "bfloat16"), "vllm fp32": ("vllm-process", "float32")}
+#: the rollout-speed shape
+SHAPE = dict(env_id="AgentGym/TextCraft-Depth1-v0", items=8, samples=2, turns=4, turn_tokens=48, batch=16,
+             temperature=1.0, seed=0)
+
+
+def child_environment(cpu_class: str) -> dict[str, str]:
+    """This process's environment with the class's forcing variables (and no stray ones)."""
+    env = {key: value for key, value in os.environ.items() if key not in FORCING}
+    return {**env, **CLASS_ENVIRONMENTS[cpu_class], "PYTHONPATH": str(ROOT)}
+
+
+def run_child(cpu_class: str, arguments: list[str], timeout: float) -> dict:
+    """Run this script as a child in the class's environment; its last stdout line is its JSON result."""
+    command = [sys.executable, __file__, "--child", *arguments]
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, env=child_environment(cpu_class), capture_output=True, text=True,
+                              timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"timed_out_after_s": timeout}
+    if done.returncode != 0:
+        return {"failed": done.stderr[-2000:], "seconds": round(time.perf_counter() - started, 1)}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure_matmul() -> dict:
+    """The child's part ``matmul``: GFLOP/s in fp32 and bf16, and which kernels torch runs."""
+    import torch
+
+    from agentgym_trl.hardware import matmul_peak
+
+    fp32, bf16 = matmul_peak(torch.float32, seconds=2.0), matmul_peak(torch.bfloat16, seconds=2.0)
+    return {"torch_kernels": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
+            "fp32_gflops": round(fp32, 1), "bf16_gflops": round(bf16, 1), "bf16_over_fp32": round(bf16 / fp32, 4)}
+
+
+def measure_eval(variant: str) -> dict:
+    """The child's part ``eval``: one variant at the rollout-speed shape."""
+    from agentgym_envs.evaluation.records import load_run
+    from agentgym_trl.engines.vllm_process import EngineOptions
+    from agentgym_trl.eval import evaluate_model
+
+    engine, dtype = EVAL_VARIANTS[variant]
+    options = (dict(bf16=dtype == "bfloat16") if engine == "hf" else
+               dict(engine=engine, engine_options=EngineOptions(dtype=dtype, max_model_len=4096,
+                                                                max_num_seqs=SHAPE["batch"])))
+    with tempfile.TemporaryDirectory() as out:
+        started = time.perf_counter()
+        evaluate_model("default", [SHAPE["env_id"]], out, n_samples=SHAPE["samples"], max_turns=[SHAPE["turns"]],
+                       limit=SHAPE["items"], temperature=SHAPE["temperature"], batch_size=SHAPE["batch"],
+                       max_turn_tokens=SHAPE["turn_tokens"], seed=SHAPE["seed"], progress=False, **options)
+        wall = time.perf_counter() - started
+        records = load_run(out)
+    batches = {(r["timing"]["batch_s"], r["timing"]["batch_agent_s"]): r["timing"] for r in records if r.get("timing")}
+    agent_s = sum(timing["batch_agent_s"] for timing in batches.values())
+    env_s = sum(timing.get("batch_env_s") or 0.0 for timing in batches.values())
+    tokens = sum(int(r.get("tokens") or 0) for r in records)
+    return {"variant": variant, "engine": engine, "dtype": dtype, "episodes": len(records), "sampled_tokens": tokens,
+            "agent_s": round(agent_s, 2), "env_s": round(env_s, 2), "wall_s": round(wall, 1),
+            "overhead_s": round(wall - agent_s - env_s, 1),  # model loading, engine start, writing records
+            "tokens_per_s": round(tokens / agent_s, 1) if agent_s else None,
+            "success": round(sum(bool(r.get("success")) for r in records) / max(len(records), 1), 3),
+            "per_episode": [{"item": r.get("item_id"), "sample": r.get("sample"), "tokens": r.get("tokens"),
+                             "turns": r.get("turns"), "success": bool(r.get("success"))} for r in records]}
+
+
+def default_variant(cpu_class: str) -> str:
+    """The variant the class gets when a user names no engine and no precision (asked in the class's child)."""
+    code = ("from agentgym_trl.fast_training import bf16_is_fast; from agentgym_trl.hardware import DEFAULT_ENGINE;"
+            "print(DEFAULT_ENGINE, bf16_is_fast())")
+    done = subprocess.run([sys.executable, "-c", code], env=child_environment(cpu_class), capture_output=True,
+                          text=True, check=True, cwd=ROOT)
+    engine, bf16 = done.stdout.split()
+    kind = "hf" if engine == "hf" else "vllm"
+    return f"{kind} {'bf16' if bf16 == 'True' else 'fp32'}"
+
+
+def run_main_job(cpu_class: str, timeout: float) -> dict:
+    """The main job under the class's environment (``bench_main_job.py``), summarised from its result file."""
+    name = f"main_job_{cpu_class}"
+    command = [sys.executable, str(ROOT / "benchmarks" / "bench_main_job.py"), "--result-name", name]
+    try:
+        subprocess.run(command, env=child_environment(cpu_class), check=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"timed_out_after_s": timeout}
+    job = json.loads((RESULTS_DIR / f"{name}.json").read_text())
+    steps = sorted(step["step_time"] for step in job["grpo_steps"] if "step_time" in step)
+    return {"result_file": f"{name}.json", "wall_s": job["wall_s"], "peak_rss_gb": job["peak_rss_gb"],
+            "stage_seconds": {stage: values["seconds"] for stage, values in job["stage_time_and_memory"].items()},
+            "success": {stage: values["success"] for stage, values in job["stages"].items()},
+            "grpo_step_s_median": steps[len(steps) // 2] if steps else None}
+
+
+def measure_class(cpu_class: str, parts: list[str], eval_timeout: float) -> dict:
+    """Every part asked for, for one class; each eval figure also as a ratio to the class's matmul peak."""
+    matmul = run_child(cpu_class, ["matmul"], timeout=120)
+    result: dict = {"environment": CLASS_ENVIRONMENTS[cpu_class], "matmul": matmul}
+    if "eval" in parts:
+        rows = []
+        for variant in EVAL_VARIANTS:
+            row = {"variant": variant, **run_child(cpu_class, ["eval", variant], timeout=eval_timeout)}
+            peak = matmul.get(f"{'bf16' if EVAL_VARIANTS[variant][1] == 'bfloat16' else 'fp32'}_gflops")
+            if row.get("tokens_per_s") and peak:
+                row["tokens_per_s_per_peak_gflops"] = round(row["tokens_per_s"] / peak, 3)
+            rows.append(row)
+            print(f"[{cpu_class}] eval {variant}: {row.get('tokens_per_s', row)} tok/s", file=sys.stderr)
+        result["eval"] = rows
+        result["default_variant"] = default_variant(cpu_class)
+    if "main_job" in parts:
+        result["main_job"] = run_main_job(cpu_class, timeout=3600)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--classes", nargs="+", default=list(CLASS_ENVIRONMENTS), choices=list(CLASS_ENVIRONMENTS))
+    parser.add_argument("--parts", nargs="+", default=["matmul", "eval"], choices=["matmul", "eval", "main_job"])
+    parser.add_argument("--eval-timeout", type=float, default=600.0, help="seconds one evaluation variant may take")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:  # a part, in the class's environment: its JSON on the last line
+        part, *rest = args.child
+        print(json.dumps(measure_matmul() if part == "matmul" else measure_eval(" ".join(rest))))
+        return
+    from agentgym_envs.core.machine import cpu_report
+
+    for cpu_class in args.classes:
+        result = measure_class(cpu_class, args.parts, args.eval_timeout)
+        forced = cpu_report(child_environment(cpu_class))
+        write_result(f"cpu_class_{forced.cpu_class}", {"command": " ".join(sys.argv), "class": forced.to_dict(),
+                                                       "shape": SHAPE, **result})
+
+
+if __name__ == "__main__":
+    main()
