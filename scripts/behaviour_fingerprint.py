@@ -40,7 +40,8 @@ def _digest(value: Any) -> str:
 def _without_clock(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_clock(v) for k, v in value.items()
-                if k not in WALL_CLOCK_KEYS and not k.endswith("_s") and "time" not in k}
+                if k not in WALL_CLOCK_KEYS and not k.endswith(("_s", "_per_second", "outside_model_frac"))
+                and "time" not in k}
     if isinstance(value, list):
         return [_without_clock(v) for v in value]
     return value
@@ -242,8 +243,8 @@ def compare(old_path: str, new_path: str) -> int:
     differences = 0
     for part in sorted(set(old) & set(new)):  # the parts both files hold
         a, b = old.get(part, {}), new.get(part, {})
-        for key in sorted(set(a) | set(b)):
-            if a.get(key) != b.get(key):
+        for key in sorted(set(a) | set(b)):  # (wall-clock fields an older fingerprint kept are left out here too)
+            if _without_clock(a.get(key)) != _without_clock(b.get(key)):
                 differences += 1
                 print(f"{part}/{key}:\n  before {json.dumps(a.get(key))[:400]}\n"
                       f"  after  {json.dumps(b.get(key))[:400]}")
