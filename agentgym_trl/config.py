@@ -144,6 +144,21 @@ class TurnBudgetOptions:
     def _check_turn_budget(self) -> None:
         self.turn_schedule()  # raises on a bad schedule
 
+    def eval_turn_budget(self, env_id: str | None = None, held_out_stage: bool = False) -> int:
+        """The turn budget an evaluation plays with: the one rule both kinds of evaluation read.
+
+        * The trainer's own evaluations (``trainer.evaluate()``, ``eval_strategy``), per env: ``eval_max_turns``
+          when set, else ``env_id``'s registered cap (``env_turn_cap``).
+        * The held-out stage evaluations of ``agentgym_trl.train`` (``held_out_stage=True``; ``env_id`` unused): the
+          schedule's last budget, the horizon the trained policy ends with. ``eval_max_turns`` does not apply to
+          them: the two rules have differed since the stages were added, and each keeps its result.
+        """
+        if held_out_stage:
+            return self.turn_schedule().max_turns
+        if env_id is None:
+            raise ValueError("the trainer's evaluation budget is per env: give env_id")
+        return self.eval_max_turns or env_turn_cap(env_id)
+
     def turn_schedule(self) -> TurnSchedule:
         """The schedule from whichever of max_turns_schedule / turn_rounds / max_turns is set (only one may be)."""
         given = [

@@ -85,3 +85,18 @@ def build_env_dataset(
     from datasets import Dataset
 
     return Dataset.from_list(env_rows(env_ids, split, max_items_per_env, seed, only_items))
+
+
+def prepare_rows_dataset(dataset: Any) -> Any:
+    """Check a user dataset's ``env_id`` / ``item_id`` columns and add TRL's ``prompt`` column if missing."""
+    columns = set(dataset.column_names)
+    missing = {"env_id", "item_id"} - columns
+    if missing:
+        raise ValueError(
+            f"the dataset lacks the column(s) {sorted(missing)}; each row must name an env id and an item id "
+            "(agentgym_trl.data.build_env_dataset builds one from the envs' splits)"
+        )
+    check_env_ids(sorted(set(dataset["env_id"])))
+    if "prompt" not in columns:
+        dataset = dataset.map(lambda row: {"prompt": placeholder_prompt(row["env_id"], row["item_id"])})
+    return dataset

@@ -260,3 +260,19 @@ def bf16_is_fast() -> bool:
         return native
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # no /proc/cpuinfo: ask torch
     return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
+
+
+def prepare_torch(args: Any) -> bool:
+    """This process's torch settings for training (threads, LM head, attention kernels); returns whether on CPU."""
+    from accelerate import PartialState
+
+    on_cpu = args.use_cpu or not torch.cuda.is_available()
+    if on_cpu:
+        use_cpu_threads(PartialState().num_processes, args.cpu_threads)
+    else:
+        # cuDNN's SDPA backward (what bf16 sdpa ran on an H100, torch 2.11) returned NaN gradients for fully
+        # masked query rows, which left-padded prompts have; the NaN reached every weight although those rows
+        # are never scored (benchmarks/results/gpu_check_h100_nan.json). Eager attention and fp32 did not.
+        torch.backends.cuda.enable_cudnn_sdp(False)
+    use_compact_lm_head(args.compact_lm_head)
+    return on_cpu

@@ -239,3 +239,29 @@ def weights_fingerprint(path: str | os.PathLike) -> str:
                 handle.seek(max(0, (size - _SAMPLE_BYTES) * index // max(_SAMPLES - 1, 1)))
                 digest.update(handle.read(_SAMPLE_BYTES))
     return digest.hexdigest()[:16]
+
+
+def make_reloadable(model: Any, output_dir: str) -> Any:
+    """TRL rebuilds the KL reference, and starts its vLLM, from ``model.config._name_or_path``: save a plain copy when
+    that cannot work.
+
+    This covers models built in memory and GGUF-loaded models (whose folder holds no HF weights).
+    """
+    from accelerate import PartialState
+    from accelerate.utils import is_peft_model
+    from transformers import PreTrainedModel
+
+    if not isinstance(model, PreTrainedModel) or is_peft_model(model):
+        return model
+    name = getattr(model.config, "_name_or_path", "") or ""
+    if is_reloadable(name) or (name and not os.path.exists(name) and not os.path.isabs(name)):
+        return model  # a loadable folder or a hub id
+    target = os.path.join(output_dir, "reference_model")
+    state = PartialState()
+    with state.main_process_first():
+        if state.is_main_process:  # always this model's weights, never a copy left by an earlier run
+            logger.warning("saving the initial policy to %s so TRL can load it (KL reference, vLLM)", target)
+            shutil.rmtree(target, ignore_errors=True)
+            save_plain_copy(model, target)
+    model.config._name_or_path = target
+    return model

@@ -11,6 +11,7 @@ reward functions can read (``env_reward``, ``env_success``, ``env_turns``, ``env
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
@@ -19,6 +20,7 @@ from typing import Any
 
 from agentgym_envs.core.episode import Trajectory
 from agentgym_envs.core.loop import EnvPool, EpisodeError, EpisodeStart, PlayStats, play_batch
+from agentgym_envs.evaluation.records import TRAJECTORIES_FILE, TrajectoryLog
 from agentgym_envs.evaluation.runner import TurnProgress
 from agentgym_trl.agent import ModelAgent
 from agentgym_trl.chat import ChatEncoder
@@ -147,3 +149,12 @@ def run_rollout(
     finally:
         agent.close()
     return RolloutResult(**vars(stats), trajectories=trajectories)
+
+
+def append_trajectories(result: RolloutResult, output_dir: str, rank: int, step: int, mode: str) -> None:
+    """Append a rollout's episodes to the run's trajectory log, as records of ``step`` and ``mode``: each process
+    to its own file (no gather of whole conversations across ranks)."""
+    name = TRAJECTORIES_FILE if rank == 0 else TRAJECTORIES_FILE.replace(".jsonl", f".rank{rank}.jsonl")
+    TrajectoryLog(os.path.join(output_dir, name)).append(
+        t.to_record(step=step, mode=mode) for t in result.trajectories
+    )

@@ -51,7 +51,7 @@ class AdvantageAdapter:
         beta: the KL coefficient.
         reward_weights: TRL's weights of the reward functions (the env's reward first).
         log: appends a training metric.
-        critic_values: the critic's ``(B, T)`` estimates of a scored output (gae).
+        critic_values: the critic's ``(B, T)`` estimates of a scored output (gae: the critic feature sets it).
     """
 
     estimator: Estimator
@@ -62,7 +62,7 @@ class AdvantageAdapter:
     beta: float
     reward_weights: torch.Tensor
     log: Callable[[str, float], None]
-    critic_values: Callable[[dict[str, Any]], torch.Tensor]
+    critic_values: Callable[[dict[str, Any]], torch.Tensor] | None = None
 
     def replace(self, output: dict[str, Any], batch: ScoringBatch) -> torch.Tensor:
         """Swap TRL's group advantages in ``output`` for the estimator's: ``(B,)`` per episode or ``(B, T)`` per
@@ -154,3 +154,11 @@ def distinct_items(rows: Sequence[dict[str, Any]]) -> tuple[list[tuple], list[di
     starts = [{"env_id": env_id, "item_id": item_id, **({"seed": seed} if seed is not None else {})}
               for env_id, item_id, seed in unique]
     return keys, starts
+
+
+def replace_newest(logged: Any, values: list[float]) -> None:
+    """Put ``values`` in place of the newest ``len(values)`` entries of a log deque: TRL logs its own group
+    advantages of a batch inline, with no hook to log the estimator's instead."""
+    for _ in range(min(len(values), len(logged))):
+        logged.pop()
+    logged.extend(values)

@@ -443,7 +443,7 @@ def evaluate_stage(name: str, model: str, args: AgentGRPOConfig, stage_args: Sta
         eval_dir = os.path.join(args.output_dir, f"eval-{name}")
         shutil.rmtree(eval_dir, ignore_errors=True)  # never the saved episodes of an earlier run's model
         stages[name] = held_out_success(model, args.env_ids, eval_dir,
-                                        stage_args, args.turn_schedule().max_turns, args.max_turn_tokens,
+                                        stage_args, args.eval_turn_budget(held_out_stage=True), args.max_turn_tokens,
                                         args.max_context_tokens, bool(args.bf16), args.merged_first_turn, **engine)
         print(f"== {name}: success {stages[name]['success']:.2f} ==", file=sys.stderr)
     state.wait_for_everyone()

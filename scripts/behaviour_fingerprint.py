@@ -40,7 +40,8 @@ def _digest(value: Any) -> str:
 def _without_clock(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_clock(v) for k, v in value.items()
-                if k not in WALL_CLOCK_KEYS and not k.endswith("_s") and "time" not in k}
+                if k not in WALL_CLOCK_KEYS and not k.endswith(("_s", "_per_second", "outside_model_frac"))
+                and "time" not in k}
     if isinstance(value, list):
         return [_without_clock(v) for v in value]
     return value
@@ -136,30 +137,101 @@ TRAINER_RUNS: dict[str, dict[str, Any]] = {
     "skip_zero": {"skip_zero_advantage": True, "beta": 0.0},
     "dynamic": {"dynamic_sampling": True, "skip_zero_advantage": True, "beta": 0.0},
     "micro_batch": {"micro_batch_tokens": 64},
+    # the training features: item draws, refills, the oracle prefix, the critic in micro-batches
+    "learnability": {"item_draws": "learnability", "beta": 0.0},
+    "learnability_dynamic": {"item_draws": "learnability", "dynamic_sampling": True, "beta": 0.0},
+    "oracle_prefix": {"oracle_prefix_schedule": "0:2,1:0", "beta": 0.0},
+    "oracle_prefix_success": {"oracle_prefix_schedule": "0:2,5:1,9:0", "oracle_prefix_success": 0.01,
+                              "oracle_prefix_window": 1, "dynamic_sampling": True, "beta": 0.0},
+    "gae_micro_batch": {"advantage_estimator": "gae", "value_head": "shared", "micro_batch_tokens": 64},
+    "remax_micro_batch": {"advantage_estimator": "remax", "micro_batch_tokens": 64},
+}
+
+# runs that evaluate after training (the evaluation's turn budget: eval_max_turns, else the env's cap)
+EVALUATED_RUNS: dict[str, dict[str, Any]] = {"eval_cap": {}, "eval_max_turns": {"eval_max_turns": 2}}
+
+# runs saved after each step and resumed from the first checkpoint: the features' own state round-trips
+RESUMED_RUNS: dict[str, dict[str, Any]] = {
+    "resumed_features": {"item_draws": "learnability", "oracle_prefix_schedule": "0:2,5:1,9:0",
+                         "oracle_prefix_success": 0.01, "oracle_prefix_window": 1, "dynamic_sampling": True,
+                         "beta": 0.0},
+    "resumed_gae": {"advantage_estimator": "gae", "value_head": "shared", "micro_batch_tokens": 64},
 }
 
 
-def losses(names: list[str] | None) -> dict[str, Any]:
-    """Two steps per trainer configuration: the logged numbers of each step and the weights' digest."""
+def _trained(trainer: Any, resume_from: str | None = None) -> dict[str, Any]:
+    """Train, then the logged numbers of each step (and of an evaluation) and the weights' digest."""
+    trainer.train(resume_from_checkpoint=resume_from)
+    logged = [_without_clock(entry) for entry in trainer.state.log_history]
+    if trainer.eval_dataset is not None:
+        logged.append(_without_clock(trainer.evaluate()))
+    weights = hashlib.sha256()
+    for key, tensor in sorted(trainer.model.state_dict().items()):
+        weights.update(key.encode())
+        weights.update(tensor.detach().float().cpu().numpy().tobytes())
+    trainer.close_envs()
+    return {"log": logged, "weights": weights.hexdigest()[:16]}
+
+
+def _checkpoint_state(folder: Path) -> dict[str, Any]:
+    """A checkpoint's file names and the features' own state in it (JSON contents, tensors' values)."""
     import torch
-    from test_trainer import make_trainer  # tests/ on sys.path
+
+    state: dict[str, Any] = {"files": sorted(p.name for p in folder.iterdir())}
+    for path in sorted(folder.glob("*.json")):
+        if path.name in ("item_estimates.json", "oracle_prefix.json"):
+            state[path.name] = json.loads(path.read_text())
+    for path in sorted(folder.glob("value_head*")):
+        tensors = torch.load(path, map_location="cpu")
+        state[path.name] = {k: _digest(v.float().numpy().tolist()) for k, v in sorted(tensors.items())}
+    return state
+
+
+def losses(names: list[str] | None) -> dict[str, Any]:
+    """Two steps per trainer configuration: the logged numbers of each step and the weights' digest; for the
+    resumed runs also the first checkpoint's feature state and the resumed run's second step."""
+    import torch
+    from test_trainer import countdown_rows, make_config, make_trainer, tiny_model, tiny_tokenizer  # tests/
+
+    from agentgym_trl import AgentGRPOTrainer
 
     out: dict[str, Any] = {}
+    common = dict(max_steps=2, truncated_turn="step", max_turn_tokens=10)
     for name, overrides in TRAINER_RUNS.items():
         if names and name not in names:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             try:
-                trainer = make_trainer(Path(tmp), max_steps=2, truncated_turn="step", max_turn_tokens=10,
-                                       **overrides)
-                trainer.train()
-                logged = [_without_clock(entry) for entry in trainer.state.log_history]
-                weights = hashlib.sha256()
-                for key, tensor in sorted(trainer.model.state_dict().items()):
-                    weights.update(key.encode())
-                    weights.update(tensor.detach().float().cpu().numpy().tobytes())
-                out[name] = {"log": logged, "weights": weights.hexdigest()[:16]}
-                trainer.close_envs()
+                out[name] = _trained(make_trainer(Path(tmp), **common, **overrides))
+            except Exception as error:
+                out[name] = f"error: {type(error).__name__}: {error}"[:300]
+        torch.set_num_threads(1)
+    for name, overrides in EVALUATED_RUNS.items():
+        if names and name not in names:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                tokenizer = tiny_tokenizer("chatml")
+                trainer = AgentGRPOTrainer(tiny_model(tokenizer), processing_class=tokenizer,
+                                           args=make_config(Path(tmp), **common, per_device_eval_batch_size=8,
+                                                            **overrides),
+                                           train_dataset=countdown_rows(range(12)),
+                                           eval_dataset=countdown_rows([1, 2]))
+                out[name] = _trained(trainer)
+            except Exception as error:
+                out[name] = f"error: {type(error).__name__}: {error}"[:300]
+        torch.set_num_threads(1)
+    for name, overrides in RESUMED_RUNS.items():
+        if names and name not in names:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                first = _trained(make_trainer(Path(tmp), **common, **overrides, save_strategy="steps",
+                                              save_steps=1))
+                checkpoint = Path(tmp, "run", "checkpoint-1")
+                saved = _checkpoint_state(checkpoint)
+                resumed = _trained(make_trainer(Path(tmp), **common, **overrides), str(checkpoint))
+                out[name] = {"first": first, "checkpoint": saved, "resumed": resumed}
             except Exception as error:
                 out[name] = f"error: {type(error).__name__}: {error}"[:300]
         torch.set_num_threads(1)
@@ -171,8 +243,8 @@ def compare(old_path: str, new_path: str) -> int:
     differences = 0
     for part in sorted(set(old) & set(new)):  # the parts both files hold
         a, b = old.get(part, {}), new.get(part, {})
-        for key in sorted(set(a) | set(b)):
-            if a.get(key) != b.get(key):
+        for key in sorted(set(a) | set(b)):  # (wall-clock fields an older fingerprint kept are left out here too)
+            if _without_clock(a.get(key)) != _without_clock(b.get(key)):
                 differences += 1
                 print(f"{part}/{key}:\n  before {json.dumps(a.get(key))[:400]}\n"
                       f"  after  {json.dumps(b.get(key))[:400]}")

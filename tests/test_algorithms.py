@@ -92,9 +92,9 @@ def test_remax_baseline_is_the_greedy_episode_of_each_item(tmp_path) -> None:
     assert len(greedy) == 8 and greedy[:4] == [greedy[0]] * 4 and greedy[4:] == [greedy[4]] * 4
     rewards = torch.tensor([t.reward for t in trainer.last_rollout.trajectories])
     assert torch.allclose(inputs["advantages"].cpu(), rewards - torch.tensor(greedy))
-    assert not trainer.greedy_generator.generation_config.do_sample
-    again = trainer._greedy_rollout([{"env_id": r.env_id, "item_id": r.item_id} for r in
-                                     trainer.last_rollout.trajectories], 3)
+    assert not trainer.features["greedy_baseline"].generator.generation_config.do_sample
+    again = trainer.features["greedy_baseline"].rollout([{"env_id": r.env_id, "item_id": r.item_id} for r in
+                                                         trainer.last_rollout.trajectories], 3)
     assert again == greedy, "greedy episodes are deterministic"
 
 
@@ -218,7 +218,7 @@ def test_each_estimator_trains_end_to_end(tmp_path, overrides) -> None:
         assert "remax/greedy_reward" in logs[0] and [h["agent/max_turns"] for h in logs] == [1, 3]
     if overrides.get("advantage_estimator") == "gae":
         assert "value/loss" in logs[0]
-        head = trainer.value_head.linear.weight
+        head = trainer.features["critic"].value_head.linear.weight
         assert not torch.equal(head, before[next(n for n in before if "agent_value_head.linear.weight" in n)])
 
 
@@ -228,7 +228,7 @@ def test_gae_with_a_separate_critic_trains_it_and_leaves_the_trunk_to_the_policy
     critic_path = save_tiny(tmp_path / "critic", seed=1)
     trainer = make_trainer(tmp_path, learning_rate=1e-2, truncated_turn="step", max_turn_tokens=10,
                            advantage_estimator="gae", value_head="separate", critic_model=str(critic_path))
-    critic = trainer.value_head.critic
+    critic = trainer.features["critic"].value_head.critic
     assert critic is not None and not hasattr(critic, "lm_head")
     before = {n: p.detach().clone() for n, p in critic.named_parameters()}
     inputs = scored(trainer)
@@ -254,12 +254,12 @@ def test_gae_value_head_is_saved_and_restored_on_resume(tmp_path) -> None:
 
     with safe_open(os.path.join(checkpoint, "model.safetensors"), "pt") as weights:
         assert not [k for k in weights.keys() if "value_head" in k], "the model loads as a plain causal LM"
-    trained = trainer.value_head.state_dict()
+    trained = trainer.features["critic"].value_head.state_dict()
 
     resumed = make_trainer(tmp_path, **{**settings, "max_steps": 2})
     loaded = {}
-    original = resumed.value_head.load_state_dict
-    resumed.value_head.load_state_dict = lambda state: loaded.update(state) or original(state)
+    original = resumed.features["critic"].value_head.load_state_dict
+    resumed.features["critic"].value_head.load_state_dict = lambda state: loaded.update(state) or original(state)
     resumed.train(resume_from_checkpoint=os.path.join(resumed.args.output_dir, "checkpoint-1"))
     assert loaded and all(torch.equal(loaded[k], trained[k]) for k in trained)
 

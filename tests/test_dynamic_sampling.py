@@ -177,7 +177,7 @@ def test_a_step_with_non_finite_gradients_is_skipped(tmp_path, caplog) -> None:
     poisoned = trainer.model.model.norm.weight
     poisoned.register_hook(lambda grad: torch.full_like(grad, float("nan")))
     before = [p.detach().clone() for p in trainer.model.parameters()]
-    with caplog.at_level("WARNING", logger="agentgym_trl.trainer"):
+    with caplog.at_level("WARNING", logger="agentgym_trl.step_guard"):
         trainer.train()
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
     (log,) = [h for h in trainer.state.log_history if "train/nonfinite_grad_step" in h]

@@ -105,11 +105,11 @@ def test_metric_names_live_in_metrics_py() -> None:
     package = Path(__file__).resolve().parents[1] / "agentgym_trl"
     shape = re.compile(r"^[a-z_]{2,}/[a-z_]{2,}$")
     spelled = {}
-    for path in sorted(package.glob("*.py")):
+    for path in sorted(package.rglob("*.py")):
         if path.name == "metrics.py":
             continue
         names = {node.value for node in ast.walk(ast.parse(path.read_text()))
                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and shape.match(node.value)}
         if names:
-            spelled[path.name] = sorted(names)
+            spelled[str(path.relative_to(package))] = sorted(names)
     assert not spelled, f"metric names spelled outside metrics.py: {spelled}"

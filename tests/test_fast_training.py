@@ -89,7 +89,7 @@ def test_gae_micro_batches_give_the_whole_batch_gradients(tmp_path, value_head: 
     inputs = scored_batch(trainer)
     assert "value_targets" in inputs
     lengths = row_lengths(inputs)
-    head = {id(p) for p in trainer.value_head.parameters()}
+    head = {id(p) for p in trainer.features["critic"].value_head.parameters()}
     assert head <= {id(p) for p in trainer.model.parameters()}, "the head is the model's: gradients() sees it"
     whole_loss, whole = gradients(trainer, inputs)
     logged = trainer._metrics["train"]["value/loss"]

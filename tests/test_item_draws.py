@@ -112,7 +112,7 @@ def test_training_draws_by_learnability_counts_every_episode_and_resumes_its_est
     logs = [h for h in trainer.state.log_history if "items/estimate_spread" in h]
     assert len(logs) == 2 and all(0 < log["items/drawn_teach_prob"] <= 1 for log in logs)
     records = [json.loads(line) for line in (tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()]
-    drawer = trainer.item_drawer
+    drawer = trainer.features["item_draws"].drawer
     played = sum(log["dynamic/drawn_episodes"] for log in logs)
     assert drawer.successes.sum() + drawer.failures.sum() == played >= len(records) == 16, \
         "every episode played, refills thrown away included, is counted once"
@@ -121,7 +121,7 @@ def test_training_draws_by_learnability_counts_every_episode_and_resumes_its_est
     resumed = make_trainer(tmp_path, countdown_rows(range(12)), max_steps=2, item_draws="learnability",
                            beta=0.0, bf16=False, max_turns=1)
     resumed._load_from_checkpoint(str(tmp_path / "run" / "checkpoint-2"))
-    assert np.array_equal(resumed.item_drawer.failures, drawer.failures)
+    assert np.array_equal(resumed.features["item_draws"].drawer.failures, drawer.failures)
 
 
 def test_a_moved_row_takes_its_new_items_whole_row_or_is_refused() -> None:

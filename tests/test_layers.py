@@ -164,6 +164,34 @@ def test_the_engines_wing_stands_below_the_trainer(path: Path) -> None:
     assert not above, f"{module_name(path)} imports {above}, above the engines wing"
 
 
+#: What the training features may import of the trainer package: themselves, the features' own maths and records
+#: (item draws, dynamic sampling, the reverse curriculum, the value head), and the floors below the trainer they read
+#: (estimators, metrics, fast_training's masks, the rollout's and the scoring batch's records, the engines' types)
+FEATURES_MAY_IMPORT = ("agentgym_trl.features", "agentgym_trl.item_draws", "agentgym_trl.dynamic_sampling",
+                       "agentgym_trl.reverse_curriculum", "agentgym_trl.value_head", "agentgym_trl.estimators",
+                       "agentgym_trl.metrics", "agentgym_trl.fast_training", "agentgym_trl.rollout",
+                       "agentgym_trl.scoring", "agentgym_trl.engines")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "agentgym_trl" / "features").glob("*.py")), ids=lambda p: p.stem)
+def test_the_features_stand_below_the_trainer(path: Path) -> None:
+    """The features know no trainer module, config, command or stage: the trainer builds them from the
+    declarations and hands itself to ``attach``, so a feature is added in its own module alone."""
+    above = sorted(imported for imported in imports_of(path)
+                   if within(imported, "agentgym_trl") and imported != "agentgym_trl"
+                   and not any(within(imported, allowed) for allowed in FEATURES_MAY_IMPORT))
+    assert not above, f"{module_name(path)} imports {above}, above the training features"
+
+
+def test_the_trainer_names_no_feature() -> None:
+    """The trainer reaches features only through the package's front (``active_features`` and the hooks)."""
+    named = sorted(imported for imported in imports_of(ROOT / "agentgym_trl" / "trainer.py")
+                   if within(imported, "agentgym_trl.features") and imported not in (
+                       "agentgym_trl.features", *(f"agentgym_trl.features.{name}" for name in
+                                                  ("TrainingFeature", "TrainStep", "active_features"))))
+    assert not named, f"the trainer imports {named}: it dispatches, it names no feature"
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "agentgym_envs" / "server").glob("*.py")), ids=lambda p: p.stem)
 def test_the_server_knows_no_family_and_no_browser(path: Path) -> None:
     """What the server needs of a family (its weight, its clients' episode fields, its protocol's other departures)

@@ -1,6 +1,6 @@
 """TRL's private members that AgentGRPOTrainer relies on still exist, with the parameters it uses.
 
-The list is ``agentgym_trl.trainer.TRL_PRIVATE_MEMBERS`` (also written out in that module's docstring); a TRL
+The list is ``agentgym_trl.trl_surface.TRL_PRIVATE_MEMBERS`` (also written out in that module's docstring); a TRL
 upgrade that removes or changes one of them fails here, by name, instead of somewhere inside a training step.
 """
 
@@ -15,8 +15,8 @@ import transformers
 import trl
 from trl.generation.vllm_generation import VLLMGeneration
 
-from agentgym_trl import trainer as adapter
-from agentgym_trl.trainer import TRL_PRIVATE_MEMBERS, TrlMember
+from agentgym_trl import trl_surface as adapter
+from agentgym_trl.trl_surface import TRL_PRIVATE_MEMBERS, TrlMember
 
 OWNERS = {"GRPOTrainer": trl.GRPOTrainer, "Trainer": transformers.Trainer, "VLLMGeneration": VLLMGeneration}
 
@@ -55,7 +55,7 @@ def test_the_trainer_docstring_lists_exactly_these_members() -> None:
     section = doc[doc.index("TRL's private members"):]
     for member in TRL_PRIVATE_MEMBERS:
         written = f"``{member.name}``" if member.owner == "batch" else f"``{member.owner}.{member.name}``"
-        assert written in section, f"the docstring of agentgym_trl/trainer.py does not list {written}"
+        assert written in section, f"the docstring of agentgym_trl/trl_surface.py does not list {written}"
     named = set(re.findall(r"``(?:GRPOTrainer|Trainer|VLLMGeneration|trl\.trainer\.utils)\.(\w+)``", section))
     assert named == {m.name for m in TRL_PRIVATE_MEMBERS if m.owner != "batch"}
 

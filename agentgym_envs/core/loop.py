@@ -33,7 +33,7 @@ from typing import Any, ContextManager, Protocol, runtime_checkable
 import gymnasium as gym
 
 from agentgym_envs.core.episode import ENV_ERROR, ENV_TRUNCATED, MAX_TURNS, TERMINATED, Trajectory
-from agentgym_envs.core.oracle_prefix import PrefixStep, clamp_prefixes, replay_prefix
+from agentgym_envs.core.oracle_prefix import PrefixStep, clamp_prefixes, env_step_budget, replay_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +47,6 @@ class EpisodeError(RuntimeError):
     def __init__(self, message: str, finished: Sequence[Trajectory] = ()):
         super().__init__(message)
         self.finished = list(finished)
-
-
-def env_step_budget(max_turns: int, prefix: int = 0) -> int:
-    """The one place the env's step budget is computed: the agent's turn budget plus the oracle actions replayed
-    before its first turn (``core/oracle_prefix.py``), which the env steps too but the agent did not play."""
-    return max_turns + prefix
 
 
 @dataclass(frozen=True)

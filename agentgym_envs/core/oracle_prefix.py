@@ -44,6 +44,19 @@ logger = logging.getLogger(__name__)
 _warned_no_oracle: set[str] = set()
 
 
+def env_step_budget(max_turns: int, prefix: int = 0) -> int:
+    """The one place the env's step budget is computed: the agent's turn budget plus the oracle actions replayed
+    before its first turn, which the env steps too but the agent did not play. The loop makes each env with it
+    (``EpisodeStart.env_steps``), the clamp probes on an env of that budget, the trainer keeps those envs."""
+    return max_turns + prefix
+
+
+def env_step_budgets(max_turns: int, prefix: int) -> set[int]:
+    """Every step budget an episode of ``max_turns`` turns started after up to ``prefix`` oracle actions may be
+    played at: the clamp may lower an item's prefix to any ``j <= prefix`` (``clamp_prefixes``)."""
+    return {env_step_budget(max_turns, j) for j in range(prefix + 1)}
+
+
 @dataclass(frozen=True)
 class PrefixStep:
     """One replayed oracle turn: the response sent, and what the env answered."""
@@ -104,7 +117,7 @@ def clamp_prefixes(starts: Sequence[Any], acquire: Callable[[str, int], gym.Env]
 
 def _probe(start: Any, acquire: Callable[[str, int], gym.Env], release: Callable[[str, int, gym.Env], None]) -> int:
     """How many of the oracle's first ``start.prefix`` actions can be replayed with one action left."""
-    steps_cap = start.env_steps
+    steps_cap = env_step_budget(start.max_turns, start.prefix)
     env = acquire(start.env_id, steps_cap)
     try:
         options = None if start.item_id is None else {"item_id": int(start.item_id)}
