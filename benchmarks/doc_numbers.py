@@ -247,9 +247,60 @@ def speed_quotes() -> list[Quote]:
     return quotes
 
 
+#: the CPU classes measured (bench_cpu_class.py), best first, with the heading each gets in the docs' table
+CPU_CLASS_COLUMNS = (("avx512-bf16", "AVX512-BF16"), ("avx2", "AVX2 only"))
+
+
+def cpu_class_cell(entry: dict | None, key: str) -> str:
+    """One cell of the per-class table: an eval variant's tok/s (and its share of the class's peak), or why not."""
+    if entry is None:
+        return "not measured"
+    rows = {row["variant"]: row for row in entry.get("eval", [])}
+    row = rows.get(key)
+    if row is None:
+        return "not measured"
+    if "skipped" in row:
+        return "skipped: bf16 emulated"
+    if "timed_out_after_s" in row:
+        return f"over {num(row['timed_out_after_s'], 0)} s"
+    if "failed" in row:
+        return "failed"
+    mark = " (default)" if entry.get("default_variant") == key else ""
+    return f"{row['tokens_per_s']} tok/s{mark}"
+
+
+def cpu_class_quotes() -> list[Quote]:
+    """Speed per CPU class (cpu_class_*.json): the matmul yardstick, eval tok/s per engine, the main job."""
+    pages = ("docs/results.md",)
+    found = {name: result(f"cpu_class_{name}") for name, _ in CPU_CLASS_COLUMNS
+             if (RESULTS / f"cpu_class_{name}.json").exists()}
+    forced = {name: bool(entry["class"].get("forced_by")) for name, entry in found.items()}
+    lines = ["| | " + " | ".join(f"{title}{' (forced)' if forced.get(name) else ''}"
+                                  for name, title in CPU_CLASS_COLUMNS) + " |",
+             "|---|" + "---|" * len(CPU_CLASS_COLUMNS)]
+
+    def row(label: str, cell) -> None:
+        lines.append(f"| {label} | " + " | ".join(cell(found.get(name)) for name, _ in CPU_CLASS_COLUMNS) + " |")
+
+    row("matmul 1024x1024, fp32 / bf16", lambda e: "not measured" if e is None else
+        f"{e['matmul']['fp32_gflops']} / {e['matmul']['bf16_gflops']} GFLOP/s")
+    for variant in ("hf fp32", "hf bf16", "vllm fp32", "vllm bf16"):
+        row(f"eval, {variant}", lambda e, v=variant: cpu_class_cell(e, v))
+
+    def main_job(entry: dict | None) -> str:
+        job = (entry or {}).get("main_job")
+        if not job or "wall_s" not in job:
+            return "not measured"
+        return f"{int(job['wall_s'] // 60)} min {int(job['wall_s'] % 60)} s, {job['peak_rss_gb']} GB"
+
+    row("main job (wall, peak memory)", main_job)
+    return [Quote("cpu_class.table", "\n" + "\n".join(lines) + "\n", pages)]
+
+
 def quotes() -> dict[str, Quote]:
     """Every quote, by name."""
-    every = learning_quotes() + skill_quotes() + main_job_quotes() + comparison_quotes() + speed_quotes()
+    every = (learning_quotes() + skill_quotes() + main_job_quotes() + comparison_quotes() + speed_quotes()
+             + cpu_class_quotes())
     named = {quote.name: quote for quote in every}
     assert len(named) == len(every), "two quotes share a name"
     return named
