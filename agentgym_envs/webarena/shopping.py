@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 from agentgym_envs.webarena.server import NotFound, Request, SiteApp, redirect, url
 from agentgym_envs.webarena.taskgen import Draft, answer_eval, db_eval, html_eval, q, seeded_shuffle, url_eval
@@ -250,89 +251,122 @@ class ShoppingSite(SiteApp):
 
 
 # ---- tasks ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ShopTaskData:
+    """The seeded storefront rows every task template draws from, read once so all templates see the same rows."""
+
+    db: sqlite3.Connection
+    orders: list[sqlite3.Row]
+    shuffled: list[sqlite3.Row]  # the products in the fixed task order (seed 11)
+
+
 def _search_steps(name: str) -> list[str]:
     return [f"type <searchbox {q('Search the store')}> [{name}] [1]", f"click <link {q(name)}>"]
 
 
-def drafts(db: sqlite3.Connection) -> Iterator[list[Draft]]:
+def _price_drafts(shop: ShopTaskData) -> Iterator[Draft]:
+    """A product's price, read off its page after a search: the simplest lookup."""
+    for p in shop.shuffled:
+        yield Draft("price", f"What is the price of the {p['name']}?", "/",
+                    answer_eval("must_include", [f"{p['price']:.2f}"]),
+                    [*_search_steps(p["name"]), f"stop [${p['price']:.2f}]"])
+
+
+def _review_count_drafts(shop: ShopTaskData) -> Iterator[Draft]:
+    """How many reviews a product has: counting rows on a page (products in reverse task order)."""
+    for p in shop.shuffled[::-1]:
+        count = shop.db.execute("SELECT COUNT(*) FROM reviews WHERE product_id=?", (p["id"],)).fetchone()[0]
+        yield Draft("review_count", f"How many reviews does the {p['name']} have?", "/",
+                    answer_eval("exact_match", str(count)), [*_search_steps(p["name"]), f"stop [{count}]"])
+
+
+def _order_total_drafts(shop: ShopTaskData) -> Iterator[Draft]:
+    """An order's grand total: navigating the order history to one order's page."""
+    for o in shop.orders:
+        label = f"View order {o['id']:06d}"
+        yield Draft("order_total", f"What was the grand total of my order number {o['id']:06d}?", "/",
+                    answer_eval("must_include", [f"{o['total']:,.2f}"]),
+                    [f"click <link {q('My Orders')}>", f"click <link {q(label)}>", f"stop [${o['total']:,.2f}]"])
+
+
+def _order_status_drafts(shop: ShopTaskData) -> Iterator[Draft]:
+    """An order's status, found by its date in the order list (orders newest first)."""
+    for o in shop.orders[::-1]:
+        yield Draft("order_status", f"What is the status of my order placed on {o['date']}?", "/",
+                    answer_eval("exact_match", o["status"]),
+                    [f"click <link {q('My Orders')}>", f"stop [{o['status']}]"])
+
+
+def _cheapest_drafts(shop: ShopTaskData) -> Iterator[Draft]:
+    """The cheapest product of a category: using the category page's sort."""
+    for category in CATEGORIES:
+        p = shop.db.execute("SELECT * FROM products WHERE category=? ORDER BY price, id LIMIT 1",
+                            (category,)).fetchone()
+        yield Draft("cheapest", f"What is the cheapest product in the {category} category?", "/",
+                    answer_eval("fuzzy_match", [p["name"]]),
+                    [f"click <link {q(category)}>", f"click <link {q('Price: low to high')}>",
+                     f"stop [{p['name']}]"])
+
+
+def _add_to_cart_drafts(shop: ShopTaskData) -> Iterator[Draft]:
+    """Put a sized product in the cart: a state change that needs an option chosen (products with sizes only)."""
+    for p in shop.shuffled:
+        if not p["sizes"]:
+            continue
+        size = p["sizes"].split(",")[p["id"] % len(p["sizes"].split(","))]
+        yield Draft("add_to_cart", f"Add the {p['name']} in size {size} to my shopping cart.", "/",
+                    db_eval("shopping", "SELECT product_id, size, qty FROM cart ORDER BY id", [[p["id"], size, 1]]),
+                    [*_search_steps(p["name"]), f"click <radio {q(size)}>", f"click <button {q('Add to Cart')}>",
+                     "stop [done]"])
+
+
+def _buy_drafts(shop: ShopTaskData) -> Iterator[Draft]:
+    """Buy several units of a product: the longest flow, search to placed order (products without sizes)."""
+    for p in shop.shuffled[5:]:
+        if p["sizes"]:
+            continue
+        qty = 2 + p["id"] % 3
+        yield Draft("buy", f"Buy {qty} units of the {p['name']} (any color) with flat rate shipping.", "/",
+                    db_eval("shopping", "SELECT product_id, qty FROM order_items WHERE order_id > ?",
+                            [[p["id"], qty]], [ShoppingSite.SEED_ORDERS]),
+                    [*_search_steps(p["name"]), f"type <spinbutton {q('Qty')}> [{qty}] [0]",
+                     f"click <button {q('Add to Cart')}>",
+                     f"click <link {q('Proceed to Checkout')}>", f"click <button {q('Place Order')}>",
+                     "stop [done]"])
+
+
+def _search_url_drafts(shop: ShopTaskData) -> Iterator[Draft]:
+    """Show a search's results: checked by the final URL rather than an answer."""
+    for noun in [n for nouns, _ in CATEGORIES.values() for n in nouns]:
+        term = noun.lower()
+        yield Draft("search_url", f"Show me the search results for '{term}' in the store.", "/",
+                    url_eval(url("__SHOPPING__/search", q=term)),
+                    [f"type <searchbox {q('Search the store')}> [{term}] [1]", "stop [done]"])
+
+
+def _address_drafts(shop: ShopTaskData) -> Iterator[Draft]:
+    """Change the account's address to a new one (from seed 5): checked on the rendered account form."""
+    rng_address = random.Random(5)
+    for _ in range(40):
+        new = f"{rng_address.randint(10, 999)} {rng_address.choice(STREETS)}, {rng_address.choice(CITIES)}"
+        yield Draft("address", f"Change the address in my account to \"{new}\".", "/",
+                    html_eval("__SHOPPING__/account", "document.querySelector('#f-address').value",
+                              {"exact_match": new}),
+                    [f"click <link {q('My Account')}>", f"type <textbox {q('Address')}> [{new}] [0]",
+                     f"click <button {q('Save')}>", "stop [done]"])
+
+
+#: The storefront's task templates, in the order the catalog takes drafts round-robin from them.
+SHOP_TEMPLATES: tuple[Callable[[ShopTaskData], Iterator[Draft]], ...] = (
+    _price_drafts, _order_total_drafts, _add_to_cart_drafts, _cheapest_drafts, _buy_drafts, _review_count_drafts,
+    _search_url_drafts, _order_status_drafts, _address_drafts,
+)
+
+
+def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
     """Task templates over the seeded shop; each yields one draft per instance, in a fixed order."""
     db.row_factory = sqlite3.Row
     products = db.execute("SELECT * FROM products ORDER BY id").fetchall()
     orders = db.execute("SELECT * FROM orders ORDER BY id").fetchall()
-    shuffled = seeded_shuffle(products, 11)
-
-    def price() -> Iterator[Draft]:
-        for p in shuffled:
-            yield Draft("price", f"What is the price of the {p['name']}?", "/",
-                        answer_eval("must_include", [f"{p['price']:.2f}"]),
-                        [*_search_steps(p["name"]), f"stop [${p['price']:.2f}]"])
-
-    def review_count() -> Iterator[Draft]:
-        for p in shuffled[::-1]:
-            count = db.execute("SELECT COUNT(*) FROM reviews WHERE product_id=?", (p["id"],)).fetchone()[0]
-            yield Draft("review_count", f"How many reviews does the {p['name']} have?", "/",
-                        answer_eval("exact_match", str(count)), [*_search_steps(p["name"]), f"stop [{count}]"])
-
-    def order_total() -> Iterator[Draft]:
-        for o in orders:
-            label = f"View order {o['id']:06d}"
-            yield Draft("order_total", f"What was the grand total of my order number {o['id']:06d}?", "/",
-                        answer_eval("must_include", [f"{o['total']:,.2f}"]),
-                        [f"click <link {q('My Orders')}>", f"click <link {q(label)}>", f"stop [${o['total']:,.2f}]"])
-
-    def order_status() -> Iterator[Draft]:
-        for o in orders[::-1]:
-            yield Draft("order_status", f"What is the status of my order placed on {o['date']}?", "/",
-                        answer_eval("exact_match", o["status"]),
-                        [f"click <link {q('My Orders')}>", f"stop [{o['status']}]"])
-
-    def cheapest() -> Iterator[Draft]:
-        for category in CATEGORIES:
-            p = db.execute("SELECT * FROM products WHERE category=? ORDER BY price, id LIMIT 1", (category,)).fetchone()
-            yield Draft("cheapest", f"What is the cheapest product in the {category} category?", "/",
-                        answer_eval("fuzzy_match", [p["name"]]),
-                        [f"click <link {q(category)}>", f"click <link {q('Price: low to high')}>",
-                         f"stop [{p['name']}]"])
-
-    def add_to_cart() -> Iterator[Draft]:
-        for p in shuffled:
-            if not p["sizes"]:
-                continue
-            size = p["sizes"].split(",")[p["id"] % len(p["sizes"].split(","))]
-            yield Draft("add_to_cart", f"Add the {p['name']} in size {size} to my shopping cart.", "/",
-                        db_eval("shopping", "SELECT product_id, size, qty FROM cart ORDER BY id", [[p["id"], size, 1]]),
-                        [*_search_steps(p["name"]), f"click <radio {q(size)}>", f"click <button {q('Add to Cart')}>",
-                         "stop [done]"])
-
-    def buy() -> Iterator[Draft]:
-        for p in shuffled[5:]:
-            if p["sizes"]:
-                continue
-            qty = 2 + p["id"] % 3
-            yield Draft("buy", f"Buy {qty} units of the {p['name']} (any color) with flat rate shipping.", "/",
-                        db_eval("shopping", "SELECT product_id, qty FROM order_items WHERE order_id > ?",
-                                [[p["id"], qty]], [ShoppingSite.SEED_ORDERS]),
-                        [*_search_steps(p["name"]), f"type <spinbutton {q('Qty')}> [{qty}] [0]",
-                         f"click <button {q('Add to Cart')}>",
-                         f"click <link {q('Proceed to Checkout')}>", f"click <button {q('Place Order')}>",
-                         "stop [done]"])
-
-    def search_url() -> Iterator[Draft]:
-        for noun in [n for nouns, _ in CATEGORIES.values() for n in nouns]:
-            term = noun.lower()
-            yield Draft("search_url", f"Show me the search results for '{term}' in the store.", "/",
-                        url_eval(url("__SHOPPING__/search", q=term)),
-                        [f"type <searchbox {q('Search the store')}> [{term}] [1]", "stop [done]"])
-
-    def address() -> Iterator[Draft]:
-        rng_address = random.Random(5)
-        for _ in range(40):
-            new = f"{rng_address.randint(10, 999)} {rng_address.choice(STREETS)}, {rng_address.choice(CITIES)}"
-            yield Draft("address", f"Change the address in my account to \"{new}\".", "/",
-                        html_eval("__SHOPPING__/account", "document.querySelector('#f-address').value",
-                                  {"exact_match": new}),
-                        [f"click <link {q('My Account')}>", f"type <textbox {q('Address')}> [{new}] [0]",
-                         f"click <button {q('Save')}>", "stop [done]"])
-
-    return iter([price(), order_total(), add_to_cart(), cheapest(), buy(), review_count(), search_url(),
-                 order_status(), address()])
+    shop = ShopTaskData(db=db, orders=orders, shuffled=seeded_shuffle(products, 11))
+    return iter([template(shop) for template in SHOP_TEMPLATES])

@@ -8,7 +8,8 @@ customers (search, edit), reviews (delete) and a bestsellers report by year.
 from __future__ import annotations
 
 import sqlite3
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 from agentgym_envs.webarena.server import Request, SiteApp, paginate, redirect, url
 from agentgym_envs.webarena.shopping import create_shop_schema, seed_shop
@@ -162,6 +163,111 @@ def _edit_steps(section: str, search: str, name: str, field: str, value: str, sa
             f"type {field} [{value}] [0]", f"click <button {q(save)}>", "stop [done]"]
 
 
+@dataclass(frozen=True)
+class AdminTaskData:
+    """The seeded admin store's rows every task template draws from, read once so all templates see the same rows."""
+
+    db: sqlite3.Connection
+    customers: list[sqlite3.Row]
+    orders: list[sqlite3.Row]
+    shuffled: list[sqlite3.Row]  # the products in the fixed task order (seed 3)
+
+
+def _bestseller_drafts(store: AdminTaskData) -> Iterator[Draft]:
+    """The top-1..3 bestsellers of each year: reading a report filtered by year."""
+    for year in YEARS:
+        for rank in (1, 2, 3):
+            name = bestsellers(store.db, year)[rank - 1][0]
+            yield Draft("bestseller", f"What is the top-{rank} best-selling product in {year}?", "/",
+                        answer_eval("fuzzy_match", [name]),
+                        [f"click <link {q('Reports')}>", f"click <link {q(year)}>", f"stop [{name}]"])
+
+
+def _status_count_drafts(store: AdminTaskData) -> Iterator[Draft]:
+    """How many orders have a status: counting after the orders page's status filter."""
+    for status in ORDER_STATUSES:
+        n = store.db.execute("SELECT COUNT(*) FROM orders WHERE status=?", (status,)).fetchone()[0]
+        yield Draft("status_count", f"How many orders have the status {status}?", "/",
+                    answer_eval("exact_match", str(n)),
+                    [f"click <link {q('Orders')}>", f"click <link {q(status)}>", f"stop [{n}]"])
+
+
+def _customer_email_drafts(store: AdminTaskData) -> Iterator[Draft]:
+    """A customer's email address: a lookup through the customer search."""
+    for c in store.customers:
+        yield Draft("customer_email", f"What is the email address of the customer {c['name']}?", "/",
+                    answer_eval("exact_match", c["email"]),
+                    [f"click <link {q('Customers')}>",
+                     f"type <searchbox {q('Search customers')}> [{c['name']}] [1]", f"stop [{c['email']}]"])
+
+
+def _set_price_drafts(store: AdminTaskData) -> Iterator[Draft]:
+    """Raise a product's price by $5: an edit form, checked in the database."""
+    for p in store.shuffled:
+        new = round(p["price"] + 5, 2)
+        yield Draft("set_price", f"Update the price of {p['name']} to ${new:.2f}.", "/",
+                    db_eval("shopping_admin", "SELECT price FROM products WHERE id=?", [[new]], [p["id"]]),
+                    _edit_steps("Products", "Search by keyword", p["name"], f"<textbox {q('Price')}>", f"{new:.2f}",
+                                "Save Product"))
+
+
+def _cancel_order_drafts(store: AdminTaskData) -> Iterator[Draft]:
+    """Cancel a pending order: an action button on the order's page (pending orders only)."""
+    for o in [o for o in store.orders if o["status"] == "Pending"]:
+        label = f"View {o['id']:09d}"
+        yield Draft("cancel_order", f"Cancel order {o['id']:09d}.", "/",
+                    db_eval("shopping_admin", "SELECT status FROM orders WHERE id=?", [["Canceled"]], [o["id"]]),
+                    [f"click <link {q('Orders')}>",
+                     f"type <searchbox {q('Search orders by ID or customer')}> [{o['id']:09d}] [1]",
+                     f"click <link {q(label)}>", f"click <button {q('Cancel Order')}>", "stop [done]"])
+
+
+def _disable_product_drafts(store: AdminTaskData) -> Iterator[Draft]:
+    """Disable a product: a select field in the edit form (products in reverse task order)."""
+    for p in store.shuffled[::-1]:
+        yield Draft("disable_product", f"Disable the product {p['name']} so it no longer shows in the store.", "/",
+                    db_eval("shopping_admin", "SELECT status FROM products WHERE id=?", [["Disabled"]], [p["id"]]),
+                    _edit_steps("Products", "Search by keyword", p["name"], f"<combobox {q('Status')}>", "Disabled",
+                                "Save Product"))
+
+
+def _stock_drafts(store: AdminTaskData) -> Iterator[Draft]:
+    """A product's units in stock: a lookup in the product grid (from the 11th product of the task order)."""
+    for p in store.shuffled[10:]:
+        yield Draft("stock", f"How many units of {p['name']} are in stock?", "/",
+                    answer_eval("exact_match", str(p["quantity"])),
+                    [f"click <link {q('Products')}>",
+                     f"type <searchbox {q('Search by keyword')}> [{p['name']}] [1]", f"stop [{p['quantity']}]"])
+
+
+def _phone_drafts(store: AdminTaskData) -> Iterator[Draft]:
+    """Change a customer's phone number: editing a customer rather than a product (customers in reverse order)."""
+    for c in store.customers[::-1]:
+        new = f"412-555-{9000 + c['id']:04d}"
+        yield Draft("phone", f"Change the phone number of customer {c['name']} to {new}.", "/",
+                    db_eval("shopping_admin", "SELECT phone FROM customers WHERE id=?", [[new]], [c["id"]]),
+                    _edit_steps("Customers", "Search customers", c["name"], f"<textbox {q('Phone')}>", new,
+                                "Save Customer"))
+
+
+def _order_total_drafts(store: AdminTaskData) -> Iterator[Draft]:
+    """An order's grand total: finding an order by its ID (orders newest first)."""
+    for o in store.orders[::-1]:
+        label = f"View {o['id']:09d}"
+        yield Draft("order_total", f"What is the grand total of order {o['id']:09d}?", "/",
+                    answer_eval("must_include", [f"{o['total']:,.2f}"]),
+                    [f"click <link {q('Orders')}>",
+                     f"type <searchbox {q('Search orders by ID or customer')}> [{o['id']:09d}] [1]",
+                     f"click <link {q(label)}>", f"stop [${o['total']:,.2f}]"])
+
+
+#: The admin's task templates, in the order the catalog takes drafts round-robin from them.
+ADMIN_TEMPLATES: tuple[Callable[[AdminTaskData], Iterator[Draft]], ...] = (
+    _bestseller_drafts, _set_price_drafts, _status_count_drafts, _cancel_order_drafts, _customer_email_drafts,
+    _disable_product_drafts, _stock_drafts, _phone_drafts, _order_total_drafts,
+)
+
+
 def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
     """The admin task templates, drawn from the seeded database: bestsellers, order counts and totals, customers' emails
     and phones, stock, and edits of prices, order statuses and product statuses.
@@ -176,77 +282,5 @@ def drafts(db: sqlite3.Connection) -> Iterator[Iterator[Draft]]:
     products = db.execute("SELECT * FROM products ORDER BY id").fetchall()
     customers = db.execute("SELECT * FROM customers ORDER BY id").fetchall()
     orders = db.execute("SELECT * FROM orders ORDER BY id").fetchall()
-    shuffled = seeded_shuffle(products, 3)
-
-    def bestseller() -> Iterator[Draft]:
-        for year in YEARS:
-            for rank in (1, 2, 3):
-                name = bestsellers(db, year)[rank - 1][0]
-                yield Draft("bestseller", f"What is the top-{rank} best-selling product in {year}?", "/",
-                            answer_eval("fuzzy_match", [name]),
-                            [f"click <link {q('Reports')}>", f"click <link {q(year)}>", f"stop [{name}]"])
-
-    def status_count() -> Iterator[Draft]:
-        for status in ORDER_STATUSES:
-            n = db.execute("SELECT COUNT(*) FROM orders WHERE status=?", (status,)).fetchone()[0]
-            yield Draft("status_count", f"How many orders have the status {status}?", "/",
-                        answer_eval("exact_match", str(n)),
-                        [f"click <link {q('Orders')}>", f"click <link {q(status)}>", f"stop [{n}]"])
-
-    def customer_email() -> Iterator[Draft]:
-        for c in customers:
-            yield Draft("customer_email", f"What is the email address of the customer {c['name']}?", "/",
-                        answer_eval("exact_match", c["email"]),
-                        [f"click <link {q('Customers')}>",
-                         f"type <searchbox {q('Search customers')}> [{c['name']}] [1]", f"stop [{c['email']}]"])
-
-    def set_price() -> Iterator[Draft]:
-        for p in shuffled:
-            new = round(p["price"] + 5, 2)
-            yield Draft("set_price", f"Update the price of {p['name']} to ${new:.2f}.", "/",
-                        db_eval("shopping_admin", "SELECT price FROM products WHERE id=?", [[new]], [p["id"]]),
-                        _edit_steps("Products", "Search by keyword", p["name"], f"<textbox {q('Price')}>", f"{new:.2f}",
-                                    "Save Product"))
-
-    def cancel_order() -> Iterator[Draft]:
-        for o in [o for o in orders if o["status"] == "Pending"]:
-            label = f"View {o['id']:09d}"
-            yield Draft("cancel_order", f"Cancel order {o['id']:09d}.", "/",
-                        db_eval("shopping_admin", "SELECT status FROM orders WHERE id=?", [["Canceled"]], [o["id"]]),
-                        [f"click <link {q('Orders')}>",
-                         f"type <searchbox {q('Search orders by ID or customer')}> [{o['id']:09d}] [1]",
-                         f"click <link {q(label)}>", f"click <button {q('Cancel Order')}>", "stop [done]"])
-
-    def disable_product() -> Iterator[Draft]:
-        for p in shuffled[::-1]:
-            yield Draft("disable_product", f"Disable the product {p['name']} so it no longer shows in the store.", "/",
-                        db_eval("shopping_admin", "SELECT status FROM products WHERE id=?", [["Disabled"]], [p["id"]]),
-                        _edit_steps("Products", "Search by keyword", p["name"], f"<combobox {q('Status')}>", "Disabled",
-                                    "Save Product"))
-
-    def stock() -> Iterator[Draft]:
-        for p in shuffled[10:]:
-            yield Draft("stock", f"How many units of {p['name']} are in stock?", "/",
-                        answer_eval("exact_match", str(p["quantity"])),
-                        [f"click <link {q('Products')}>",
-                         f"type <searchbox {q('Search by keyword')}> [{p['name']}] [1]", f"stop [{p['quantity']}]"])
-
-    def phone() -> Iterator[Draft]:
-        for c in customers[::-1]:
-            new = f"412-555-{9000 + c['id']:04d}"
-            yield Draft("phone", f"Change the phone number of customer {c['name']} to {new}.", "/",
-                        db_eval("shopping_admin", "SELECT phone FROM customers WHERE id=?", [[new]], [c["id"]]),
-                        _edit_steps("Customers", "Search customers", c["name"], f"<textbox {q('Phone')}>", new,
-                                    "Save Customer"))
-
-    def order_total() -> Iterator[Draft]:
-        for o in orders[::-1]:
-            label = f"View {o['id']:09d}"
-            yield Draft("order_total", f"What is the grand total of order {o['id']:09d}?", "/",
-                        answer_eval("must_include", [f"{o['total']:,.2f}"]),
-                        [f"click <link {q('Orders')}>",
-                         f"type <searchbox {q('Search orders by ID or customer')}> [{o['id']:09d}] [1]",
-                         f"click <link {q(label)}>", f"stop [${o['total']:,.2f}]"])
-
-    return iter([bestseller(), set_price(), status_count(), cancel_order(), customer_email(), disable_product(),
-                 stock(), phone(), order_total()])
+    store = AdminTaskData(db=db, customers=customers, orders=orders, shuffled=seeded_shuffle(products, 3))
+    return iter([template(store) for template in ADMIN_TEMPLATES])
