@@ -30,8 +30,8 @@ class RolloutResult(PlayStats):
     """A rollout's trajectories and where its time went (the loop's ``PlayStats``; the agent's time is generation)."""
 
     trajectories: list[Trajectory] = field(default_factory=list)
-    #: positions the generator ran through the model in prefills (``HFGenerator.prefilled_tokens``); None for an
-    #: engine that does not count them
+    #: positions the generator ran through the model in prefills (``prefilled_tokens`` of the HF engine, or the
+    #: engine process's prompt tokens its prefix cache did not hold); None for an engine that does not count them
     prefilled_tokens: int | None = None
 
     @property
