@@ -17,6 +17,14 @@ Then ``agentgym eval --model default`` as a user runs it (8 TextCraft depth-1 te
 (``hf`` in fp32), today's (``hf``, bf16 where the CPU has it) and ``--engine vllm``.
 
     python benchmarks/bench_rollout.py [--batches 8 32] [--engines hf-autocast hf-bf16-copy vllm] [--no-eval]
+
+``--prefill-only``: no timings (they need quiet cores), only the work the HF engine's prefills do: the positions
+run through the model before decoding (``HFGenerator.prefilled_tokens``), with and without the sharing of what a
+batch's episodes have in common (``share_prompt_prefill``: TextCraft's instruction and opening once per batch, a
+group's prompt once per group), in ``agentgym eval``'s path at the shape above (8 items x 2 samples) and at the
+main job's evaluation (31 test items, one greedy sample, one batch) -> results/rollout_prefill.json.
+
+    python benchmarks/bench_rollout.py --prefill-only
 """
 
 from __future__ import annotations
@@ -98,7 +106,13 @@ def main() -> None:
     parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-eval", dest="eval", action="store_false", help="skip the agentgym eval part")
+    parser.add_argument("--prefill-only", action="store_true",
+                        help="count prefilled tokens with and without shared prefills (no timings) and stop")
     args = parser.parse_args()
+    if args.prefill_only:
+        write_result("rollout_prefill", {"command": "python benchmarks/bench_rollout.py " + " ".join(sys.argv[1:]),
+                                         "shapes": prefill_counts(args.seed)})
+        return
 
     from transformers import AutoModelForCausalLM
 
@@ -173,6 +187,43 @@ def eval_speeds(seed: int) -> list[dict]:
                      "tokens_per_s": round(tokens / agent_s, 1) if agent_s else None,
                      "success": round(sum(bool(r.get("info", {}).get("success")) for r in records) / len(records), 3)})
         tqdm.write(f"eval {name:<28} {rows[-1]['tokens_per_s']} tok/s ({tokens} tokens, {agent_s:.1f} s of agent)")
+    return rows
+
+
+#: (name, items, samples per item, temperature, batch): agentgym eval's shape above, the main job's evaluation
+PREFILL_SHAPES = (("eval 8 items x 2 samples, batch 16", 8, 2, 1.0, 16),
+                  ("main job evaluation: 31 items x 1 greedy sample, batch 31", None, 1, 0.0, 31))
+
+
+def prefill_counts(seed: int) -> list[dict]:
+    """Per shape, the positions prefilled over a whole evaluation (TextCraft depth 1, 4 turns of <= 48 tokens) by
+    ``agentgym eval``'s HF agent without and with shared prefills, and whether both played the same actions (the
+    sharing changes the work, not the tokens)."""
+    import tempfile
+
+    from agentgym_envs.evaluation.records import load_run
+    from agentgym_envs.evaluation.runner import evaluate
+    from agentgym_trl.agent import ModelAgent
+
+    rows = []
+    for name, limit, samples, temperature, batch in PREFILL_SHAPES:
+        agent = ModelAgent.from_name("default", temperature=temperature, batch_size=batch, max_turn_tokens=48,
+                                     seed=seed, progress=False)
+        counts, actions = {}, {}
+        for shared in (False, True):
+            agent.generator.share_prompt_prefill = shared
+            before = agent.generator.prefilled_tokens
+            with tempfile.TemporaryDirectory() as out:
+                evaluate(agent, ["AgentGym/TextCraft-Depth1-v0"], out, n_samples=samples, max_turns=[4], limit=limit,
+                         progress=False)
+                actions[shared] = sorted((r["item_id"], r["sample"], tuple(r["actions"])) for r in load_run(out))
+            counts[shared] = agent.generator.prefilled_tokens - before
+        agent.close()
+        rows.append({"shape": name, "episodes": len(actions[True]), "prefilled_tokens_without": counts[False],
+                     "prefilled_tokens_with": counts[True], "saved": counts[False] - counts[True],
+                     "ratio": round(counts[True] / counts[False], 3), "same_actions": actions[False] == actions[True]})
+        tqdm.write(f"{name}: {counts[False]} -> {counts[True]} prefilled tokens "
+                   f"(same actions: {rows[-1]['same_actions']})")
     return rows
 
 
