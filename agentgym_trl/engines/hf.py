@@ -397,8 +397,8 @@ class HFGenerator:
     def _encode_prefix(self, model: Any, ids: list[int], device: torch.device, base: CachedPrefix | None = None
                        ) -> bool:
         """Keep the states of ``ids``, running the model only over what follows ``base`` (kept states of its start,
-        extended, not copied: ``base`` stays for the rows it alone covers). False, and sharing turned off, for a
-        cache layout this cannot slice."""
+        copied into the forward's cache: ``base`` stays for the rows it alone covers). False, and sharing turned
+        off, for a cache layout this cannot slice."""
         start = len(base.ids) if base is not None else 0
         past = self._padded_cache(model, [base], start) if base is not None else None
         with torch.no_grad():
