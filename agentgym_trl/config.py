@@ -444,7 +444,9 @@ class SpeedOptions:
     )
     share_prompt_prefill: bool = field(
         default=True,
-        metadata={"help": "Encode a group's shared first prompt once, not once per episode (HF generation)."},
+        metadata={"help": "On a rollout's first turn encode once what its episodes share, not once per episode: "
+                  "the items' common prompt prefix (a family's instruction) and each group's whole prompt (HF "
+                  "generation)."},
     )
     skip_zero_advantage: bool = field(
         default=False,

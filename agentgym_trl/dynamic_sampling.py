@@ -132,3 +132,5 @@ def _add_time(total: RolloutResult, extra: RolloutResult) -> None:
     total.agent_s += extra.agent_s
     total.env_s += extra.env_s
     total.turns_played += extra.turns_played
+    if total.prefilled_tokens is not None and extra.prefilled_tokens is not None:
+        total.prefilled_tokens += extra.prefilled_tokens

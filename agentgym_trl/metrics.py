@@ -109,10 +109,14 @@ def rollout_metrics(stats: Sequence[dict[str, Any]]) -> dict[str, float]:
     return metrics
 
 
-def timing_metrics(total_s: float, generation_s: float, env_s: float, template_fallbacks: int) -> dict[str, float]:
-    """Where a rollout's time went (this process's)."""
+def timing_metrics(total_s: float, generation_s: float, env_s: float, template_fallbacks: int,
+                   prefilled_tokens: int | None = None) -> dict[str, float]:
+    """Where a rollout's time went (this process's), and the positions its prefills ran where the engine counts
+    them (``agent/prefilled_tokens``: what sharing a batch's common prompt prefix saves)."""
     metrics = {ROLLOUT_S: total_s, "agent/generation_s": generation_s, "agent/env_s": env_s,
                "agent/template_fallbacks": float(template_fallbacks)}
+    if prefilled_tokens is not None:
+        metrics["agent/prefilled_tokens"] = float(prefilled_tokens)
     if total_s > 0:
         metrics["agent/outside_model_frac"] = max(total_s - generation_s, 0.0) / total_s
     return metrics

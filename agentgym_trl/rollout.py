@@ -32,6 +32,9 @@ class RolloutResult(PlayStats):
     """A rollout's trajectories and where its time went (the loop's ``PlayStats``; the agent's time is generation)."""
 
     trajectories: list[Trajectory] = field(default_factory=list)
+    #: positions the generator ran through the model in prefills (``prefilled_tokens`` of the HF engine, or the
+    #: engine process's prompt tokens its prefix cache did not hold); None for an engine that does not count them
+    prefilled_tokens: int | None = None
 
     @property
     def generation_s(self) -> float:
@@ -140,6 +143,7 @@ def run_rollout(
     """
     agent = ModelAgent(generator, encoder, max_turn_tokens=max_turn_tokens, max_context_tokens=max_context_tokens,
                        truncated_turn=truncated_turn, mask_truncated_turns=mask_truncated_turns, name="policy")
+    prefilled_before = getattr(generator, "prefilled_tokens", None)
     try:
         trajectories, stats = play_batch(episode_starts(rows, max_turns, oracle_prefix), agent, env_pool,
                                          executor=executor,
@@ -148,7 +152,8 @@ def run_rollout(
         raise RuntimeError(f"rollout failed: {error}") from error
     finally:
         agent.close()
-    return RolloutResult(**vars(stats), trajectories=trajectories)
+    prefilled = None if prefilled_before is None else generator.prefilled_tokens - prefilled_before
+    return RolloutResult(**vars(stats), trajectories=trajectories, prefilled_tokens=prefilled)
 
 
 def append_trajectories(result: RolloutResult, output_dir: str, rank: int, step: int, mode: str) -> None:

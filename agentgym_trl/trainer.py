@@ -549,7 +549,7 @@ class AgentGRPOTrainer(GRPOTrainer):
             )
         fallbacks = sum(t.template_fallbacks for t in result.trajectories)
         values = {**rollout_metrics(stats), **timing_metrics(result.total_s, result.generation_s, result.env_s,
-                                                              fallbacks)}
+                                                              fallbacks, result.prefilled_tokens)}
         for name, value in values.items():
             self._metrics[mode][name].append(value)
 

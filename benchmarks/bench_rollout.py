@@ -17,6 +17,14 @@ Then ``agentgym eval --model default`` as a user runs it (8 TextCraft depth-1 te
 (``hf`` in fp32), today's (``hf``, bf16 where the CPU has it) and ``--engine vllm``.
 
     python benchmarks/bench_rollout.py [--batches 8 32] [--engines hf-autocast hf-bf16-copy vllm] [--no-eval]
+
+``--prefill-only``: no timings (they need quiet cores), only the work the HF engine's prefills do: the positions
+run through the model before decoding (``HFGenerator.prefilled_tokens``), with and without the sharing of what a
+batch's episodes have in common (``share_prompt_prefill``: TextCraft's instruction and opening once per batch, a
+group's prompt once per group), in ``agentgym eval``'s path at the shape above (8 items x 2 samples) and at the
+main job's evaluation (31 test items, one greedy sample, one batch) -> results/rollout_prefill.json.
+
+    python benchmarks/bench_rollout.py --prefill-only [--prefill-precisions auto fp32]
 """
 
 from __future__ import annotations
@@ -98,7 +106,15 @@ def main() -> None:
     parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-eval", dest="eval", action="store_false", help="skip the agentgym eval part")
+    parser.add_argument("--prefill-only", action="store_true",
+                        help="count prefilled tokens with and without shared prefills (no timings) and stop")
+    parser.add_argument("--prefill-precisions", nargs="+", choices=("auto", "fp32"), default=["auto"],
+                        help="--prefill-only's sampling precisions: auto (bf16 where native, as agentgym eval), fp32")
     args = parser.parse_args()
+    if args.prefill_only:
+        write_result("rollout_prefill", {"command": "python benchmarks/bench_rollout.py " + " ".join(sys.argv[1:]),
+                                         "shapes": prefill_counts(args.seed, args.prefill_precisions)})
+        return
 
     from transformers import AutoModelForCausalLM
 
@@ -174,6 +190,67 @@ def eval_speeds(seed: int) -> list[dict]:
                      "success": round(sum(bool(r.get("info", {}).get("success")) for r in records) / len(records), 3)})
         tqdm.write(f"eval {name:<28} {rows[-1]['tokens_per_s']} tok/s ({tokens} tokens, {agent_s:.1f} s of agent)")
     return rows
+
+
+#: (name, items, samples per item, temperature, batch): agentgym eval's shape above, the main job's evaluation
+PREFILL_SHAPES = (("eval 8 items x 2 samples, batch 16", 8, 2, 1.0, 16),
+                  ("main job evaluation: 31 items x 1 greedy sample, batch 31", None, 1, 0.0, 31))
+
+
+def prefill_counts(seed: int, precisions: list[str]) -> list[dict]:
+    """Per shape and precision, the positions prefilled over a whole evaluation (TextCraft depth 1, 4 turns of <= 48
+    tokens) and on its first turn, by ``agentgym eval``'s HF agent without and with shared prefills, and whether
+    both played the same actions. In fp32 they do (``tests/test_shared_prefix.py``); in bf16 the same states
+    computed in another shape (one row, or the padded batch) round apart, and a sampled episode may part."""
+    rows = []
+    for precision in precisions:
+        for name, limit, samples, temperature, batch in PREFILL_SHAPES:
+            counts, first_turns, actions = prefill_arms(seed, limit, samples, temperature, batch,
+                                                        bf16=None if precision == "auto" else False)
+            rows.append({"shape": name, "precision": precision, "episodes": len(actions[True]),
+                         "prefilled_tokens_without": counts[False], "prefilled_tokens_with": counts[True],
+                         "saved": counts[False] - counts[True], "ratio": round(counts[True] / counts[False], 3),
+                         "first_turn_without": first_turns[False], "first_turn_with": first_turns[True],
+                         "same_actions": actions[False] == actions[True]})
+            tqdm.write(f"{name}, {precision}: {counts[False]} -> {counts[True]} prefilled tokens, first turn "
+                       f"{first_turns[False]} -> {first_turns[True]} (same actions: {rows[-1]['same_actions']})")
+    return rows
+
+
+def prefill_arms(seed: int, limit: int | None, samples: int, temperature: float, batch: int, bf16: bool | None
+                 ) -> tuple[dict[bool, int], dict[bool, int], dict[bool, list]]:
+    """One evaluation per arm (without, with shared prefills) by one agent: per arm the positions prefilled in
+    all, on the first turn, and the sorted (item, sample, actions) played."""
+    import tempfile
+
+    from agentgym_envs.evaluation.records import load_run
+    from agentgym_envs.evaluation.runner import evaluate
+    from agentgym_trl.agent import ModelAgent
+
+    agent = ModelAgent.from_name("default", temperature=temperature, batch_size=batch, max_turn_tokens=48,
+                                 seed=seed, progress=False, bf16=bf16)
+    generator = agent.generator
+    turns: list[int] = []
+    generate = generator.generate
+
+    def counted(contexts, limits):  # records each turn's prefilled positions
+        before = generator.prefilled_tokens
+        outputs = generate(contexts, limits)
+        turns.append(generator.prefilled_tokens - before)
+        return outputs
+
+    generator.generate = counted
+    counts, first_turns, actions = {}, {}, {}
+    for shared in (False, True):
+        generator.share_prompt_prefill = shared
+        turns.clear()
+        with tempfile.TemporaryDirectory() as out:
+            evaluate(agent, ["AgentGym/TextCraft-Depth1-v0"], out, n_samples=samples, max_turns=[4], limit=limit,
+                     progress=False)
+            actions[shared] = sorted((r["item_id"], r["sample"], tuple(r["actions"])) for r in load_run(out))
+        counts[shared], first_turns[shared] = sum(turns), turns[0]
+    agent.close()
+    return counts, first_turns, actions
 
 
 if __name__ == "__main__":

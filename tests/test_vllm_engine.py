@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import signal
 
 import pytest
@@ -143,6 +144,30 @@ def test_a_full_batch_of_long_seeded_prompts_is_served(served) -> None:
     assert all(1 <= len(output["ids"]) <= 4 for output in outputs)
     again = engine.generate(prompts, [4] * 8, temperature=1.0, stop_token_ids=stop, seeds=list(range(8)))
     assert [o["ids"] for o in again] == [o["ids"] for o in outputs]
+
+
+@needs_engine
+def test_items_sharing_a_long_opening_hit_the_prefix_cache(served) -> None:
+    """The engine runs with vLLM's prefix cache: items whose prompts share a long instruction prefill it once, and
+    each reply says how many prompt tokens the cache held (``EngineStats``, the generator's prefilled count)."""
+    engine, _, _ = served
+    draw = random.Random(59)  # an opening no other test of the module has cached
+    instruction = [draw.randrange(10, 390) for _ in range(320)]
+    items = [instruction + [draw.randrange(10, 390) for _ in range(8 + item)] for item in range(6)]
+    generator = VLLMGenerator(engine, Sampling(temperature=0.0), stop_ids=[tiny_tokenizer("chatml").eos_token_id])
+    before = (engine.stats.prompt_tokens, engine.stats.cached_prompt_tokens)
+    first = generator.generate(items, [2] * len(items))
+    prompt_tokens = sum(len(item) for item in items)
+    cached = engine.stats.cached_prompt_tokens - before[1]
+    assert engine.stats.prompt_tokens - before[0] == prompt_tokens
+    # whole blocks of the instruction (128 tokens on CPU), for every item after the first, in the same batch
+    assert (len(items) - 1) * len(instruction) // 2 <= cached <= (len(items) - 1) * len(instruction)
+    assert generator.prefilled_tokens == prompt_tokens - cached
+    # the next turn: each item's own conversation so far comes from the cache too
+    again = generator.generate([item + turn.ids + [11, 12] for item, turn in zip(items, first, strict=True)],
+                               [2] * len(items))
+    assert len(again) == len(items)
+    assert engine.stats.cached_prompt_tokens - before[1] - cached >= len(items) * len(instruction) // 2
 
 
 @needs_engine

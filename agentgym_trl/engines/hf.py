@@ -1,9 +1,9 @@
 """The HF engine: ``model.generate`` in the trainer's (or evaluator's) own process.
 
 One batched call per turn over the episodes still playing, with each episode's key/value states kept from one
-turn to the next, a group's shared prompt prefilled once, a bf16 sampling copy of the weights on CPUs that run
-bf16 natively, and every rank in step under ZeRO-3 / FSDP. Log-probs come from the raw logits over the sampling
-temperature, the distribution the trainer scores.
+turn to the next, what the first turn's rows share (a family's instruction, a group's prompt) prefilled once,
+a bf16 sampling copy of the weights on CPUs that run bf16 natively, and every rank in step under ZeRO-3 / FSDP.
+Log-probs come from the raw logits over the sampling temperature, the distribution the trainer scores.
 """
 
 from __future__ import annotations
@@ -33,6 +33,38 @@ class CachedPrefix:
 
     ids: list[int]
     layers: list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys and values, (heads, len(ids), head_dim)
+
+
+def common_length(first: Sequence[int], second: Sequence[int]) -> int:
+    """How many leading tokens two contexts share, leaving each at least one token of its own to encode (the
+    turn's first sampled token comes from the logits of a context's last token)."""
+    limit = min(len(first), len(second)) - 1
+    length = 0
+    while length < limit and first[length] == second[length]:
+        length += 1
+    return length
+
+
+def shared_prefixes(contexts: Sequence[Sequence[int]], min_tokens: int) -> list[tuple[int, ...]]:
+    """The prefixes worth encoding once for a batch: contexts sorted, cut into runs whose neighbours share at least
+    ``min_tokens`` leading tokens, and per run of two rows or more the prefix all of it shares.
+
+    Sorting puts contexts with long common prefixes next to each other, so one pass over neighbours finds
+    each family's instruction and opening in a batch of several families, and a GRPO group's whole prompt
+    (less its last token) where the batch is one item's samples.
+    """
+    ordered = sorted(tuple(context) for context in contexts)
+    prefixes: list[tuple[int, ...]] = []
+    start, shortest = 0, None
+    for index in range(1, len(ordered) + 1):
+        shared = common_length(ordered[index - 1], ordered[index]) if index < len(ordered) else 0
+        if shared >= min_tokens:
+            shortest = shared if shortest is None else min(shortest, shared)
+            continue
+        if shortest is not None and index - start >= 2:
+            prefixes.append(ordered[start][:shortest])
+        start, shortest = index, None
+    return prefixes
 
 
 def cast_tensors(model: torch.nn.Module, dtype: torch.dtype) -> dict[int, torch.Tensor]:
@@ -135,8 +167,12 @@ class HFGenerator:
     ``unwrap`` yields the model to generate with for the whole rollout (TRL's
     ``unwrap_model_for_generation`` under DDP / DeepSpeed / FSDP); by default the model itself.
 
-    With ``share_prompt_prefill`` (and the prefix cache) a context that several rows share (a GRPO
-    group's first prompt) is encoded once and its states copied to each row, instead of once per row.
+    With ``share_prompt_prefill`` (and the prefix cache), on a turn whose rows keep no states yet (the first),
+    what several rows share is encoded once and its states copied to each row, instead of once per row: the
+    longest token prefix common to a batch's items (a family's instruction and opening, at least
+    ``min_shared_prefix`` tokens; per family when a batch mixes several), then on top of it the rest of each
+    context that several rows share whole (a GRPO group's prompt). ``prefilled_tokens`` counts the positions
+    run through the model in prefills (padding included, decode steps not), so the saving can be measured.
 
     ``progress`` shows a bar per turn (``DecodeProgress``): ``None`` (the default) where stderr is a
     terminal, ``True`` always, ``False`` never; only the first rank of a distributed run shows one.
@@ -167,6 +203,7 @@ class HFGenerator:
         progress: bool | None = None,
         sampling_dtype: torch.dtype | None = None,
         logprobs: bool = True,
+        min_shared_prefix: int = 16,
     ):
         self.model = model
         self.logprobs = logprobs
@@ -188,6 +225,8 @@ class HFGenerator:
         self._active_model: Any = None
         self.prefix_cache = prefix_cache
         self.share_prompt_prefill = share_prompt_prefill
+        self.min_shared_prefix = min_shared_prefix  # shorter common prefixes are not worth a forward of their own
+        self.prefilled_tokens = 0  # positions run through the model in prefills (padding included), never reset
         self._prefixes: list[CachedPrefix] = []
         self._synced: bool | None = None  # generation_synced of the session's model, decided once per session
 
@@ -298,6 +337,7 @@ class HFGenerator:
         config.max_new_tokens = int(max(max_new_tokens))
         config.use_cache = True
         extra = {"past_key_values": self._padded_cache(model, cached, past_width)} if past_width else {}
+        self.prefilled_tokens += len(contexts) * new_width  # generate runs only the uncached part before decoding
         cached, self._prefixes = [], []  # now in the batch cache: one copy of the states, not two, while generating
         self._turn += 1
         progress = DecodeProgress(self._turn, len(contexts), config.max_new_tokens, progress_wanted(self.progress))
@@ -340,18 +380,37 @@ class HFGenerator:
                            synced_gpus=True)
 
     def _prefill_shared(self, model: Any, contexts: Sequence[Sequence[int]], device: torch.device) -> None:
-        """Encode once each context that several rows share and no kept state covers (all but its last token)."""
-        for ids, count in Counter(tuple(context) for context in contexts).items():
-            if count < 2 or len(ids) < 2 or self._cached_prefix(ids) is not None:
-                continue
-            prefix = list(ids[:-1])
-            with torch.no_grad():
-                out = model(input_ids=torch.tensor([prefix], device=device), use_cache=True, logits_to_keep=1)
-            layers = cache_layers(out.past_key_values)
-            if not layers or any(keys is None or keys.shape[2] != len(prefix) for keys, _ in layers):
-                self.share_prompt_prefill = False  # a cache layout this cannot slice: encode per row as before
+        """Encode once what several rows without kept states share: first each run of items' common prefix (a
+        family's instruction), then, on top of it, each context that several rows share whole (all but its last
+        token). Rows with kept states (later turns) are left to them."""
+        fresh = [context for context in contexts if self._cached_prefix(context) is None]
+        for prefix in shared_prefixes(fresh, max(self.min_shared_prefix, 1)):
+            if not self._encode_prefix(model, list(prefix), device):
                 return
-            self._prefixes.append(CachedPrefix(prefix, [(keys[0], values[0]) for keys, values in layers]))
+        for ids, count in Counter(tuple(context) for context in fresh).items():
+            base = self._cached_prefix(ids)
+            if count < 2 or len(ids) < 2 or (base is not None and len(base.ids) == len(ids) - 1):
+                continue
+            if not self._encode_prefix(model, list(ids[:-1]), device, base):
+                return
+
+    def _encode_prefix(self, model: Any, ids: list[int], device: torch.device, base: CachedPrefix | None = None
+                       ) -> bool:
+        """Keep the states of ``ids``, running the model only over what follows ``base`` (kept states of its start,
+        copied into the forward's cache: ``base`` stays for the rows it alone covers). False, and sharing turned
+        off, for a cache layout this cannot slice."""
+        start = len(base.ids) if base is not None else 0
+        past = self._padded_cache(model, [base], start) if base is not None else None
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([ids[start:]], device=device), past_key_values=past, use_cache=True,
+                        logits_to_keep=1)
+        self.prefilled_tokens += len(ids) - start
+        layers = cache_layers(out.past_key_values)
+        if not layers or any(keys is None or keys.shape[2] != len(ids) for keys, _ in layers):
+            self.share_prompt_prefill = False  # a cache layout this cannot slice: encode per row as before
+            return False
+        self._prefixes.append(CachedPrefix(ids, [(keys[0], values[0]) for keys, values in layers]))
+        return True
 
     def _cached_prefix(self, context: Sequence[int]) -> CachedPrefix | None:
         """The kept states whose ids start this context (the longest; at least one new token must remain)."""

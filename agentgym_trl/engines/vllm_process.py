@@ -137,6 +137,8 @@ class EngineStats:
     start_s: float = 0.0
     weight_loads: int = 0
     weight_load_s: float = 0.0
+    prompt_tokens: int = 0  # prompt tokens of every request served
+    cached_prompt_tokens: int = 0  # of those, the ones vLLM's prefix cache held (not prefilled again)
 
 
 #: while the engine starts, a line on stderr every this many seconds says it still is
@@ -309,7 +311,8 @@ class VLLMEngine:
     def generate(self, prompts: Sequence[Sequence[int]], max_tokens: Sequence[int], *, temperature: float,
                  stop_token_ids: Sequence[int], top_p: float = 1.0, top_k: int = 0,
                  seeds: Sequence[int | None] | None = None, ignore_eos: bool = False) -> list[dict[str, Any]]:
-        """One sampled continuation per prompt: ``{"ids", "logprobs", "finish"}`` (NaN where vLLM gave none).
+        """One sampled continuation per prompt: ``{"ids", "logprobs", "finish", "cached_tokens"}`` (NaN where vLLM
+        gave no log-prob; ``cached_tokens``: prompt tokens its prefix cache held, also summed in ``stats``).
         ``ignore_eos``: stop only at ``stop_token_ids`` or ``max_tokens`` (benchmarks sample fixed lengths)."""
         if not prompts:
             return []
@@ -319,6 +322,8 @@ class VLLMEngine:
             "top_k": int(top_k), "stop_token_ids": [int(i) for i in stop_token_ids],
             "seeds": list(seeds) if seeds is not None else [None] * len(prompts), "ignore_eos": bool(ignore_eos),
         })
+        self.stats.prompt_tokens += sum(len(ids) for ids in prompts)
+        self.stats.cached_prompt_tokens += sum(output.get("cached_tokens", 0) for output in reply["outputs"])
         return reply["outputs"]
 
     def load_weights(self, tensors: Iterator[tuple[str, torch.Tensor]] | dict[str, torch.Tensor]) -> float:
@@ -763,6 +768,7 @@ class VLLMGenerator:
         self.sampling = sampling
         self._seed: int | None = None  # set by reseed: per-request seeds derive from it
         self._calls = 0
+        self.prefilled_tokens = 0  # prompt tokens the engine prefilled for this generator (prefix-cache hits not)
 
     def session(self) -> AbstractContextManager[Any]:
         """The engine itself: its weights are synced by their owner, so nothing is gathered per rollout."""
@@ -805,6 +811,8 @@ class VLLMGenerator:
         outputs = self.engine.generate(contexts, max_new_tokens, temperature=sampling.temperature,
                                        top_p=sampling.top_p, top_k=sampling.top_k, stop_token_ids=self.stop_ids,
                                        seeds=seeds, ignore_eos=self.ignore_eos)
+        self.prefilled_tokens += sum(len(context) - output.get("cached_tokens", 0)
+                                     for context, output in zip(contexts, outputs, strict=True))
         return [cut_turn(output["ids"], output["logprobs"], int(limit), self.stop_ids)
                 for output, limit in zip(outputs, max_new_tokens, strict=True)]
 

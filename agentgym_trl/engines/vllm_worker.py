@@ -6,9 +6,13 @@ its own torch and transformers, which the trainer's cannot share), so this file 
 a ``multiprocessing.connection`` socket (authenticated with a key from the environment)::
 
     {"op": "generate", "prompts": [[ids]], "max_tokens": [n], "temperature": t, "top_p": p, "top_k": k,
-     "stop_token_ids": [ids], "seeds": [s | None]}  ->  {"outputs": [{"ids", "logprobs", "finish"}]}
+     "stop_token_ids": [ids], "seeds": [s | None]}  ->  {"outputs": [{"ids", "logprobs", "finish", "cached_tokens"}]}
     {"op": "load_weights", "path": "/dev/shm/....safetensors"}  ->  {"seconds": s}   (prefix cache reset)
     {"op": "close"}
+
+``cached_tokens``: the prompt tokens vLLM's prefix cache held (``RequestOutput.num_cached_tokens``, counted per
+request whether or not vLLM logs its statistics), so the client sees what the cache saved: a family's shared
+instruction is prefilled once, later turns reuse their own conversation.
 
 Log-probs are vLLM's ``processed_logprobs``: after temperature (and top-k/top-p), i.e. the
 distribution the token was sampled from, which is the one the trainer scores.
@@ -111,8 +115,8 @@ def generate(llm, request: dict) -> dict:
         request: prompts, per-prompt ``max_tokens`` and ``seeds``, and the sampling settings.
 
     Returns:
-        ``{"outputs": [...]}``: per prompt the ids, their processed log-probs (NaN where vLLM gave none) and
-        vLLM's finish reason.
+        ``{"outputs": [...]}``: per prompt the ids, their processed log-probs (NaN where vLLM gave none),
+        vLLM's finish reason and how many of its prompt tokens came from the prefix cache.
     """
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
@@ -135,7 +139,8 @@ def generate(llm, request: dict) -> dict:
             float(step[token].logprob) if step is not None and token in step else float("nan")
             for step, token in zip(completion.logprobs or [None] * len(ids), ids, strict=True)
         ]
-        outputs.append({"ids": ids, "logprobs": logprobs, "finish": completion.finish_reason})
+        outputs.append({"ids": ids, "logprobs": logprobs, "finish": completion.finish_reason,
+                        "cached_tokens": int(result.num_cached_tokens or 0)})
     return {"outputs": outputs}
 
 
