@@ -184,8 +184,25 @@ def main() -> None:
     for cpu_class in args.classes:
         result = measure_class(cpu_class, args.parts, args.eval_timeout)
         forced = cpu_report(child_environment(cpu_class))
-        write_result(f"cpu_class_{forced.cpu_class}", {"command": " ".join(sys.argv), "class": forced.to_dict(),
-                                                       "shape": SHAPE, **result})
+        name = f"cpu_class_{forced.cpu_class}"
+        kept = earlier_parts(name, args.parts)
+        write_result(name, {"class": forced.to_dict(), "shape": SHAPE, **kept, **result,
+                            "commands": {**kept.get("commands", {}),
+                                         **{part: " ".join(sys.argv) for part in args.parts}}})
+
+
+def earlier_parts(name: str, parts: list[str]) -> dict:
+    """The parts of an earlier ``name`` result that this run does not measure again. Matmul is re-measured every run,
+    so kept eval figures keep the matmul peak they were divided by, as ``eval_matmul``."""
+    path = RESULTS_DIR / f"{name}.json"
+    if not path.exists():
+        return {}
+    earlier = json.loads(path.read_text())
+    kept = {key: earlier[key] for key in ("eval", "default_variant", "main_job", "commands") if key in earlier
+            and (key in ("commands", "default_variant") or key not in parts)}
+    if kept.get("eval") and "eval" not in parts:
+        kept["eval_matmul"] = earlier.get("eval_matmul", earlier.get("matmul"))  # the peak the eval ratios used
+    return kept
 
 
 if __name__ == "__main__":

@@ -294,7 +294,14 @@ def cpu_class_quotes() -> list[Quote]:
         return f"{int(job['wall_s'] // 60)} min {int(job['wall_s'] % 60)} s, {job['peak_rss_gb']} GB"
 
     row("main job (wall, peak memory)", main_job)
-    return [Quote("cpu_class.table", "\n" + "\n".join(lines) + "\n", pages)]
+    quotes = [Quote("cpu_class.table", "\n" + "\n".join(lines) + "\n", pages)]
+    jobs = {name: entry["main_job"] for name, entry in found.items() if "wall_s" in entry.get("main_job", {})}
+    for name, job in jobs.items():
+        quotes.append(Quote(f"cpu_class.{name}.main_job", f"{int(job['wall_s'] // 60)} min", ("README.md", *pages)))
+    if len(jobs) == len(CPU_CLASS_COLUMNS):
+        ratio = jobs["avx2"]["wall_s"] / jobs["avx512-bf16"]["wall_s"]
+        quotes.append(Quote("cpu_class.main_job_ratio", f"{num(ratio, 2)}x", pages))
+    return quotes
 
 
 def quotes() -> dict[str, Quote]:
