@@ -195,46 +195,36 @@ def losses(names: list[str] | None) -> dict[str, Any]:
 
     from agentgym_trl import AgentGRPOTrainer
 
-    out: dict[str, Any] = {}
     common = dict(max_steps=2, truncated_turn="step", max_turn_tokens=10)
-    for name, overrides in TRAINER_RUNS.items():
-        if names and name not in names:
-            continue
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                out[name] = _trained(make_trainer(Path(tmp), **common, **overrides))
-            except Exception as error:
-                out[name] = f"error: {type(error).__name__}: {error}"[:300]
-        torch.set_num_threads(1)
-    for name, overrides in EVALUATED_RUNS.items():
-        if names and name not in names:
-            continue
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                tokenizer = tiny_tokenizer("chatml")
-                trainer = AgentGRPOTrainer(tiny_model(tokenizer), processing_class=tokenizer,
-                                           args=make_config(Path(tmp), **common, per_device_eval_batch_size=8,
-                                                            **overrides),
-                                           train_dataset=countdown_rows(range(12)),
-                                           eval_dataset=countdown_rows([1, 2]))
-                out[name] = _trained(trainer)
-            except Exception as error:
-                out[name] = f"error: {type(error).__name__}: {error}"[:300]
-        torch.set_num_threads(1)
-    for name, overrides in RESUMED_RUNS.items():
-        if names and name not in names:
-            continue
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                first = _trained(make_trainer(Path(tmp), **common, **overrides, save_strategy="steps",
-                                              save_steps=1))
-                checkpoint = Path(tmp, "run", "checkpoint-1")
-                saved = _checkpoint_state(checkpoint)
-                resumed = _trained(make_trainer(Path(tmp), **common, **overrides), str(checkpoint))
-                out[name] = {"first": first, "checkpoint": saved, "resumed": resumed}
-            except Exception as error:
-                out[name] = f"error: {type(error).__name__}: {error}"[:300]
-        torch.set_num_threads(1)
+
+    def trained(tmp: Path, overrides: dict) -> Any:
+        return _trained(make_trainer(tmp, **common, **overrides))
+
+    def evaluated(tmp: Path, overrides: dict) -> Any:
+        tokenizer = tiny_tokenizer("chatml")
+        return _trained(AgentGRPOTrainer(
+            tiny_model(tokenizer), processing_class=tokenizer,
+            args=make_config(tmp, **common, per_device_eval_batch_size=8, **overrides),
+            train_dataset=countdown_rows(range(12)), eval_dataset=countdown_rows([1, 2])))
+
+    def resumed(tmp: Path, overrides: dict) -> Any:
+        first = _trained(make_trainer(tmp, **common, **overrides, save_strategy="steps", save_steps=1))
+        checkpoint = Path(tmp, "run", "checkpoint-1")
+        saved = _checkpoint_state(checkpoint)
+        again = _trained(make_trainer(tmp, **common, **overrides), str(checkpoint))
+        return {"first": first, "checkpoint": saved, "resumed": again}
+
+    out: dict[str, Any] = {}
+    for runs, play in ((TRAINER_RUNS, trained), (EVALUATED_RUNS, evaluated), (RESUMED_RUNS, resumed)):
+        for name, overrides in runs.items():
+            if names and name not in names:
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                try:
+                    out[name] = play(Path(tmp), overrides)
+                except Exception as error:  # a run that cannot train here is recorded as such
+                    out[name] = f"error: {type(error).__name__}: {error}"[:300]
+            torch.set_num_threads(1)
     return out
 
 
