@@ -232,11 +232,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         ("deciding flags", " ".join(report.flags) or "none of " + " ".join(CPU_CLASSES)),
         ("class", report.describe()),
     ]
-    points = list(entry_points(group=DOCTOR_ENTRY_POINT_GROUP))
-    for point in points:
-        rows += point.load()(measure=args.measure)
-    if not points:
-        rows.append(("training", "the trainer is not installed: pip install 'agentgym-rl[train]'"))
+    trainer_rows = []
+    for point in entry_points(group=DOCTOR_ENTRY_POINT_GROUP):
+        try:  # the envs-only install has the trainer's package but not its stack (torch, TRL)
+            trainer_rows += point.load()(measure=args.measure)
+        except ImportError as error:
+            trainer_rows.append(("training", f"the trainer stack is not installed ({error.name} is missing): "
+                                             "pip install 'agentgym-rl[train]'"))
+    rows += trainer_rows or [("training", "the trainer is not installed: pip install 'agentgym-rl[train]'")]
     if args.json:
         print(json.dumps({**report.to_dict(), "rows": {name: str(value) for name, value in rows}}, indent=1))
     else:

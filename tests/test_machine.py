@@ -118,3 +118,16 @@ def test_doctor_names_the_class_flags_precision_and_engine(capsys, monkeypatch):
     assert "float32" in rows["vLLM engine process"]
     assert agentgym(["doctor", "--measure"]) == 0
     assert "GFLOP/s" in capsys.readouterr().out
+
+
+def test_doctor_without_the_trainer_stack_says_what_to_install(capsys, monkeypatch):
+    from importlib import metadata
+
+    class Missing:
+        def load(self):
+            raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    monkeypatch.setattr(metadata, "entry_points", lambda group: [Missing()])
+    assert agentgym(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "torch is missing" in out and "agentgym-rl[train]" in out
