@@ -16,7 +16,7 @@ variables, ``vllm_worker.honour_isa_cap``). Each part runs in a child process wi
   AVX2 path);
 * ``main_job``: the main job (``bench_main_job.py``, ``accelerate launch examples/grpo.py``) under the class's
   environment: wall time, peak memory and scores per stage, and its GRPO steps' time, into
-  ``results/main_job_<class>.json``.
+  ``results/main_job_native.json`` and ``main_job_avx2.json``.
 
     python benchmarks/bench_cpu_class.py                          # matmul + eval, both classes (~15 min on 2 cores)
     python benchmarks/bench_cpu_class.py --parts main_job         # + ~10 min (native) and more (avx2)
