@@ -416,7 +416,8 @@ def plot_comparison(runs: Mapping[str, str | os.PathLike], out_dir: str | os.Pat
 def plot_learning(result: Mapping[str, Any], path: str | os.PathLike, window: int = 3) -> PlotResult:
     """The learning experiment from its result file alone (``benchmarks/results/learning.json``): each seed's
     success over every episode it played, the groups it drew and kept per step, and held-out success per model
-    and per zero-training control (all held-out items, and the hard ones) with BCa 95% intervals. With a reverse
+    and per zero-training control (all held-out items, and the hard ones) with BCa 95% intervals, each bar pair's
+    samples per item (K) under its name (a greedy control's is 1). With a reverse
     curriculum, the scheduled k per step (dotted, right axis); with kept checkpoints (``learning_curves``), a
     fourth panel: hard-item success at each checkpoint, the start's at step 0."""
     plt = _pyplot()
@@ -453,10 +454,15 @@ def plot_learning(result: Mapping[str, Any], path: str | os.PathLike, window: in
         means = np.array([v["mean"] for v in values])
         errors = np.array([[v["mean"] - v["bca_low"] for v in values], [v["bca_high"] - v["mean"] for v in values]])
         axes[2].bar(x, means, width=0.36, yerr=errors, capsize=4, label=label, color=ENV_COLOURS[offset])
-    axes[2].set_xticks(np.arange(len(names)), names, rotation=30 if len(names) > 4 else 0, fontsize=8)
+    # each bar's samples per item under its name: a control's own K (greedy: 1), else the models' K (hard items' K)
+    control_k = {name: run.get("k") for name, run in result.get("controls", {}).get("runs", {}).items()}
+    models_k = f"K={result.get('k')}" + (f"/{result['hard_k']}" if result.get("hard_k") else "")
+    ticks = [f"{name}\nK={control_k[name]}" if control_k.get(name) is not None else f"{name}\n{models_k}"
+             for name in names]
+    axes[2].set_xticks(np.arange(len(names)), ticks, rotation=30 if len(names) > 4 else 0, fontsize=8)
     axes[2].set_ylim(0, 1)
-    samples = f"K={result.get('k')}" + (f", hard items K={result['hard_k']}" if result.get("hard_k") else "")
-    axes[2].set_title(f"held-out success ({samples}, BCa 95%)")
+    per_bar = "samples per item under each name" + (", K=easy/hard items" if result.get("hard_k") else "")
+    axes[2].set_title(f"held-out success (BCa 95%; {per_bar})", fontsize=10)
     start_hard = (analysis.get("start") or {}).get("hard")
     for index, (name, curve) in enumerate(curves.items()):
         points = [(0, start_hard["mean"])] if start_hard else []
