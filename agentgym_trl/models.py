@@ -207,6 +207,11 @@ def resolve_model(model_args: Any, training_args: Any, state: Any) -> str:
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+# files a Trainer saves beside the weights that are not weights: its pickled TrainingArguments and, in checkpoint-N
+# folders, optimizer, scheduler, grad-scaler and RNG states. torch.save writes a fresh random
+# `.data/serialization_id` into each, so they differ on every save of the same weights (and training_args.bin
+# records the output folder): counted, they made two re-makes of one warm-up, bit-identical weights, fingerprint apart
+TRAINER_STATE_FILES = ("training_args.bin", "optimizer.pt", "optimizer.bin", "scheduler.pt", "scaler.pt")
 _SAMPLE_BYTES = 1 << 16  # bytes read at each of the sampled offsets of a weight file
 _SAMPLES = 32
 
@@ -217,7 +222,9 @@ def weights_fingerprint(path: str | os.PathLike) -> str:
 
     It reads each weight file's name and size and ``_SAMPLES`` evenly spaced 64 KiB slices (first and last
     included), not the whole file: a 7B model costs milliseconds, and training changes values throughout the file,
-    so any retrained or different model differs in the slices. Not a proof against a crafted file.
+    so any retrained or different model differs in the slices. Not a proof against a crafted file. A Trainer's state
+    files (``TRAINER_STATE_FILES``, ``rng_state*.pth``) are left out: they are not weights, and they differ on
+    every save, so the same weights re-made (or saved into another folder) keep their fingerprint.
 
     Args:
         path: the model folder (its weight files and ``config.json``) or a single weight file.
@@ -229,7 +236,8 @@ def weights_fingerprint(path: str | os.PathLike) -> str:
 
     root = Path(path)
     files = [root] if root.is_file() else sorted(
-        p for p in root.iterdir() if p.is_file() and (p.suffix in WEIGHT_SUFFIXES or p.name == "config.json"))
+        p for p in root.iterdir() if p.is_file() and (p.suffix in WEIGHT_SUFFIXES or p.name == "config.json")
+        and p.name not in TRAINER_STATE_FILES and not p.name.startswith("rng_state"))
     digest = hashlib.sha256()
     for file in files:
         size = file.stat().st_size

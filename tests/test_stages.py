@@ -73,3 +73,21 @@ def test_a_warm_up_is_reused_only_for_the_inputs_it_was_made_from(tmp_path) -> N
     (warmup / STAGE_INPUTS_FILE).unlink()
     with pytest.raises(ValueError, match="not recorded"):
         behaviour_clone(str(first), env_ids, warmup, stage, False, 0)
+
+
+def test_a_warm_up_re_made_elsewhere_has_the_same_fingerprint(tmp_path) -> None:
+    """Issue 60: two re-makes of a start (same model, seed, settings; bf16 autocast on a CPU) train bit-identical
+    weights, and their fingerprints agree although the Trainer's training_args.bin differs (its output folder, and
+    the random serialization id torch.save writes)."""
+    from safetensors.torch import load_file
+
+    from agentgym_trl.models import weights_fingerprint
+
+    model = str(save_tiny(tmp_path / "tiny"))
+    stage = StageArguments(clone_episodes=4, clone_steps=3, clone_learning_rate=1e-3)
+    first, second = (Path(behaviour_clone(model, [TEXTCRAFT], tmp_path / name / "warmup", stage, bf16=True, seed=0))
+                     for name in ("a", "b"))
+    assert (first / "training_args.bin").read_bytes() != (second / "training_args.bin").read_bytes()
+    weights = [load_file(str(folder / "model.safetensors")) for folder in (first, second)]
+    assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
+    assert weights_fingerprint(first) == weights_fingerprint(second) != weights_fingerprint(model)  # trained
