@@ -656,7 +656,6 @@ class AgentGRPOConfig(GRPOConfig, *reversed(SECTIONS)):
 VLLM_OPTION_DEFAULTS = {f.name: f.default for f in fields(AgentGRPOConfig) if f.name.startswith("vllm_")}
 
 
-
 def _has_accelerator() -> bool:
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is not None and hasattr(accelerator, "is_available"):

@@ -255,11 +255,7 @@ def bf16_is_fast() -> bool:
         return bool(torch.cuda.is_bf16_supported())
     from agentgym_envs.core.machine import bf16_is_native
 
-    native = bf16_is_native()
-    if native is not None:
-        return native
-    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # no /proc/cpuinfo: ask torch
-    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
+    return bf16_is_native()
 
 
 def prepare_torch(args: Any) -> bool:

@@ -22,12 +22,13 @@ from agentgym_trl.fast_training import bf16_is_fast
 DEFAULT_ENGINE = "hf"
 
 
-def sampling_summary(engine: str, bf16: bool) -> str:
-    """How episodes are sampled by ``engine`` (an engine kind) in a run that trains in bf16 or not."""
+def sampling_summary(engine: str, bf16: bool, vllm_dtype: str | None = None) -> str:
+    """How episodes are sampled by ``engine`` (an engine kind) in a run that trains in bf16 or not, with the vLLM
+    engine process's ``vllm_dtype`` (None: this machine's default)."""
     if engine == "hf":
         return "HF generate from a bf16 copy of the weights" if bf16 else "HF generate in fp32"
     if engine == "vllm-process":
-        return f"the vLLM engine process in {default_engine_dtype()}"
+        return f"the vLLM engine process in {vllm_dtype or default_engine_dtype()}"
     return f"the {engine} engine"
 
 
@@ -42,10 +43,7 @@ def choice_line(engine: str, bf16: bool, vllm_dtype: str | None = None) -> str:
     precision = "bf16 autocast" if bf16 else "fp32 weights"
     if not bf16 and not bf16_is_fast():
         precision += " (bf16 is emulated here)"
-    sampling = sampling_summary(engine, bf16)
-    if engine == "vllm-process" and vllm_dtype:
-        sampling = f"the vLLM engine process in {vllm_dtype}"
-    return f"{where}: {precision}; episodes sampled with {sampling}"
+    return f"{where}: {precision}; episodes sampled with {sampling_summary(engine, bf16, vllm_dtype)}"
 
 
 def matmul_peak(dtype: torch.dtype, size: int = 1024, seconds: float = 1.0) -> float:

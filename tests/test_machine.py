@@ -131,3 +131,24 @@ def test_doctor_without_the_trainer_stack_says_what_to_install(capsys, monkeypat
     assert agentgym(["doctor"]) == 0
     out = capsys.readouterr().out
     assert "torch is missing" in out and "agentgym-rl[train]" in out
+
+
+def test_where_the_flags_cannot_be_read_training_and_the_engine_ask_torch_alike(monkeypatch):
+    from agentgym_envs.core import machine
+    from agentgym_trl.engines.vllm_process import default_engine_dtype
+    from agentgym_trl.fast_training import bf16_is_fast
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU decides bf16 by itself")
+    monkeypatch.setattr(machine, "cpu_class", lambda environ=None: None)
+    for native in (True, False):
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda native=native: native)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+        assert machine.bf16_is_native() is native and bf16_is_fast() is native
+        assert default_engine_dtype() == ("bfloat16" if native else "float32")
+
+
+def test_the_start_line_names_the_engine_dtype_a_run_asked_for():
+    from agentgym_trl.hardware import choice_line
+
+    assert choice_line("vllm-process", bf16=False, vllm_dtype="float16").endswith("the vLLM engine process in float16")

@@ -142,7 +142,15 @@ def cpu_class(environ: Mapping[str, str] | None = None) -> str | None:
     return cpu_report(environ).cpu_class
 
 
-def bf16_is_native(environ: Mapping[str, str] | None = None) -> bool | None:
-    """Whether this CPU, as its processes run, computes bf16 natively (class ``avx512-bf16``); None when unknown."""
+def bf16_is_native(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this CPU, as its processes run, computes bf16 natively (class ``avx512-bf16``). Where the flags cannot
+    be read (no /proc/cpuinfo), PyTorch's own probes answer if it is installed; without it, no."""
     known = cpu_class(environ)
-    return None if known is None else known == "avx512-bf16"
+    if known is not None:
+        return known == "avx512-bf16"
+    try:
+        import torch
+    except ImportError:
+        return False
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)

@@ -89,7 +89,7 @@ def default_engine_dtype() -> str:
     emulated (about 200x slower than fp32 on an AVX2-only CPU: ``benchmarks/results/cpu_class_avx2.json``)."""
     from agentgym_envs.core.machine import bf16_is_native
 
-    return "bfloat16" if torch.cuda.is_available() or bf16_is_native() is not False else "float32"
+    return "bfloat16" if torch.cuda.is_available() or bf16_is_native() else "float32"
 
 
 @dataclass
