@@ -46,6 +46,17 @@ def choice_line(engine: str, bf16: bool, vllm_dtype: str | None = None) -> str:
     return f"{where}: {precision}; episodes sampled with {sampling_summary(engine, bf16, vllm_dtype)}"
 
 
+def faster_sampling_hint(bf16: bool) -> str:
+    """Whether another engine samples faster than the default on this class (``benchmarks/results/cpu_class_*.json``):
+    on a bf16-native CPU (or a GPU) the vLLM engine process does, once started; on other CPUs HF ``generate`` in fp32
+    measured faster than the engine in fp32."""
+    if not bf16:
+        return "none measured: HF generate in fp32 sampled faster than the vLLM engine in fp32 on this class"
+    hint = ("--engine vllm samples faster here once started (it takes seconds to start and about 2 GB more "
+            "memory): worth it for long evaluations")
+    return hint if engine_available() else hint + ", after scripts/setup_vllm.sh"
+
+
 def matmul_peak(dtype: torch.dtype, size: int = 1024, seconds: float = 1.0) -> float:
     """GFLOP/s of a ``size`` x ``size`` matmul in ``dtype`` on this process's threads, timed for ``seconds``: the
     machine's own yardstick, which a speed figure is divided by so that runs on different CPUs compare."""
@@ -74,6 +85,7 @@ def doctor_rows(measure: bool = False) -> list[tuple[str, Any]]:
         ("vLLM engine process", f"{'installed' if engine_available() else 'not installed (scripts/setup_vllm.sh)'}; "
                                 f"its dtype here: {default_engine_dtype()}"),
     ]
+    rows.append(("faster sampling", faster_sampling_hint(bf16)))
     if measure:
         fp32, bf16_speed = matmul_peak(torch.float32), matmul_peak(torch.bfloat16)
         rows.append(("matmul 1024x1024", f"fp32 {fp32:.1f} GFLOP/s, bf16 {bf16_speed:.1f} GFLOP/s "

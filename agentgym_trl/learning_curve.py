@@ -29,11 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agentgym_envs.core.jsonl import write_atomically
+from agentgym_envs.evaluation.runner import RUN_FILE
 from agentgym_trl.checkpoints import complete_checkpoints
 
 CURVE_FILE = "learning_curve.json"
@@ -57,7 +58,8 @@ def evaluate_checkpoints(run_dir: str | os.PathLike, env_ids: Sequence[str], *,
 
     Returns:
         The curve as written: ``{"run_dir", "env_ids", "settings", "steps": [{"step", "model", "success", "ci95",
-        "episodes", "items_solved", "per_item", "splits"}, ...]}``.
+        "episodes", "items_solved", "per_item", "splits", "weights"}, ...]}``; ``weights``: the fingerprint each
+        step's evaluations recorded when they ran.
     """
     from agentgym_envs.core.tasks import get_task
     from agentgym_envs.evaluation.metrics import success_interval
@@ -102,7 +104,9 @@ def evaluate_checkpoints(run_dir: str | os.PathLike, env_ids: Sequence[str], *,
                                                                         "items_solved", "valid_action_rate")}
         interval = success_interval(per_item)
         curve["steps"].append({
-            "step": step, "model": model, "success": interval["mean"], "ci95": [interval["low"], interval["high"]],
+            "step": step, "model": model, "weights": recorded_weights(folders[step, split, env_id]
+                                                                       for split, env_id in chosen),
+            "success": interval["mean"], "ci95": [interval["low"], interval["high"]],
             "episodes": sum(len(v) for v in per_item.values()),
             "items_solved": sum(1 for outcomes in per_item.values() if any(outcomes)),
             "per_item": {key: [int(bool(o)) for o in outcomes] for key, outcomes in per_item.items()},
@@ -114,6 +118,16 @@ def evaluate_checkpoints(run_dir: str | os.PathLike, env_ids: Sequence[str], *,
 
 class LinkedFolderError(ValueError):
     """A folder of the run's evaluations is a symlink: the evaluations would be written wherever it points."""
+
+
+def recorded_weights(folders: Iterable[Path]) -> str | None:
+    """The fingerprint of the weights the evaluations in ``folders`` ran, as each recorded it in its ``run.json``
+    when it ran (read from the checkpoint's files, not from its name); they must agree."""
+    fingerprints = {json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))["agent"].get("weights")
+                    for folder in folders}
+    if len(fingerprints) != 1:
+        raise ValueError(f"one step's evaluations ran different weights: {sorted(map(str, fingerprints))}")
+    return fingerprints.pop()
 
 
 def _refuse_links(run: Path, folder: Path) -> None:

@@ -9,11 +9,17 @@ variables, ``vllm_worker.honour_isa_cap``). Each part runs in a child process wi
   that forcing worked (bf16 falls from ~2x fp32 to ~0.5% of it);
 * ``eval``: ``agentgym eval --model default`` at the rollout-speed shape (8 TextCraft depth-1 test items x 2 samples,
   4 turns of at most 48 tokens, batch 16) per engine and dtype: HF fp32, HF bf16, the vLLM engine process in
-  bfloat16 and in float32. Sampled tokens per second of agent time, and that figure per GFLOP/s of the class's
-  matmul peak in the dtype it ran (comparable across machines), where the time went (model vs env), and which
-  variant the class gets by default. A variant over ``--eval-timeout`` seconds is recorded as such; bf16 variants
-  are skipped, with the reason, where bf16 matmuls run under a tenth of fp32's speed (emulated: 0.9 GFLOP/s on the
-  AVX2 path);
+  bfloat16 and in float32, and, paired in the same run, the class's default HF variant as the HF engine generated
+  at 91e3954 (``BASELINE``: no prefill shared across items, a cache grown by concatenation), the "today" of issue
+  59. Sampled tokens per second of agent time, and that figure per GFLOP/s of the class's matmul peak in the dtype
+  it ran (comparable across machines); where the time went: env, and for HF the model's prefills, its decode
+  steps and the rest of ``generate`` (``HFGenerator.timing``), each set against the class's limit (the matmul
+  peak over 2 FLOPs per parameter and position); and which variant the class gets by default. A variant over
+  ``--eval-timeout`` seconds is recorded as such; bf16 variants are skipped, with the reason, where bf16 matmuls
+  run under a tenth of fp32's speed (emulated: 0.9 GFLOP/s on the AVX2 path);
+* ``profile``: the class's default variant once more under ``torch.profiler``: the operators that took the most
+  CPU time (self time, with their call counts), so the split of a decode step into matmuls, attention and
+  sampling can be read from the file;
 * ``main_job``: the main job (``bench_main_job.py``, ``accelerate launch examples/grpo.py``) under the class's
   environment: wall time, peak memory and scores per stage, and its GRPO steps' time, into
   ``results/main_job_native.json`` and ``main_job_avx2.json``.
@@ -48,6 +54,9 @@ FORCING = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
 #: the evaluation variants: name -> (engine, bf16 of HF / dtype of the vLLM engine)
 EVAL_VARIANTS = {"hf fp32": ("hf", "float32"), "hf bf16": ("hf", "bfloat16"),
                  "vllm bf16": ("vllm-process", "bfloat16"), "vllm fp32": ("vllm-process", "float32")}
+#: the HF engine's generation as of 91e3954, issue 59's "today": HFGenerator options that turn off what came since
+BASELINE = {"share_prompt_prefill": False, "reserve_cache": False}
+BASELINE_SUFFIX = " (91e3954 path)"
 #: a bf16/fp32 matmul ratio below this means bf16 is emulated: its variants are not run
 EMULATED_BF16 = 0.1
 #: the rollout-speed shape
@@ -87,33 +96,65 @@ def measure_matmul() -> dict:
 
 
 def measure_eval(variant: str) -> dict:
-    """The child's part ``eval``: one variant at the rollout-speed shape."""
+    """The child's part ``eval``: one variant at the rollout-speed shape (``BASELINE_SUFFIX``: as of 91e3954)."""
     from agentgym_envs.evaluation.records import load_run
+    from agentgym_envs.evaluation.runner import evaluate
+    from agentgym_trl.agent import ModelAgent
     from agentgym_trl.engines.vllm_process import EngineOptions
-    from agentgym_trl.eval import evaluate_model
 
-    engine, dtype = EVAL_VARIANTS[variant]
+    baseline = variant.endswith(BASELINE_SUFFIX)
+    engine, dtype = EVAL_VARIANTS[variant.removesuffix(BASELINE_SUFFIX)]
     options = (dict(bf16=dtype == "bfloat16") if engine == "hf" else
                dict(engine=engine, engine_options=EngineOptions(dtype=dtype, max_model_len=4096,
                                                                 max_num_seqs=SHAPE["batch"])))
     with tempfile.TemporaryDirectory() as out:
         started = time.perf_counter()
-        evaluate_model("default", [SHAPE["env_id"]], out, n_samples=SHAPE["samples"], max_turns=[SHAPE["turns"]],
-                       limit=SHAPE["items"], temperature=SHAPE["temperature"], batch_size=SHAPE["batch"],
-                       max_turn_tokens=SHAPE["turn_tokens"], seed=SHAPE["seed"], progress=False, **options)
+        agent = ModelAgent.from_name("default", temperature=SHAPE["temperature"], batch_size=SHAPE["batch"],
+                                     max_turn_tokens=SHAPE["turn_tokens"], seed=SHAPE["seed"], progress=False,
+                                     **options)
+        for option, value in (BASELINE if baseline else {}).items():
+            setattr(agent.generator, option, value)
+        try:
+            evaluate(agent, [SHAPE["env_id"]], out, n_samples=SHAPE["samples"], max_turns=[SHAPE["turns"]],
+                     limit=SHAPE["items"], progress=False)
+        finally:
+            agent.close()
         wall = time.perf_counter() - started
         records = load_run(out)
+        model = getattr(agent.generator, "model", None)
+        timing = getattr(agent.generator, "timing", None)
     batches = {(r["timing"]["batch_s"], r["timing"]["batch_agent_s"]): r["timing"] for r in records if r.get("timing")}
     agent_s = sum(timing["batch_agent_s"] for timing in batches.values())
     env_s = sum(timing.get("batch_env_s") or 0.0 for timing in batches.values())
     tokens = sum(int(r.get("tokens") or 0) for r in records)
+    generation = {}
+    if timing is not None and model is not None:
+        generation = {"generation": {**timing.to_dict(), "outside_generator_s": round(agent_s - timing.generator_s, 3),
+                                     "parameters": sum(p.numel() for p in model.parameters())}}
     return {"variant": variant, "engine": engine, "dtype": dtype, "episodes": len(records), "sampled_tokens": tokens,
+            **({"as_of": "91e3954", "generator_options": BASELINE} if baseline else {}), **generation,
             "agent_s": round(agent_s, 2), "env_s": round(env_s, 2), "wall_s": round(wall, 1),
             "overhead_s": round(wall - agent_s - env_s, 1),  # model loading, engine start, writing records
             "tokens_per_s": round(tokens / agent_s, 1) if agent_s else None,
             "success": round(sum(bool(r.get("success")) for r in records) / max(len(records), 1), 3),
             "per_episode": [{"item": r.get("item_id"), "sample": r.get("sample"), "tokens": r.get("tokens"),
                              "turns": r.get("turns"), "success": bool(r.get("success"))} for r in records]}
+
+
+def profile_eval(variant: str, top: int = 12) -> dict:
+    """The child's part ``profile``: ``measure_eval(variant)`` under ``torch.profiler``, its operators by self CPU
+    time (the profiler's own overhead makes the variant slower than unprofiled: compare shares, not seconds)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        measured = measure_eval(variant)
+    events = sorted(profiler.key_averages(), key=lambda event: event.self_cpu_time_total, reverse=True)
+    total = sum(event.self_cpu_time_total for event in events)
+    return {"variant": variant, "tokens_per_s_profiled": measured["tokens_per_s"],
+            "self_cpu_s": round(total / 1e6, 2),
+            "operators": [{"name": event.key, "self_cpu_s": round(event.self_cpu_time_total / 1e6, 2),
+                           "share": round(event.self_cpu_time_total / total, 3), "calls": event.count}
+                          for event in events[:top]]}
 
 
 def default_variant(cpu_class: str) -> str:
@@ -143,14 +184,32 @@ def run_main_job(cpu_class: str, timeout: float) -> dict:
             "grpo_step_s_median": steps[len(steps) // 2] if steps else None}
 
 
+def against_limit(row: dict, peak_gflops: float) -> dict:
+    """Where an HF variant's agent time went, each model part as a rate against the class's limit: the matmul peak
+    over 2 FLOPs per parameter and position (what a prefill or decode step could reach if its matmuls ran at peak)."""
+    generation = row["generation"]
+    limit = peak_gflops * 1e9 / (2 * generation["parameters"])
+    rate = {part: generation[f"{part}_positions"] / generation[f"{part}_s"] if generation[f"{part}_s"] else None
+            for part in ("prefill", "decode")}
+    return {"limit_positions_per_s": round(limit, 1),
+            "seconds": {"prefill": generation["prefill_s"], "decode": generation["decode_s"],
+                        "rest_of_generator": generation["other_generator_s"], "env": row["env_s"],
+                        "agent_outside_generator": generation["outside_generator_s"]},
+            **{f"{part}_positions_per_s": round(value, 1) for part, value in rate.items() if value},
+            **{f"{part}_share_of_limit": round(value / limit, 3) for part, value in rate.items() if value}}
+
+
 def measure_class(cpu_class: str, parts: list[str], eval_timeout: float) -> dict:
-    """Every part asked for, for one class; each eval figure also as a ratio to the class's matmul peak."""
+    """Every part asked for, for one class; each eval figure also as a ratio to the class's matmul peak, and the
+    default variant paired with its 91e3954 path (``BASELINE``) in the same run."""
     matmul = run_child(cpu_class, ["matmul"], timeout=120)
     result: dict = {"environment": CLASS_ENVIRONMENTS[cpu_class], "matmul": matmul}
     if "eval" in parts:
+        default = default_variant(cpu_class)
         rows = []
-        for variant in EVAL_VARIANTS:
-            bf16 = EVAL_VARIANTS[variant][1] == "bfloat16"
+        for variant in [name for base in EVAL_VARIANTS
+                        for name in (base, *([base + BASELINE_SUFFIX] if base == default else []))]:
+            bf16 = EVAL_VARIANTS[variant.removesuffix(BASELINE_SUFFIX)][1] == "bfloat16"
             if bf16 and matmul.get("bf16_over_fp32", 1.0) < EMULATED_BF16:
                 rows.append({"variant": variant, "skipped": f"bf16 matmuls run at {matmul['bf16_over_fp32']:.1%} "
                              "of fp32 here (emulated): hours at this shape, and no default uses them"})
@@ -159,10 +218,18 @@ def measure_class(cpu_class: str, parts: list[str], eval_timeout: float) -> dict
             peak = matmul.get(f"{'bf16' if bf16 else 'fp32'}_gflops")
             if row.get("tokens_per_s") and peak:
                 row["tokens_per_s_per_peak_gflops"] = round(row["tokens_per_s"] / peak, 3)
+            if row.get("generation") and peak:
+                row["against_limit"] = against_limit(row, peak)
             rows.append(row)
             print(f"[{cpu_class}] eval {variant}: {row.get('tokens_per_s', row)} tok/s", file=sys.stderr)
         result["eval"] = rows
-        result["default_variant"] = default_variant(cpu_class)
+        result["default_variant"] = default
+        speeds = {row["variant"]: row.get("tokens_per_s") for row in rows}
+        now, before = speeds.get(default), speeds.get(default + BASELINE_SUFFIX)
+        if now and before:
+            result["default_speedup_over_91e3954"] = round(now / before, 2)
+    if "profile" in parts:
+        result["profile"] = run_child(cpu_class, ["profile", default_variant(cpu_class)], timeout=eval_timeout)
     if "main_job" in parts:
         result["main_job"] = run_main_job(cpu_class, timeout=3600)
     return result
@@ -171,13 +238,15 @@ def measure_class(cpu_class: str, parts: list[str], eval_timeout: float) -> dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--classes", nargs="+", default=list(CLASS_ENVIRONMENTS), choices=list(CLASS_ENVIRONMENTS))
-    parser.add_argument("--parts", nargs="+", default=["matmul", "eval"], choices=["matmul", "eval", "main_job"])
+    parser.add_argument("--parts", nargs="+", default=["matmul", "eval"],
+                        choices=["matmul", "eval", "profile", "main_job"])
     parser.add_argument("--eval-timeout", type=float, default=600.0, help="seconds one evaluation variant may take")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:  # a part, in the class's environment: its JSON on the last line
         part, *rest = args.child
-        print(json.dumps(measure_matmul() if part == "matmul" else measure_eval(" ".join(rest))))
+        measure = {"matmul": measure_matmul, "eval": measure_eval, "profile": profile_eval}[part]
+        print(json.dumps(measure(" ".join(rest)) if rest else measure()))
         return
     from agentgym_envs.core.machine import cpu_report
 
@@ -198,8 +267,10 @@ def earlier_parts(name: str, parts: list[str]) -> dict:
     if not path.exists():
         return {}
     earlier = json.loads(path.read_text())
-    kept = {key: earlier[key] for key in ("eval", "default_variant", "main_job", "commands") if key in earlier
-            and (key in ("commands", "default_variant") or key not in parts)}
+    eval_keys = ("eval", "default_variant", "default_speedup_over_91e3954")
+    kept = {key: earlier[key] for key in (*eval_keys, "profile", "main_job", "commands") if key in earlier
+            and (key == "commands" or (key in eval_keys and "eval" not in parts)
+                 or (key in ("profile", "main_job") and key not in parts))}
     if kept.get("eval") and "eval" not in parts:
         kept["eval_matmul"] = earlier.get("eval_matmul", earlier.get("matmul"))  # the peak the eval ratios used
     return kept

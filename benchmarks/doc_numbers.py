@@ -318,6 +318,38 @@ def cpu_class_cell(entry: dict | None, key: str) -> str:
     return f"{row['tokens_per_s']} tok/s{mark}"
 
 
+def default_eval_row(entry: dict | None) -> dict | None:
+    """The eval row of the variant a class gets by default (None where not measured)."""
+    if entry is None:
+        return None
+    return next((row for row in entry.get("eval", []) if row["variant"] == entry.get("default_variant")), None)
+
+
+def speedup_cell(entry: dict | None) -> str:
+    """The default variant's tok/s over its 91e3954 path's, measured in the same run."""
+    speedup = (entry or {}).get("default_speedup_over_91e3954")
+    return "not measured" if speedup is None else f"{num(speedup, 2)}x"
+
+
+def time_split_cell(entry: dict | None) -> str:
+    """Seconds of the default variant's agent and env time by part (``against_limit`` of bench_cpu_class)."""
+    row = default_eval_row(entry)
+    if not row or "against_limit" not in row:
+        return "not measured"
+    seconds = row["against_limit"]["seconds"]
+    return " / ".join(f"{num(seconds[part], 1)}" for part in ("prefill", "decode", "rest_of_generator", "env")) + " s"
+
+
+def decode_limit_cell(entry: dict | None) -> str:
+    """The default variant's decode positions per second against the class's limit (matmul peak / 2 per parameter)."""
+    row = default_eval_row(entry)
+    if not row or "against_limit" not in row:
+        return "not measured"
+    limit = row["against_limit"]
+    return (f"{num(limit['decode_positions_per_s'], 0)} of {num(limit['limit_positions_per_s'], 0)} "
+            f"({limit['decode_share_of_limit']:.0%})")
+
+
 def cpu_class_quotes() -> list[Quote]:
     """Speed per CPU class (cpu_class_*.json): the matmul yardstick, eval tok/s per engine, the main job."""
     pages = ("docs/results.md",)
@@ -331,10 +363,20 @@ def cpu_class_quotes() -> list[Quote]:
     def row(label: str, cell) -> None:
         lines.append(f"| {label} | " + " | ".join(cell(found.get(name)) for name, _ in CPU_CLASS_COLUMNS) + " |")
 
-    row("matmul 1024x1024, fp32 / bf16", lambda e: "not measured" if e is None else
-        f"{e['matmul']['fp32_gflops']} / {e['matmul']['bf16_gflops']} GFLOP/s")
+    def matmul(entry: dict | None) -> str:  # the peak the eval figures were divided by (re-measured by later parts)
+        if entry is None:
+            return "not measured"
+        peak = entry.get("eval_matmul") or entry["matmul"]
+        return f"{peak['fp32_gflops']} / {peak['bf16_gflops']} GFLOP/s"
+
+    row("matmul 1024x1024, fp32 / bf16 (in the eval run)", matmul)
     for variant in ("hf fp32", "hf bf16", "vllm fp32", "vllm bf16"):
         row(f"eval, {variant}", lambda e, v=variant: cpu_class_cell(e, v))
+    row("eval, the default as HF generated at 91e3954 (same run)", lambda e: "not measured" if e is None else
+        cpu_class_cell(e, f"{e.get('default_variant')} (91e3954 path)").replace(" (default)", ""))
+    row("the default's speed-up over 91e3954", speedup_cell)
+    row("the default's time: prefill / decode / rest of the generator / env", time_split_cell)
+    row("the default's decode, positions/s of the class's limit", decode_limit_cell)
 
     def main_job(entry: dict | None) -> str:
         job = (entry or {}).get("main_job")
@@ -347,6 +389,9 @@ def cpu_class_quotes() -> list[Quote]:
     jobs = {name: entry["main_job"] for name, entry in found.items() if "wall_s" in entry.get("main_job", {})}
     for name, job in jobs.items():
         quotes.append(Quote(f"cpu_class.{name}.main_job", f"{int(job['wall_s'] // 60)} min", ("README.md", *pages)))
+    for name, entry in found.items():
+        if entry.get("default_speedup_over_91e3954") is not None:
+            quotes.append(Quote(f"cpu_class.{name}.eval_speedup", speedup_cell(entry), pages))
     if len(jobs) == len(CPU_CLASS_COLUMNS):
         ratio = jobs["avx2"]["wall_s"] / jobs["avx512-bf16"]["wall_s"]
         quotes.append(Quote("cpu_class.main_job_ratio", f"{num(ratio, 2)}x", pages))

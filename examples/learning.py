@@ -45,6 +45,7 @@ from transformers import HfArgumentParser  # noqa: E402
 import agentgym_envs  # noqa: E402
 from agentgym_envs.evaluation.metrics import item_successes, outcome_lists  # noqa: E402
 from agentgym_envs.evaluation.records import load_run  # noqa: E402
+from agentgym_envs.evaluation.runner import RUN_FILE  # noqa: E402
 from agentgym_trl.experiments import (  # noqa: E402
     EvalSettings,
     TrainingRun,
@@ -376,8 +377,8 @@ def curve_record(config: ExperimentConfig, seed: int) -> dict:
         return {}
     curve = json.loads(path.read_text(encoding="utf-8"))
     return {"k": curve["settings"]["n_samples"],
-            "steps": [{"step": point["step"], "success": point["success"], "ci95": point["ci95"],
-                       "items_solved": point["items_solved"], "per_item": point["per_item"]}
+            "steps": [{"step": point["step"], "weights": point.get("weights"), "success": point["success"],
+                       "ci95": point["ci95"], "items_solved": point["items_solved"], "per_item": point["per_item"]}
                       for point in curve["steps"]]}
 
 
@@ -411,6 +412,20 @@ def run_record(config: ExperimentConfig, seed: int) -> dict:
     }
 
 
+def recorded_agent(config: ExperimentConfig, items: dict, name: str) -> dict:
+    """What evaluated model ``name``, as each of its evaluation runs recorded it in its ``run.json`` before its first
+    episode: the fingerprint of the weights read from the folder evaluated (``models.weights_fingerprint``), the
+    temperature, engine, token limits and precision. Every part must have run the same agent: a report never
+    pools outcomes of different weights."""
+    folders = [Path(config.out_dir) / "eval" / name / part for part, *_ in eval_parts(config, items)]
+    agents = [json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))["agent"] for folder in folders]
+    if any(agent != agents[0] for agent in agents):
+        differing = sorted({key for agent in agents for key in agent if agent.get(key) != agents[0].get(key)})
+        sys.exit(f"the evaluation runs of {name} ran different agents (they differ in {', '.join(differing)}): "
+                 f"{', '.join(map(str, folders))}")
+    return agents[0]
+
+
 def evaluated(config: ExperimentConfig, items: dict, name: str) -> bool:
     return all((Path(config.out_dir) / "eval" / name / part / "summary.json").is_file()
                for part, *_ in eval_parts(config, items))
@@ -428,6 +443,7 @@ def report(config: ExperimentConfig) -> dict:
         if evaluated(config, items, name):
             models[name] = outcomes(config, items, name)
             runs[name] = run_record(config, seed)
+    agents = {name: recorded_agent(config, items, name) for name in models}
     held_out = [i for _, _, ids, _ in eval_parts(config, items) for i in ids]
     keys = {i: f"{items['env_id']}:{i}" for i in held_out}  # "env id:item id", as outcomes() names them
     hard_keys = [keys[i] for i in hard(items, held_out)]
@@ -445,8 +461,11 @@ def report(config: ExperimentConfig) -> dict:
         "config": asdict(config),
         "start_command": f"examples/learning.py (make_start: {len(items['warmup_and_rl'])} warm-up items, "
                          f"{config.clone_steps} steps, seed 0)",
-        "eval": {"max_turns": config.max_turns, "temperature": config.temperature, "engine": config.engine,
-                 "sampling_seed": 0, "top_k": 0, "top_p": 1.0},
+        # read from each evaluation's run.json, written when it ran: which weights gave these outcomes
+        "weights": {name: agent.get("weights") for name, agent in agents.items()},
+        "eval": {"max_turns": config.max_turns, "sampling_seed": 0, "top_k": 0, "top_p": 1.0,
+                 **{key: agents["start"].get(key) for key in ("temperature", "engine", "bf16", "max_turn_tokens",
+                                                              "max_context_tokens")}},
     }
     if config.hard_eval_samples:
         result["hard_k"] = config.hard_eval_samples
@@ -471,6 +490,7 @@ def report(config: ExperimentConfig) -> dict:
                     "every model at other sampling seeds; same items, turn budget and engine",
             "runs": controls,
             "models": {name: outcomes(config, items, name) for name in controls},
+            "weights": {name: recorded_agent(config, items, name).get("weights") for name in controls},
         }
         result["controls"]["analysis"] = control_report(result)
     write_results(config.results_file, result)

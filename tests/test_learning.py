@@ -228,6 +228,12 @@ def test_experiment_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     items = json.loads((tmp_path / "items.json").read_text())
     assert len(result["items"]) == 4 and result["items"][:2] == [f"{TEXTCRAFT}:{i}" for i in items["test"][:2]]
     assert set(result["models"]) == {"start", "seed0", "seed1"}
+    # provenance: each model's fingerprint as its evaluations recorded it, and it is the folder's weights
+    from agentgym_trl.models import weights_fingerprint
+
+    for name in ("start", "seed0", "seed1"):
+        assert result["weights"][name] == weights_fingerprint(tmp_path / "exp" / name)
+    assert result["eval"]["engine"] == "hf" and result["eval"]["max_turn_tokens"] == 12  # as the runs recorded
     for outcomes in result["models"].values():
         assert set(outcomes) == set(result["items"]) and all(len(o) == 2 and set(o) <= {0, 1}
                                                               for o in outcomes.values())
@@ -294,6 +300,10 @@ def test_second_experiment_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     assert curve["oracle_prefix_k"] == [1, 0] and "success_k1" in curve
     assert "--oracle_prefix_schedule" in result["runs"]["seed0"]["command"]
     assert [point["step"] for point in result["learning_curves"]["seed0"]["steps"]] == [1, 2]
+    from agentgym_trl.models import weights_fingerprint
+
+    assert [point["weights"] for point in result["learning_curves"]["seed0"]["steps"]] == [
+        weights_fingerprint(tmp_path / "exp" / "seed0" / f"checkpoint-{step}") for step in (1, 2)]
     analysis = result["analysis"]
     assert analysis["primary"]["on"] == "hard" and analysis["primary"]["items"] == 2
     assert analysis["non_inferiority"]["items"] == 2 and "holds" in analysis["non_inferiority"]
@@ -319,3 +329,18 @@ def test_the_second_experiments_config_parses_as_registered(tmp_path: Path) -> N
         learning.parse_config(["--rl_items", "some"])
     with pytest.raises(SystemExit, match="gate_only needs gate_samples"):  # it would run the whole experiment
         learning.parse_config(["--gate_only", "true"])
+
+
+def test_a_report_refuses_a_model_whose_evaluations_ran_other_weights(tmp_path: Path) -> None:
+    learning = load_learning()
+    config = learning.ExperimentConfig(out_dir=str(tmp_path))
+    items = {"test": [1, 2], "held_out_train": [3]}
+    for part, weights in (("test", "aaaa"), ("held_out_train", "aaaa")):
+        folder = tmp_path / "eval" / "seed0" / part
+        folder.mkdir(parents=True)
+        (folder / "run.json").write_text(json.dumps({"agent": {"weights": weights, "engine": "hf"}, "split": part}))
+    assert learning.recorded_agent(config, items, "seed0") == {"weights": "aaaa", "engine": "hf"}
+    (tmp_path / "eval" / "seed0" / "held_out_train" / "run.json").write_text(
+        json.dumps({"agent": {"weights": "bbbb", "engine": "hf"}, "split": "train"}))
+    with pytest.raises(SystemExit, match="ran different agents .*weights"):
+        learning.recorded_agent(config, items, "seed0")

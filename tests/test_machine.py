@@ -116,6 +116,7 @@ def test_doctor_names_the_class_flags_precision_and_engine(capsys, monkeypatch):
     assert "class" in rows and "deciding flags" in rows
     assert rows["training precision"].startswith("fp32")  # the trainer's rows, through its entry point
     assert "float32" in rows["vLLM engine process"]
+    assert rows["faster sampling"].startswith("none measured")  # HF fp32 kept pace with the engine on this class
     assert agentgym(["doctor", "--measure"]) == 0
     assert "GFLOP/s" in capsys.readouterr().out
 
