@@ -123,6 +123,13 @@ class ModelAgent(BaseAgent):
                    truncated_turn=truncated_turn, batch_size=batch_size, description=description, seed=seed,
                    bf16=bf16 and engine == "hf")
 
+    def choice_line(self) -> str:
+        """What this agent samples with on this machine, in the words a training run starts with
+        (``hardware.choice_line``): ``agentgym eval`` prints it once before its first episode."""
+        from agentgym_trl.hardware import choice_line
+
+        return choice_line(self.description.get("engine", "hf"), bool(self.description.get("bf16")))
+
     def describe(self) -> dict[str, Any]:
         """The settings it was made with (model, engine, temperature, token limits), recorded with the results so a
         run says what played it.

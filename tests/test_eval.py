@@ -263,7 +263,8 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return save_tiny(tmp_path_factory.mktemp("tiny") / "model")
 
 
-def test_tiny_hf_model_is_evaluated_in_batches_through_the_model_agent(tmp_path, tiny_model_dir, monkeypatch) -> None:
+def test_tiny_hf_model_is_evaluated_in_batches_through_the_model_agent(tmp_path, tiny_model_dir, monkeypatch,
+                                                                        capsys) -> None:
     from agentgym_trl.agent import ModelAgent
 
     calls = []
@@ -280,6 +281,7 @@ def test_tiny_hf_model_is_evaluated_in_batches_through_the_model_agent(tmp_path,
                  "--out", str(out), "--no-progress"])
     assert code == 0
     assert calls == [4]  # one batched rollout for the 4 episodes
+    assert "episodes sampled with HF generate" in capsys.readouterr().err  # the machine's choice, said once
     records = read_jsonl(out / "trajectories.jsonl")
     first, second = agentgym_envs.get_task(DEPTH1).split("test")[:2]
     assert sorted((r["item_id"], r["sample"]) for r in records) == [(first, 0), (first, 1), (second, 0), (second, 1)]

@@ -99,10 +99,13 @@ def make_eval_agent(args: argparse.Namespace) -> Agent:
         # before transformers is imported (huggingface_hub reads it once): nothing reaches the hub unless
         # the user asked with HF_HUB_OFFLINE=0
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        return make_agent("model", model=args.model, temperature=temperature, batch_size=args.batch_size,
-                          max_turn_tokens=args.max_turn_tokens, max_context_tokens=args.max_context_tokens,
-                          seed=args.seed, bf16=args.bf16, engine=args.engine,
-                          progress=False if args.no_progress else None)
+        agent = make_agent("model", model=args.model, temperature=temperature, batch_size=args.batch_size,
+                           max_turn_tokens=args.max_turn_tokens, max_context_tokens=args.max_context_tokens,
+                           seed=args.seed, bf16=args.bf16, engine=args.engine,
+                           progress=False if args.no_progress else None)
+        if hasattr(agent, "choice_line"):  # e.g. "CPU AVX2 only (...): fp32 weights ...; episodes sampled with ..."
+            print(agent.choice_line(), file=sys.stderr)
+        return agent
     return make_agent(args.agent, seed=args.seed)
 
 
