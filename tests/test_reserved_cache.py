@@ -13,13 +13,11 @@ import os
 
 import pytest
 import torch
-from test_shared_prefix import assert_same, family, generator_for, play
+from test_shared_prefix import assert_same, family, generator_for, play, tiny_parts
 from transformers.cache_utils import DynamicLayer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(1)
-
-from tiny_model import tiny_model, tiny_tokenizer  # noqa: E402
 
 from agentgym_trl.engines.reserved_cache import ReservedLayer, reserved_cache  # noqa: E402
 
@@ -28,11 +26,7 @@ BATCH, HEADS, HEAD_DIM = 3, 2, 4
 
 @pytest.fixture(scope="module")
 def parts():
-    """The tiny tokenizer and model, and the token ids a context may hold (no template tokens)."""
-    tokenizer = tiny_tokenizer("chatml")
-    model = tiny_model(tokenizer).eval()
-    plain_ids = [i for i in range(len(tokenizer)) if i not in set(tokenizer.all_special_ids)]
-    return tokenizer, model, plain_ids
+    return tiny_parts()
 
 
 def states(length: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

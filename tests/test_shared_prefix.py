@@ -29,13 +29,17 @@ INSTRUCTION_TOKENS = 60
 MAX_NEW_TOKENS = 8
 
 
-@pytest.fixture(scope="module")
-def parts():
+def tiny_parts() -> tuple:
     """The tiny tokenizer and model, and the token ids a context may hold (no template tokens)."""
     tokenizer = tiny_tokenizer("chatml")
     model = tiny_model(tokenizer).eval()
     plain_ids = [i for i in range(len(tokenizer)) if i not in set(tokenizer.all_special_ids)]
     return tokenizer, model, plain_ids
+
+
+@pytest.fixture(scope="module")
+def parts():
+    return tiny_parts()
 
 
 def random_ids(plain_ids: Sequence[int], count: int, seed: int) -> list[int]:
