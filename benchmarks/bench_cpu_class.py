@@ -26,6 +26,10 @@ variables, ``vllm_worker.honour_isa_cap``). Each part runs in a child process wi
 
     python benchmarks/bench_cpu_class.py                          # matmul + eval, both classes (~15 min on 2 cores)
     python benchmarks/bench_cpu_class.py --parts main_job         # + ~10 min (native) and more (avx2)
+    python benchmarks/bench_cpu_class.py --parts matmul profile   # the defaults' operators (~3 min)
+
+The files in ``results/`` came from ``--parts matmul eval main_job`` and then ``--parts matmul profile`` (each file's
+``commands``), with nothing else running.
     python benchmarks/bench_cpu_class.py --classes avx2 --parts matmul
 
 Measure with nothing else running: ``nice`` does not shield a benchmark.

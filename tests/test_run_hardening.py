@@ -193,7 +193,7 @@ def test_summary_json_replaces_a_symlink_instead_of_writing_through_it(tmp_path)
 def _fake_held_out_success(model, env_ids, out_dir, stage, *args, items=None, **kwargs):
     """``stages.held_out_success`` without a model: one file in its folder, every item solved once."""
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    (Path(out_dir) / "run.json").write_text("{}")
+    (Path(out_dir) / "run.json").write_text('{"agent": {"kind": "model", "weights": "0123456789abcdef"}}')
     per_item = {f"{env_ids[0]}:{item}": [1] for item in items}
     return {"model": model, "episodes": len(per_item), "success": 1.0, "ci95": [1.0, 1.0],
             "items_solved": len(per_item), "valid_action_rate": 1.0, "per_item": per_item}
