@@ -29,12 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agentgym_envs.core.jsonl import write_atomically
-from agentgym_envs.evaluation.runner import RUN_FILE
+from agentgym_envs.evaluation.runner import recorded_agent
 from agentgym_trl.checkpoints import complete_checkpoints
 
 CURVE_FILE = "learning_curve.json"
@@ -104,8 +104,8 @@ def evaluate_checkpoints(run_dir: str | os.PathLike, env_ids: Sequence[str], *,
                                                                         "items_solved", "valid_action_rate")}
         interval = success_interval(per_item)
         curve["steps"].append({
-            "step": step, "model": model, "weights": recorded_weights(folders[step, split, env_id]
-                                                                       for split, env_id in chosen),
+            "step": step, "model": model,  # the fingerprint the step's evaluations read from the checkpoint
+            "weights": recorded_agent([folders[step, split, env_id] for split, env_id in chosen]).get("weights"),
             "success": interval["mean"], "ci95": [interval["low"], interval["high"]],
             "episodes": sum(len(v) for v in per_item.values()),
             "items_solved": sum(1 for outcomes in per_item.values() if any(outcomes)),
@@ -118,16 +118,6 @@ def evaluate_checkpoints(run_dir: str | os.PathLike, env_ids: Sequence[str], *,
 
 class LinkedFolderError(ValueError):
     """A folder of the run's evaluations is a symlink: the evaluations would be written wherever it points."""
-
-
-def recorded_weights(folders: Iterable[Path]) -> str | None:
-    """The fingerprint of the weights the evaluations in ``folders`` ran, as each recorded it in its ``run.json``
-    when it ran (read from the checkpoint's files, not from its name); they must agree."""
-    fingerprints = {json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))["agent"].get("weights")
-                    for folder in folders}
-    if len(fingerprints) != 1:
-        raise ValueError(f"one step's evaluations ran different weights: {sorted(map(str, fingerprints))}")
-    return fingerprints.pop()
 
 
 def _refuse_links(run: Path, folder: Path) -> None:

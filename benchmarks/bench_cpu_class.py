@@ -208,8 +208,8 @@ def measure_class(cpu_class: str, parts: list[str], eval_timeout: float) -> dict
     default variant paired with its 91e3954 path (``BASELINE``) in the same run."""
     matmul = run_child(cpu_class, ["matmul"], timeout=120)
     result: dict = {"environment": CLASS_ENVIRONMENTS[cpu_class], "matmul": matmul}
+    default = default_variant(cpu_class) if {"eval", "profile"} & set(parts) else None
     if "eval" in parts:
-        default = default_variant(cpu_class)
         rows = []
         for variant in [name for base in EVAL_VARIANTS
                         for name in (base, *([base + BASELINE_SUFFIX] if base == default else []))]:
@@ -233,7 +233,7 @@ def measure_class(cpu_class: str, parts: list[str], eval_timeout: float) -> dict
         if now and before:
             result["default_speedup_over_91e3954"] = round(now / before, 2)
     if "profile" in parts:
-        result["profile"] = run_child(cpu_class, ["profile", default_variant(cpu_class)], timeout=eval_timeout)
+        result["profile"] = run_child(cpu_class, ["profile", default], timeout=eval_timeout)
     if "main_job" in parts:
         result["main_job"] = run_main_job(cpu_class, timeout=3600)
     return result

@@ -45,7 +45,7 @@ from transformers import HfArgumentParser  # noqa: E402
 import agentgym_envs  # noqa: E402
 from agentgym_envs.evaluation.metrics import item_successes, outcome_lists  # noqa: E402
 from agentgym_envs.evaluation.records import load_run  # noqa: E402
-from agentgym_envs.evaluation.runner import RUN_FILE  # noqa: E402
+from agentgym_envs.evaluation.runner import EvalError, recorded_agent  # noqa: E402
 from agentgym_trl.experiments import (  # noqa: E402
     EvalSettings,
     TrainingRun,
@@ -341,10 +341,9 @@ def gate_record(config: ExperimentConfig, items: dict) -> dict:
                               "outcomes": per_item}
     if not per_prefix:
         return {}
-    first = gate_folder(config, config.gate_prefixes[0]) / "run.json"
     return {"what": "the start on the multi-ingredient warm-up items (the RL items' hard part), after the oracle's "
                     "first k actions (k = 0: from the start); k is clamped per item so one action remains",
-            "start_weights": json.loads(first.read_text(encoding="utf-8"))["agent"].get("weights"),
+            "start_weights": recorded_agent([gate_folder(config, config.gate_prefixes[0])]).get("weights"),
             "k_samples": config.gate_samples, "items": hard(items, items["warmup_and_rl"]), "per_prefix": per_prefix}
 
 
@@ -412,18 +411,14 @@ def run_record(config: ExperimentConfig, seed: int) -> dict:
     }
 
 
-def recorded_agent(config: ExperimentConfig, items: dict, name: str) -> dict:
-    """What evaluated model ``name``, as each of its evaluation runs recorded it in its ``run.json`` before its first
-    episode: the fingerprint of the weights read from the folder evaluated (``models.weights_fingerprint``), the
-    temperature, engine, token limits and precision. Every part must have run the same agent: a report never
-    pools outcomes of different weights."""
-    folders = [Path(config.out_dir) / "eval" / name / part for part, *_ in eval_parts(config, items)]
-    agents = [json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))["agent"] for folder in folders]
-    if any(agent != agents[0] for agent in agents):
-        differing = sorted({key for agent in agents for key in agent if agent.get(key) != agents[0].get(key)})
-        sys.exit(f"the evaluation runs of {name} ran different agents (they differ in {', '.join(differing)}): "
-                 f"{', '.join(map(str, folders))}")
-    return agents[0]
+def model_agent(config: ExperimentConfig, items: dict, name: str) -> dict:
+    """What evaluated model ``name``, as its evaluation runs recorded it when they ran (``runner.recorded_agent``):
+    the fingerprint of the weights read from the folder evaluated, the temperature, engine, token limits and
+    precision. A report never pools outcomes of different weights: parts that ran different agents stop it."""
+    try:
+        return recorded_agent([Path(config.out_dir) / "eval" / name / part for part, *_ in eval_parts(config, items)])
+    except EvalError as error:
+        sys.exit(f"{name}: {error}")
 
 
 def evaluated(config: ExperimentConfig, items: dict, name: str) -> bool:
@@ -443,7 +438,7 @@ def report(config: ExperimentConfig) -> dict:
         if evaluated(config, items, name):
             models[name] = outcomes(config, items, name)
             runs[name] = run_record(config, seed)
-    agents = {name: recorded_agent(config, items, name) for name in models}
+    agents = {name: model_agent(config, items, name) for name in models}
     held_out = [i for _, _, ids, _ in eval_parts(config, items) for i in ids]
     keys = {i: f"{items['env_id']}:{i}" for i in held_out}  # "env id:item id", as outcomes() names them
     hard_keys = [keys[i] for i in hard(items, held_out)]
@@ -490,7 +485,7 @@ def report(config: ExperimentConfig) -> dict:
                     "every model at other sampling seeds; same items, turn budget and engine",
             "runs": controls,
             "models": {name: outcomes(config, items, name) for name in controls},
-            "weights": {name: recorded_agent(config, items, name).get("weights") for name in controls},
+            "weights": {name: model_agent(config, items, name).get("weights") for name in controls},
         }
         result["controls"]["analysis"] = control_report(result)
     write_results(config.results_file, result)

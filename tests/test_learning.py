@@ -339,8 +339,8 @@ def test_a_report_refuses_a_model_whose_evaluations_ran_other_weights(tmp_path: 
         folder = tmp_path / "eval" / "seed0" / part
         folder.mkdir(parents=True)
         (folder / "run.json").write_text(json.dumps({"agent": {"weights": weights, "engine": "hf"}, "split": part}))
-    assert learning.recorded_agent(config, items, "seed0") == {"weights": "aaaa", "engine": "hf"}
+    assert learning.model_agent(config, items, "seed0") == {"weights": "aaaa", "engine": "hf"}
     (tmp_path / "eval" / "seed0" / "held_out_train" / "run.json").write_text(
         json.dumps({"agent": {"weights": "bbbb", "engine": "hf"}, "split": "train"}))
     with pytest.raises(SystemExit, match="ran different agents .*weights"):
-        learning.recorded_agent(config, items, "seed0")
+        learning.model_agent(config, items, "seed0")

@@ -230,6 +230,19 @@ def run_differences(out_dir: str | Path, run_info: dict[str, Any], known_only: b
             if was.get(name) != now.get(name)]
 
 
+def recorded_agent(out_dirs: Sequence[str | Path]) -> dict[str, Any]:
+    """The agent that the evaluation runs in ``out_dirs`` recorded in their ``run.json`` when they ran: its settings
+    and, for a model, the fingerprint of the weights it read. Outcomes pooled across runs must come from one
+    agent, so every run must have recorded the same; ``EvalError`` names the settings that differ."""
+    agents = [json.loads((Path(out_dir) / RUN_FILE).read_text(encoding="utf-8"))["agent"] for out_dir in out_dirs]
+    first = agents[0]
+    differing = sorted({key for agent in agents for key in {*agent, *first} if agent.get(key) != first.get(key)})
+    if differing:
+        raise EvalError(f"the evaluation runs in {', '.join(map(str, out_dirs))} ran different agents (they differ in "
+                        f"{', '.join(differing)})")
+    return first
+
+
 def _shown(value: Any) -> str:
     text = "(unset)" if value is None else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
     return text if len(text) <= 60 else text[:57] + "..."

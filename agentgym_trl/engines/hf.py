@@ -62,19 +62,11 @@ class GenerationTiming:
                 for key, value in {**asdict(self), "other_generator_s": self.other_generator_s}.items()}
 
     @contextmanager
-    def timing_generator(self) -> Iterator[None]:
-        """Add the block's wall time to ``generator_s``."""
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.generator_s += time.perf_counter() - started
-
-    @contextmanager
-    def timing_forwards(self, model: torch.nn.Module) -> Iterator[None]:
-        """Add the forwards of ``model`` inside the block to the sums: the first is a prefill (a ``generate`` call's
-        encoding of the uncached tokens, however few, or a shared prefix's forward), each later one a decode step.
-        Two hooks and no sync: on a GPU the times are those of the launches."""
+    def measuring(self, model: torch.nn.Module) -> Iterator[None]:
+        """Add the block's wall time to ``generator_s`` and each forward of ``model`` inside it to the sums: the
+        first is a prefill (a ``generate`` call's encoding of the uncached tokens, however few, or a shared
+        prefix's forward), each later one a decode step. Two hooks and no sync: on a GPU the times are those of
+        the launches."""
         started: list[tuple[float, int]] = []
         calls = 0
 
@@ -98,9 +90,11 @@ class GenerationTiming:
 
         handles = [model.register_forward_pre_hook(before, with_kwargs=True),
                    model.register_forward_hook(after, with_kwargs=True)]
+        block_started = time.perf_counter()
         try:
             yield
         finally:
+            self.generator_s += time.perf_counter() - block_started
             for handle in handles:
                 handle.remove()
 
@@ -415,11 +409,10 @@ class HFGenerator:
         config = copy.copy(self.generation_config)
         config.max_new_tokens = int(max(max_new_tokens))
         config.use_cache = True
-        capacity = past_width + new_width + config.max_new_tokens
-        if self.reserve_cache:
-            extra = {"past_key_values": self._padded_cache(model, cached, past_width, capacity)}
-        else:
-            extra = {"past_key_values": self._padded_cache(model, cached, past_width)} if past_width else {}
+        # a reserved cache has room for the whole turn (handed over even empty); transformers' grows on its own
+        capacity = past_width + new_width + config.max_new_tokens if self.reserve_cache else None
+        extra = {"past_key_values": self._padded_cache(model, cached, past_width, capacity)} \
+            if past_width or capacity else {}
         self.prefilled_tokens += len(contexts) * new_width  # generate runs only the uncached part before decoding
         cached, self._prefixes = [], []  # now in the batch cache: one copy of the states, not two, while generating
         self._turn += 1
@@ -427,7 +420,7 @@ class HFGenerator:
         if progress.shown:  # a streamer costs a copy to the CPU per step: only when someone watches
             extra["streamer"] = progress
         try:
-            with torch.no_grad(), self.timing.timing_generator(), self.timing.timing_forwards(model):
+            with torch.no_grad(), self.timing.measuring(model):
                 out = model.generate(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
                                      generation_config=config, synced_gpus=synced, **extra)
         finally:
@@ -484,7 +477,7 @@ class HFGenerator:
         off, for a cache layout this cannot slice."""
         start = len(base.ids) if base is not None else 0
         past = self._padded_cache(model, [base], start) if base is not None else None
-        with torch.no_grad(), self.timing.timing_generator(), self.timing.timing_forwards(model):
+        with torch.no_grad(), self.timing.measuring(model):
             out = model(input_ids=torch.tensor([ids[start:]], device=device), past_key_values=past, use_cache=True,
                         logits_to_keep=1)
         self.prefilled_tokens += len(ids) - start
