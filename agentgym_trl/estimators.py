@@ -119,6 +119,11 @@ def _leave_one_out_baseline(returns: torch.Tensor, groups: torch.Tensor, scale: 
     return adv.leave_one_out_baseline(returns, groups), torch.ones_like(returns)
 
 
+def _no_baseline(returns: torch.Tensor, groups: torch.Tensor, scale: str,
+                 greedy_returns: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.zeros_like(returns), torch.ones_like(returns)
+
+
 def _greedy_baseline(returns: torch.Tensor, groups: torch.Tensor, scale: str,
                      greedy_returns: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     if greedy_returns is None:
@@ -180,6 +185,10 @@ ESTIMATORS: dict[str, Estimator] = {
                   needs_greedy_rollout=True, min_group_size=1),
         Estimator("gae", "PPO's GAE with a value head trained alongside the policy; needs --value_head", TOKEN,
                   token_advantages=gae_advantages, needs_critic=True, min_group_size=1),
+        # online rejection-sampling fine-tuning: with 0/1 success rewards a success's tokens get advantage 1 and a
+        # failure's 0, so the step clones the model's own successes and nothing pushes failures down
+        Estimator("rft", "rejection-sampling fine-tuning: each episode's own return, no baseline (0/1 success "
+                  "rewards: clone the successes)", EPISODE, baseline=_no_baseline, min_group_size=1),
     )
 }
 

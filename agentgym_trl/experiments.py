@@ -41,7 +41,7 @@ TRAINED_MARK = "TRAINED"  # written once a run's training process has saved its 
 # ---- the start ---------------------------------------------------------------------------------
 def make_start(path: str | Path, env_id: str, *, base_model: str | None, clone_episodes: int, clone_steps: int,
                bf16: bool, seed: int = 0, merged_first_turn: bool = False,
-               items: Sequence[int] | None = None) -> Path:
+               items: Sequence[int] | None = None, learning_rate: float = 5e-5, max_length: int = 1024) -> Path:
     """The start every run of an experiment trains from: behaviour cloning on oracle episodes of train items (the
     first ``clone_episodes`` of the split's seeded shuffle, or one of each of ``items``). A folder that already
     holds a model is reused as it is, so a rerun never clones again."""
@@ -53,7 +53,8 @@ def make_start(path: str | Path, env_id: str, *, base_model: str | None, clone_e
     base = base_model or default_model_path()
     episodes = f"one of each of {len(items)} named items" if items else f"{clone_episodes} of the split's"
     print(f"making the start: oracle episodes ({episodes}), {clone_steps} SFT steps from {base}", flush=True)
-    stage = StageArguments(clone_episodes=clone_episodes, clone_steps=clone_steps)
+    stage = StageArguments(clone_episodes=clone_episodes, clone_steps=clone_steps, clone_learning_rate=learning_rate,
+                           clone_max_length=max_length)
     behaviour_clone(base, [env_id], path, stage, bf16, seed, merged_first_turn,
                     items={env_id: list(items)} if items else None)
     return Path(path)
@@ -122,6 +123,11 @@ def train_once(command: list[str], folder: str | Path, log: str | Path,
         return
     began = time.time()
     run(command, Path(log))
+    mark_trained(folder, began)
+
+
+def mark_trained(folder: str | Path, began: float) -> None:
+    """Mark ``folder``'s training finished (a rerun skips it), with the wall time of the call that finished it."""
     Path(folder, TRAINED_MARK).write_text(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M:%S"),
                                                       "last_call_s": round(time.time() - began, 1)}) + "\n",
                                           encoding="utf-8")

@@ -46,12 +46,18 @@ class StageArguments:
     clone_steps: int = field(default=40, metadata={"help": "optimizer steps of the warm-up"})
     clone_batch_size: int = field(default=2, metadata={"help": "conversations per warm-up step"})
     clone_learning_rate: float = field(default=5e-5, metadata={"help": "learning rate of the warm-up"})
+    clone_lr_schedule: str = field(default="cosine", metadata={
+        "help": "the warm-up's learning-rate schedule: cosine (after a tenth of the steps' warm-up) | constant"})
     clone_max_length: int = field(default=1024, metadata={"help": "tokens kept of each warm-up conversation"})
     eval_items: int = field(
         default=0, metadata={"help": "test items evaluated at every stage: the first N of the test split (0: none)"}
     )
     eval_samples: int = field(default=1, metadata={"help": "episodes per test item and stage"})
     eval_temperature: float = field(default=0.0, metadata={"help": "sampling temperature in evaluations (0: greedy)"})
+
+    def __post_init__(self) -> None:
+        if self.clone_lr_schedule not in ("cosine", "constant"):
+            raise ValueError(f"clone_lr_schedule must be cosine or constant, got {self.clone_lr_schedule!r}")
 
 
 def held_out_success(model: str, env_ids: list[str], out_dir: str | os.PathLike, stage: StageArguments,
@@ -127,8 +133,8 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
         max_steps=stage.clone_steps,
         per_device_train_batch_size=stage.clone_batch_size,
         learning_rate=stage.clone_learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=max(1, stage.clone_steps // 10),
+        lr_scheduler_type=stage.clone_lr_schedule,
+        warmup_steps=max(1, stage.clone_steps // 10) if stage.clone_lr_schedule == "cosine" else 0,
         max_length=stage.clone_max_length,
         bf16=bf16,
         use_cpu=not torch.cuda.is_available(),  # transformers refuses bf16 on a CPU unless told it is one
@@ -163,6 +169,9 @@ def check_stage_inputs(folder: Path, inputs: dict[str, Any]) -> None:
     if recorded is None:
         raise ValueError(f"{folder} holds a warm-up whose inputs are not recorded ({STAGE_INPUTS_FILE}); delete it or "
                          "give another --output_dir")
+    if isinstance(recorded.get("clone"), dict):  # recorded before a setting existed: it was made with its default
+        recorded["clone"] = {**asdict(StageArguments()), **recorded["clone"]}
+        recorded["clone"] = {name: value for name, value in recorded["clone"].items() if name.startswith("clone_")}
     normalised = json.loads(json.dumps(inputs, default=str))
     changed = sorted(key for key in set(recorded) | set(normalised) if recorded.get(key) != normalised.get(key))
     if changed:

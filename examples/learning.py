@@ -8,6 +8,7 @@ on items that neither the warm-up nor RL ever draws (K samples each)::
     python examples/learning.py                     # the whole experiment; run it again to resume
     python examples/learning.py --report_only true  # learning.json and docs/learning.png from what exists
     python examples/learning.py --config examples/learning_2.yaml  # the second experiment
+    python examples/learning.py --config examples/learning_3.yaml  # the third: arms from one kept start
 
 Steps, each skipped when its output exists:
 
@@ -16,12 +17,16 @@ Steps, each skipped when its output exists:
    those plus the whole test split. Written to ``--items_file`` (committed with the protocol).
 2. ``start``: behaviour cloning on one oracle episode of each warm-up item.
 3. For the start and each seed: GRPO (``agentgym_trl.train`` in its own process, checkpointed, resumable) and
-   the evaluation (``agentgym eval``'s runner, resumable episode by episode).
+   the evaluation (``agentgym eval``'s runner, resumable episode by episode). With ``arms`` (the third
+   protocol), each arm trains once per seed: the RL loop with its own estimator and curriculum, or more cloning
+   of the RL items' oracle episodes (``oracle_sft``); its models are named ``<arm>-seed<N>``.
    Then the zero-training controls: the start at a lower temperature and greedy, and every model again with a
    second sampling seed (``control_runs``), so a gain can be told from sharpening the start's sampling.
 4. The report: ``benchmarks/results/learning.json`` (per-item outcomes of every model, each run's exact
    command, seeds, steps, episodes and wall time) and the plot; ``agentgym_envs.evaluation.significance``
-   computes the registered tests from that file alone.
+   computes the registered tests from that file alone (``learning_report``; with arms, ``arms_report``).
+   With ``start_success_range`` the report also says whether the start passes a registered gate on its
+   success (the ScalingInter gate: ``examples/scalinginter_gate.yaml``).
 """
 
 from __future__ import annotations
@@ -45,8 +50,11 @@ from transformers import HfArgumentParser  # noqa: E402
 import agentgym_envs  # noqa: E402
 from agentgym_envs.evaluation.metrics import item_successes, outcome_lists  # noqa: E402
 from agentgym_envs.evaluation.records import load_run  # noqa: E402
+from agentgym_envs.evaluation.significance import arm_pair  # noqa: E402
 from agentgym_envs.evaluation.runner import EvalError, recorded_agent  # noqa: E402
+from agentgym_trl.estimators import ESTIMATORS  # noqa: E402
 from agentgym_trl.experiments import (  # noqa: E402
+    TRAINED_MARK,
     EvalSettings,
     TrainingRun,
     controls_table,
@@ -55,12 +63,45 @@ from agentgym_trl.experiments import (  # noqa: E402
     is_trained,
     logged_steps,
     make_start,
+    mark_trained,
+    interval_text,
     markdown_table,
+    p_text,
     train_once,
     training_curve,
     write_results,
 )
 from agentgym_trl.fast_training import bf16_is_fast  # noqa: E402
+from agentgym_trl.stages import StageArguments, behaviour_clone  # noqa: E402
+
+
+ARM_METHODS = ("grpo", "oracle_sft")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One way of training the start. ``grpo``: the RL loop on the RL items (dynamic sampling, the experiment's
+    groups and budget) with this advantage estimator and, optionally, a reverse curriculum; ``oracle_sft``: more
+    cloning of the RL items' oracle episodes at the RL arms' optimizer steps, learning rate and constant schedule.
+    An experiment without ``arms`` has one ``grpo`` arm, from its own fields."""
+
+    method: str = "grpo"
+    advantage_estimator: str = "grpo"
+    oracle_prefix_schedule: str | None = None
+    oracle_prefix_success: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in ARM_METHODS:
+            raise ValueError(f"an arm's method is one of {list(ARM_METHODS)}, got {self.method!r}")
+        if self.advantage_estimator not in ESTIMATORS:
+            raise ValueError(f"an arm's advantage_estimator is one of {list(ESTIMATORS)}, got "
+                             f"{self.advantage_estimator!r}")
+        if self.method == "oracle_sft" and (self.advantage_estimator != "grpo" or self.oracle_prefix_schedule):
+            raise ValueError("an oracle_sft arm clones whole oracle episodes: it takes no estimator or curriculum")
+
+    @property
+    def is_rl(self) -> bool:
+        return self.method == "grpo"
 
 
 @dataclass
@@ -115,6 +156,34 @@ class ExperimentConfig:
     gate_prefixes: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={
         "help": "the gate's oracle prefixes (0: from the start)"})
     gate_only: bool = field(default=False, metadata={"help": "make the start, run the gate, report it, and stop"})
+    arms: dict | str | None = field(default=None, metadata={
+        "help": "named arms, each trained once per seed from the start: {name: {method: grpo | oracle_sft, "
+                "advantage_estimator, oracle_prefix_schedule, oracle_prefix_success}} (a YAML mapping in --config, "
+                "JSON here); models are named <arm>-seed<N>. Default: one GRPO arm from the fields above (seed<N>)"})
+    comparisons: list[str] = field(default_factory=list, metadata={
+        "help": "with arms: the primary tests, 'x-y' = arm x against arm y (seeds pooled, on primary_items), "
+                "Holm-corrected at family_alpha"})
+    secondary_comparisons: list[str] = field(default_factory=list, metadata={
+        "help": "with arms: further 'x-y' tests, reported without correction"})
+    family_alpha: float = field(default=0.05, metadata={"help": "with arms: the family-wise error of comparisons"})
+    robustness_drop_items: list[int] = field(default_factory=list, metadata={
+        "help": "with arms: each primary comparison again without these held-out items"})
+    only_arms: list[str] = field(default_factory=list, metadata={
+        "help": "with arms: train and evaluate only these arms in this call (a part of the protocol; empty: all); "
+                "the report covers every arm evaluated so far"})
+    sft_batch_size: int = field(default=2, metadata={"help": "conversations per step of an oracle_sft arm"})
+    clone_learning_rate: float = field(default=5e-5, metadata={"help": "the start's warm-up (cosine schedule)"})
+    clone_max_length: int = field(default=1024, metadata={"help": "tokens kept of each warm-up conversation"})
+    item_split: str = field(default="per_shape", metadata={
+        "help": "how the train items are split (made once, into items_file): per_shape (stratified by the oracle's "
+                "episode length) | shuffled (the first warmup_items of a seed-0 shuffle, then held_out_train_items)"})
+    held_out_train_items: int = field(default=0, metadata={
+        "help": "with item_split shuffled: held-out train items after the warm-up's (0: every other train item)"})
+    start_success_range: list[float] = field(default_factory=list, metadata={
+        "help": "a registered gate on the start: it passes iff its held-out success lies in [low, high] (and "
+                "start_min_items_solved holds); reported as start_gate (empty: no gate)"})
+    start_min_items_solved: int = field(default=0, metadata={
+        "help": "with start_success_range: the fewest held-out items the start must solve at least once"})
     protocol: str = "docs/learning_protocol.md"
     control_temperatures: list[float] = field(default_factory=lambda: [0.5, 0.0], metadata={
         "help": "zero-training controls: the start evaluated at these temperatures too (0 = greedy, one sample)"})
@@ -125,6 +194,26 @@ class ExperimentConfig:
     report_only: bool = False
     results_file: str = "benchmarks/results/learning.json"
     plot_file: str = "docs/learning.png"
+
+    def __post_init__(self) -> None:
+        """``arms`` as ``Arm``s, checked with the comparisons that name them (a bad one fails before any run)."""
+        arms = json.loads(self.arms) if isinstance(self.arms, str) else self.arms
+        try:
+            self.arms = {str(name): arm if isinstance(arm, Arm) else Arm(**(arm or {}))
+                         for name, arm in (arms or {}).items()}
+        except TypeError as error:
+            raise ValueError(f"an arm's fields are {[f.name for f in fields(Arm)]}: {error}") from None
+        if any("-" in name for name in self.arms):
+            raise ValueError(f"arm names may not contain '-' (comparisons are 'x-y'): {list(self.arms)}")
+        if self.arms and (self.oracle_prefix_schedule or self.oracle_prefix_success is not None):
+            raise ValueError("with arms, each arm sets its own oracle_prefix_schedule / oracle_prefix_success")
+        for pair in self.comparisons + self.secondary_comparisons:
+            if not self.arms or any(arm not in self.arms for arm in arm_pair(pair)):
+                raise ValueError(f"comparison {pair!r} names an arm not in arms {list(self.arms)}")
+        if any(arm not in self.arms for arm in self.only_arms):
+            raise ValueError(f"only_arms {self.only_arms} names an arm not in arms {list(self.arms)}")
+        if self.start_success_range and len(self.start_success_range) != 2:
+            raise ValueError(f"start_success_range is [low, high], got {self.start_success_range}")
 
 
 # ---- 1. the items ------------------------------------------------------------------------------
@@ -173,11 +262,39 @@ def split_items(config: ExperimentConfig, seed: int = 0) -> dict:
     }
 
 
+def shuffled_items(config: ExperimentConfig, seed: int = 0) -> dict:
+    """The first ``warmup_items`` of a seeded shuffle of the train items to the warm-up, the next
+    ``held_out_train_items`` (0: all the rest) held out with the whole test split."""
+    spec = agentgym_envs.get_task(config.env_id)
+    train, test = [int(i) for i in spec.split("train")], [int(i) for i in spec.split("test")]
+    order = [train[i] for i in np.random.default_rng(seed).permutation(len(train))]
+    held_out = order[config.warmup_items:]
+    held_out = held_out[:config.held_out_train_items] if config.held_out_train_items else held_out
+    if len(order) < config.warmup_items + config.held_out_train_items:
+        sys.exit(f"{config.env_id} has {len(train)} train items, fewer than {config.warmup_items} + "
+                 f"{config.held_out_train_items}")
+    env = gym.make(config.env_id, max_episode_steps=60)
+    try:
+        shape = {item: oracle_length(env, item) for item in order[:config.warmup_items] + held_out + test}
+    finally:
+        env.close()
+    return {
+        "env_id": config.env_id,
+        "how": f"the first {config.warmup_items} train items of numpy default_rng({seed}).permutation to the warm-up, "
+               f"the next {len(held_out)} held out; held out = those + the whole test split",
+        "warmup_and_rl": order[:config.warmup_items],
+        "held_out_train": held_out,
+        "test": test,
+        "oracle_actions": {str(item): shape[item] for item in sorted(shape)},
+    }
+
+
 def load_items(config: ExperimentConfig) -> dict:
     path = Path(config.items_file)
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(split_items(config), indent=1) + "\n", encoding="utf-8")
+        made = shuffled_items(config) if config.item_split == "shuffled" else split_items(config)
+        path.write_text(json.dumps(made, indent=1) + "\n", encoding="utf-8")
     items = json.loads(path.read_text(encoding="utf-8"))
     if items["env_id"] != config.env_id:
         sys.exit(f"{path} lists items of {items['env_id']}, not of {config.env_id}")
@@ -193,40 +310,66 @@ def clone_start(config: ExperimentConfig, items: dict) -> None:
     """Behaviour cloning on one oracle episode of each warm-up item (reused once made)."""
     warmup = items["warmup_and_rl"]
     make_start(start_model(config), config.env_id, base_model=config.base_model, clone_episodes=len(warmup),
-               clone_steps=config.clone_steps, bf16=bf16_is_fast(), seed=0, items=warmup)
+               clone_steps=config.clone_steps, bf16=bf16_is_fast(), seed=0, items=warmup,
+               learning_rate=config.clone_learning_rate, max_length=config.clone_max_length)
 
 
-def seed_dir(config: ExperimentConfig, seed: int) -> Path:
-    return Path(config.out_dir) / f"seed{seed}"
+@dataclass(frozen=True)
+class ArmRun:
+    """One training run: an arm at one seed, and its model's name in the report."""
+
+    name: str  # seed<N> (the experiment's one arm) or <arm>-seed<N>
+    arm_name: str  # "" for the experiment's one arm
+    arm: Arm
+    seed: int
+    folder: Path
 
 
-def seed_command(config: ExperimentConfig, seed: int) -> list[str]:
-    """One seed's GRPO child from the start: the experiment's shared settings, then dynamic sampling on the RL items
-    at the experiment's turn budget and engine, with every episode logged."""
-    run = TrainingRun(start_model(config), config.env_id, seed_dir(config, seed), seed, config.steps,
-                      config.groups_per_step, config.group_size, config.learning_rate, config.temperature,
-                      config.max_turn_tokens, config.max_context_tokens, config.curve_steps or config.save_steps,
-                      keep_every_checkpoint=bool(config.curve_steps))  # a learning curve keeps every checkpoint
-    return grpo_command(run, [
+def training_runs(config: ExperimentConfig) -> list[ArmRun]:
+    """Every training run of the experiment, arm by arm, seed by seed."""
+    if not config.arms:
+        arm = Arm(oracle_prefix_schedule=config.oracle_prefix_schedule,
+                  oracle_prefix_success=config.oracle_prefix_success)
+        return [ArmRun(f"seed{seed}", "", arm, seed, Path(config.out_dir) / f"seed{seed}") for seed in config.seeds]
+    return [ArmRun(f"{name}-seed{seed}", name, arm, seed, Path(config.out_dir) / name / f"seed{seed}")
+            for name, arm in config.arms.items() for seed in config.seeds]
+
+
+def run_command(config: ExperimentConfig, run: ArmRun) -> list[str]:
+    """An RL run's GRPO child from the start: the experiment's shared settings, then dynamic sampling on the RL items
+    at the experiment's turn budget and engine, with every episode logged, and the arm's estimator and curriculum."""
+    settings = TrainingRun(start_model(config), config.env_id, run.folder, run.seed, config.steps,
+                           config.groups_per_step, config.group_size, config.learning_rate, config.temperature,
+                           config.max_turn_tokens, config.max_context_tokens, config.curve_steps or config.save_steps,
+                           keep_every_checkpoint=bool(config.curve_steps))  # a learning curve keeps every checkpoint
+    estimator = run.arm.advantage_estimator
+    return grpo_command(settings, [
         "--train_items_file", str(Path(config.out_dir) / "rl_items.json"),
         "--max_turns", str(config.max_turns),
         "--dynamic_sampling", "true", "--dynamic_sampling_max_batches", str(config.max_draw_batches),
         "--warmup_steps", "0",
         "--use_vllm", str(config.engine == "vllm").lower(),
         "--log_trajectories", "true",
-        *prefix_options(config),
+        *(["--advantage_estimator", estimator] if estimator != "grpo" else []),
+        *prefix_options(run.arm, config.oracle_prefix_window),
     ])
 
 
-def prefix_options(config: ExperimentConfig) -> list[str]:
-    """The trainer's reverse-curriculum options, when the experiment uses it."""
-    if not config.oracle_prefix_schedule:
+def prefix_options(arm: Arm, window: int) -> list[str]:
+    """The trainer's reverse-curriculum options, when the arm uses it."""
+    if not arm.oracle_prefix_schedule:
         return []
-    options = ["--oracle_prefix_schedule", config.oracle_prefix_schedule,
-               "--oracle_prefix_window", str(config.oracle_prefix_window)]
-    if config.oracle_prefix_success is not None:
-        options += ["--oracle_prefix_success", str(config.oracle_prefix_success)]
+    options = ["--oracle_prefix_schedule", arm.oracle_prefix_schedule, "--oracle_prefix_window", str(window)]
+    if arm.oracle_prefix_success is not None:
+        options += ["--oracle_prefix_success", str(arm.oracle_prefix_success)]
     return options
+
+
+def sft_stage(config: ExperimentConfig, items: dict) -> StageArguments:
+    """An oracle_sft arm's cloning: the RL items' oracle episodes, the RL arms' steps and constant learning rate."""
+    return StageArguments(clone_episodes=len(rl_item_ids(config, items)), clone_steps=config.steps,
+                          clone_batch_size=config.sft_batch_size, clone_learning_rate=config.learning_rate,
+                          clone_lr_schedule="constant", clone_max_length=config.clone_max_length)
 
 
 def hard(items: dict, ids: list[int]) -> list[int]:
@@ -240,18 +383,25 @@ def rl_item_ids(config: ExperimentConfig, items: dict) -> list[int]:
     return hard(items, items["warmup_and_rl"])  # multi_ingredient (parse_config refuses any other value)
 
 
-def train_seed(config: ExperimentConfig, items: dict, seed: int) -> None:
-    """One seed's GRPO run on the RL items, once (a stopped one resumes from its newest checkpoint)."""
-    folder = seed_dir(config, seed)
-    if is_trained(folder):
+def train_run(config: ExperimentConfig, items: dict, run: ArmRun) -> None:
+    """One training run, once: GRPO on the RL items (a stopped one resumes from its newest checkpoint), or an
+    oracle_sft arm's cloning (the seed orders the conversations)."""
+    if is_trained(run.folder):
         return
-    rl_items = Path(config.out_dir) / "rl_items.json"
-    rl_items.write_text(json.dumps({config.env_id: rl_item_ids(config, items)}) + "\n", encoding="utf-8")
     if config.engine == "vllm":  # the evaluations' engine would sit idle beside the training run's own
         from agentgym_trl.engines.vllm_process import close_shared_engine
 
         close_shared_engine()
-    train_once(seed_command(config, seed), folder, Path(config.out_dir) / "logs" / f"train-seed{seed}.log")
+    if not run.arm.is_rl:
+        began = time.time()
+        print(f"training {run.name}: cloning the RL items' oracle episodes -> {run.folder}", flush=True)
+        behaviour_clone(str(start_model(config)), [config.env_id], run.folder, sft_stage(config, items),
+                        bf16_is_fast(), run.seed, items={config.env_id: rl_item_ids(config, items)})
+        mark_trained(run.folder, began)
+        return
+    rl_items = Path(config.out_dir) / "rl_items.json"
+    rl_items.write_text(json.dumps({config.env_id: rl_item_ids(config, items)}) + "\n", encoding="utf-8")
+    train_once(run_command(config, run), run.folder, Path(config.out_dir) / "logs" / f"train-{run.name}.log")
 
 
 def eval_parts(config: ExperimentConfig, items: dict) -> list[tuple[str, str, list[int], int]]:
@@ -295,24 +445,27 @@ def control_runs(config: ExperimentConfig) -> dict[str, dict]:
     runs = {f"start@T{t:g}" if t else "start@greedy": {"model": "start", "temperature": t, "sampling_seed": 0,
                                                        "k": config.eval_samples if t else 1}
             for t in config.control_temperatures}
+    trained = [run.name for run in training_runs(config)]
     if 0 in config.control_temperatures and config.control_greedy_trained:
-        for seed in config.seeds:
-            runs[f"seed{seed}@greedy"] = {"model": f"seed{seed}", "temperature": 0.0, "sampling_seed": 0, "k": 1}
+        for name in trained:
+            runs[f"{name}@greedy"] = {"model": name, "temperature": 0.0, "sampling_seed": 0, "k": 1}
     for seed in config.control_sampling_seeds:
-        for model in ["start", *(f"seed{s}" for s in config.seeds)]:
+        for model in ["start", *trained]:
             runs[f"{model}@seed{seed}"] = {"model": model, "temperature": config.temperature, "sampling_seed": seed,
                                            "k": config.eval_samples}
     return runs
 
 
 def model_path(config: ExperimentConfig, name: str) -> Path:
-    return start_model(config) if name == "start" else seed_dir(config, int(name.removeprefix("seed")))
+    return start_model(config) if name == "start" else next(
+        run.folder for run in training_runs(config) if run.name == name)
 
 
 def run_controls(config: ExperimentConfig, items: dict) -> None:
     for name, run in control_runs(config).items():
-        evaluate(config, items, name, model_path(config, run["model"]), temperature=run["temperature"],
-                 sampling_seed=run["sampling_seed"])
+        model = model_path(config, run["model"])
+        if run["model"] == "start" or is_trained(model):  # a part of the protocol trains only some arms
+            evaluate(config, items, name, model, temperature=run["temperature"], sampling_seed=run["sampling_seed"])
 
 
 def run_gate(config: ExperimentConfig, items: dict) -> None:
@@ -347,31 +500,31 @@ def gate_record(config: ExperimentConfig, items: dict) -> dict:
             "k_samples": config.gate_samples, "items": hard(items, items["warmup_and_rl"]), "per_prefix": per_prefix}
 
 
-def curve_folder(config: ExperimentConfig, seed: int) -> Path:
-    return Path(config.out_dir) / "curves" / f"seed{seed}.json"
+def curve_folder(config: ExperimentConfig, run: ArmRun) -> Path:
+    return Path(config.out_dir) / "curves" / f"{run.name}.json"
 
 
-def evaluate_curve(config: ExperimentConfig, items: dict, seed: int) -> None:
-    """Every kept checkpoint of a trained seed on the hard held-out items (``agentgym_trl.learning_curve``)."""
+def evaluate_curve(config: ExperimentConfig, items: dict, run: ArmRun) -> None:
+    """Every kept checkpoint of a trained RL run on the hard held-out items (``agentgym_trl.learning_curve``)."""
     from agentgym_trl.learning_curve import evaluate_checkpoints
 
-    path = curve_folder(config, seed)
-    if not config.curve_steps or path.is_file():
+    path = curve_folder(config, run)
+    if not config.curve_steps or not run.arm.is_rl or path.is_file():
         return
     parts = {split: hard(items, ids) for split, ids in (("test", items["test"]), ("train", items["held_out_train"]))}
-    print(f"the learning curve of seed {seed} -> {path}", flush=True)
+    print(f"the learning curve of {run.name} -> {path}", flush=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial.json")
-    evaluate_checkpoints(seed_dir(config, seed), [config.env_id], held_out=parts, n_samples=config.curve_samples,
+    evaluate_checkpoints(run.folder, [config.env_id], held_out=parts, n_samples=config.curve_samples,
                          temperature=config.temperature, max_turns=config.max_turns,
                          max_turn_tokens=config.max_turn_tokens, max_context_tokens=config.max_context_tokens,
                          engine=config.engine, out=partial)
     partial.replace(path)  # complete: a rerun skips it
 
 
-def curve_record(config: ExperimentConfig, seed: int) -> dict:
-    """One seed's learning curve on the hard held-out items: success and per-item outcomes per kept step."""
-    path = curve_folder(config, seed)
+def curve_record(config: ExperimentConfig, run: ArmRun) -> dict:
+    """One run's learning curve on the hard held-out items: success and per-item outcomes per kept step."""
+    path = curve_folder(config, run)
     if not path.is_file():
         return {}
     curve = json.loads(path.read_text(encoding="utf-8"))
@@ -389,9 +542,17 @@ def outcomes(config: ExperimentConfig, items: dict, name: str) -> dict[str, list
     return outcome_lists(item_successes(records))
 
 
-def run_record(config: ExperimentConfig, seed: int) -> dict:
-    """What one training run was: its exact command, seed, steps, episodes played, wall time and curves."""
-    rows = logged_steps(seed_dir(config, seed))
+def run_record(config: ExperimentConfig, items: dict, run: ArmRun) -> dict:
+    """What one training run was: its exact command (an oracle_sft arm: its cloning's settings), seed, steps,
+    episodes played, wall time and curves."""
+    if not run.arm.is_rl:
+        stage = sft_stage(config, items)
+        return {"method": "oracle_sft", "seed": run.seed, "steps": stage.clone_steps,
+                "conversations_seen": stage.clone_steps * stage.clone_batch_size,
+                "command": f"examples/learning.py (behaviour_clone from the start: {asdict(stage)}, seed {run.seed}, "
+                           f"the RL items' oracle episodes)",
+                "train_wall_s": json.loads((run.folder / TRAINED_MARK).read_text(encoding="utf-8"))["last_call_s"]}
+    rows = logged_steps(run.folder)
     keys = {"success": "agent/success", "drawn_success": "dynamic/drawn_success",
             "groups_drawn": "dynamic/groups_drawn", "groups_kept": "dynamic/groups_kept",
             "cap_hit": "dynamic/cap_hit", "idle_step": "train/idle_step", "turns": "agent/turns_mean",
@@ -402,8 +563,10 @@ def run_record(config: ExperimentConfig, seed: int) -> dict:
     curve = training_curve(rows, keys)
     drawn = sum(g or 0 for g in curve["groups_drawn"])
     return {
-        "command": seed_command(config, seed)[1:],
-        "seed": seed,
+        "method": "grpo",
+        "advantage_estimator": run.arm.advantage_estimator,
+        "command": run_command(config, run)[1:],
+        "seed": run.seed,
         "steps": len(rows),
         "episodes_played": int(drawn * config.group_size),
         "train_wall_s": round(sum(s or 0 for s in curve["step_s"]), 1),
@@ -427,25 +590,26 @@ def evaluated(config: ExperimentConfig, items: dict, name: str) -> bool:
 
 
 def report(config: ExperimentConfig) -> dict:
-    from agentgym_envs.evaluation.significance import control_report, learning_report
+    from agentgym_envs.evaluation.significance import arms_report, control_report, learning_report
     from agentgym_envs.evaluation.plots import plot_learning
 
     items = load_items(config)
     models = {"start": outcomes(config, items, "start")}
     runs = {}
-    for seed in config.seeds:
-        name = f"seed{seed}"
-        if evaluated(config, items, name):
-            models[name] = outcomes(config, items, name)
-            runs[name] = run_record(config, seed)
+    for run in training_runs(config):
+        if evaluated(config, items, run.name):
+            models[run.name] = outcomes(config, items, run.name)
+            runs[run.name] = run_record(config, items, run)
     agents = {name: model_agent(config, items, name) for name in models}
     held_out = [i for _, _, ids, _ in eval_parts(config, items) for i in ids]
     keys = {i: f"{items['env_id']}:{i}" for i in held_out}  # "env id:item id", as outcomes() names them
     hard_keys = [keys[i] for i in hard(items, held_out)]
     how = " and a reverse curriculum (oracle prefixes)" if config.oracle_prefix_schedule else ""
+    what = (f"arms {', '.join(config.arms)} trained from one behaviour-cloned start on {config.env_id}, each at "
+            f"seeds {config.seeds}" if config.arms else
+            f"GRPO with dynamic sampling{how} from one behaviour-cloned start on {config.env_id}")
     result = {
-        "what": f"GRPO with dynamic sampling{how} from one behaviour-cloned start on {config.env_id}: per-item "
-                "outcomes of the start and of every training seed on held-out items",
+        "what": f"{what}: per-item outcomes of the start and of every training run on held-out items",
         "protocol": config.protocol,
         "items": [keys[i] for i in held_out],
         "hard_items": hard_keys,
@@ -473,11 +637,23 @@ def report(config: ExperimentConfig) -> dict:
     gate = gate_record(config, items)
     if gate:
         result["gate"] = gate
-    curves = {f"seed{seed}": curve_record(config, seed) for seed in config.seeds}
+    curves = {run.name: curve_record(config, run) for run in training_runs(config)}
     curves = {name: curve for name, curve in curves.items() if curve}
     if curves:
         result["learning_curves"] = curves
-    result["analysis"] = learning_report(result)
+    if config.start_success_range:
+        result["start_gate"] = start_gate(config, models["start"])
+    if config.arms:
+        result["arms"] = {name: {**asdict(arm), "runs": [run.name for run in training_runs(config)
+                                                         if run.arm_name == name]}
+                          for name, arm in config.arms.items()}
+        result["comparisons"] = config.comparisons
+        result["secondary_comparisons"] = config.secondary_comparisons
+        result["family_alpha"] = config.family_alpha
+        result["robustness_drop_items"] = [keys[i] for i in config.robustness_drop_items if i in keys]
+        result["analysis"] = arms_report(result)
+    else:
+        result["analysis"] = learning_report(result)
     controls = {name: run for name, run in control_runs(config).items() if evaluated(config, items, name)}
     if controls:
         result["controls"] = {
@@ -490,10 +666,43 @@ def report(config: ExperimentConfig) -> dict:
         result["controls"]["analysis"] = control_report(result)
     write_results(config.results_file, result)
     plot_learning(result, Path(config.plot_file))
-    print(markdown_table(result))
+    print(arms_table(result) if config.arms else markdown_table(result))
+    if "start_gate" in result:
+        print(f"the start's gate: {json.dumps(result['start_gate'])}")
     if "controls" in result:
         print(controls_table(result))
     return result
+
+
+def start_gate(config: ExperimentConfig, start: dict[str, list[int]]) -> dict:
+    """The registered gate on the start: its held-out success within ``start_success_range`` and at least
+    ``start_min_items_solved`` held-out items solved at least once."""
+    low, high = config.start_success_range
+    success = float(np.mean([o for outcomes in start.values() for o in outcomes]))
+    solved = sum(any(outcomes) for outcomes in start.values())
+    return {"rule": f"passes iff {low:.0%} <= success <= {high:.0%} and at least {config.start_min_items_solved} "
+                    f"of the {len(start)} held-out items solved at least once",
+            "success": success, "items": len(start), "items_solved_at_least_once": solved,
+            "passes": bool(low <= success <= high and solved >= config.start_min_items_solved)}
+
+
+def arms_table(result: dict) -> str:
+    """Each arm's hard-item success (seeds pooled), its change against the start, and the primary comparisons."""
+    analysis = result["analysis"]
+    lines = ["| arm | held-out success (BCa 95%) | hard items (BCa 95%) | hard items solved >= once | "
+             "change vs start on the primary items, points (BCa 95%) | within-item p |", "|---" * 6 + "|"]
+    for arm, success in analysis["arm_success"].items():
+        change = analysis["secondary"]["arm_vs_start"][arm]
+        lines.append(f"| {arm} | {interval_text(success['held_out'])} | "
+                     f"{interval_text(success['hard']) if success['hard'] else '-'} | "
+                     f"{success['hard_items_solved_at_least_once']} of {len(result['hard_items'])} | "
+                     f"{interval_text(change['difference_interval'], signed=True)} | "
+                     f"{p_text(change['within_item_permutation'])} |")
+    for pair, test in analysis["primary"].items():
+        holm = "rejects" if test["holm_rejected"] else "keeps"
+        lines.append(f"| **{pair}** (primary) | | | | {interval_text(test['difference_interval'], signed=True)} | "
+                     f"{p_text(test['within_item_permutation'])}, Holm {holm} H0 |")
+    return "\n".join(lines)
 
 
 def parse_config(argv: list[str] | None = None) -> ExperimentConfig:
@@ -511,8 +720,12 @@ def parse_config(argv: list[str] | None = None) -> ExperimentConfig:
             sys.exit(f"{path}: unknown fields {unknown}")
         parser.set_defaults(**values)
         del argv[at:at + 2]
-    (config,) = parser.parse_args_into_dataclasses(args=argv)
-    choices = {"engine": ("vllm", "hf"), "rl_items": ("all", "multi_ingredient"), "primary_items": ("held_out", "hard")}
+    try:
+        (config,) = parser.parse_args_into_dataclasses(args=argv)
+    except ValueError as error:  # ExperimentConfig's own checks (arms, comparisons, the gate's range)
+        sys.exit(str(error))
+    choices = {"engine": ("vllm", "hf"), "rl_items": ("all", "multi_ingredient"), "primary_items": ("held_out", "hard"),
+               "item_split": ("per_shape", "shuffled")}
     for name, allowed in choices.items():
         if getattr(config, name) not in allowed:
             sys.exit(f"unknown {name} {getattr(config, name)!r}; choose {' or '.join(allowed)}")
@@ -535,10 +748,12 @@ def main(argv: list[str] | None = None) -> dict:
                     {k: {n: v for n, v in p.items() if n != "outcomes"} for k, p in record["per_prefix"].items()}))
                 return record
         evaluate(config, items, "start", start_model(config))
-        for seed in config.seeds:
-            train_seed(config, items, seed)
-            evaluate(config, items, f"seed{seed}", seed_dir(config, seed))
-            evaluate_curve(config, items, seed)
+        for run in training_runs(config):
+            if config.only_arms and run.arm_name not in config.only_arms:
+                continue
+            train_run(config, items, run)
+            evaluate(config, items, run.name, run.folder)
+            evaluate_curve(config, items, run)
         run_controls(config, items)
         print(f"experiment time: {(time.time() - began) / 60:.1f} min", flush=True)
     return report(config)

@@ -85,6 +85,18 @@ def test_rloo_advantages_are_the_leave_one_out_of_the_env_rewards(tmp_path) -> N
     assert list(trainer._logs["advantages"])[-8:] == pytest.approx(expected.tolist()), "the completions table's"
 
 
+def test_rft_advantages_are_the_episode_returns_so_only_successes_teach(tmp_path) -> None:
+    """RFT (protocol 3's arm b): no baseline, so a failure's advantage is 0 (skipped at beta 0) and a success's
+    its return: the step clones the model's own successes."""
+    trainer = make_trainer(tmp_path, advantage_estimator="rft", truncated_turn="step", max_turn_tokens=10)
+    inputs = scored(trainer)
+    rewards = torch.tensor([t.reward for t in trainer.last_rollout.trajectories])
+    assert torch.equal(inputs["advantages"].cpu(), rewards.to(inputs["advantages"].dtype))
+    success = torch.tensor([t.success for t in trainer.last_rollout.trajectories])
+    assert success.any() and (~success).any(), "need both outcomes in the batch"
+    assert torch.all(inputs["advantages"].cpu()[~success] == 0) and torch.all(inputs["advantages"].cpu()[success] > 0)
+
+
 def test_remax_baseline_is_the_greedy_episode_of_each_item(tmp_path) -> None:
     trainer = make_trainer(tmp_path, advantage_estimator="remax", truncated_turn="step", max_turn_tokens=10)
     inputs = scored(trainer)

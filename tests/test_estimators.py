@@ -34,7 +34,8 @@ REINFORCE = Estimator("reinforce", "the plain return, no baseline", EPISODE, bas
 
 
 def test_each_declaration_is_consistent() -> None:
-    assert list(ESTIMATORS) == ["grpo", "rloo", "reinforce_pp", "remax", "gae"]  # the order of the config's messages
+    # the order of the config's messages
+    assert list(ESTIMATORS) == ["grpo", "rloo", "reinforce_pp", "remax", "gae", "rft"]
     for name, estimator in ESTIMATORS.items():
         assert estimator.name == name and estimator.level in (EPISODE, TOKEN)
         assert (estimator.baseline is not None) == (estimator.level == EPISODE) == estimator.supports_turn_credit
@@ -53,7 +54,7 @@ def test_the_config_help_names_every_estimator() -> None:
     fields = {f.name: f for f in dataclasses.fields(AgentGRPOConfig)}
     help_text = fields["advantage_estimator"].metadata["help"]
     assert all(f"'{name}' ({e.summary})" in help_text for name, e in ESTIMATORS.items())
-    assert "for grpo / rloo / remax:" in fields["turn_credit"].metadata["help"]
+    assert "for grpo / rloo / remax / rft:" in fields["turn_credit"].metadata["help"]
 
 
 def test_a_new_estimator_is_one_entry(tmp_path, monkeypatch) -> None:

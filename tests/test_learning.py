@@ -344,3 +344,125 @@ def test_a_report_refuses_a_model_whose_evaluations_ran_other_weights(tmp_path: 
         json.dumps({"agent": {"weights": "bbbb", "engine": "hf"}, "split": "train"}))
     with pytest.raises(SystemExit, match="ran different agents .*weights"):
         learning.model_agent(config, items, "seed0")
+
+
+def test_holm_steps_down_from_the_smallest_p() -> None:
+    from agentgym_envs.evaluation.significance import holm
+
+    assert holm({"x": 0.01, "y": 0.04}, 0.05) == {"x": True, "y": True}  # 0.01 < 0.025, then 0.04 < 0.05
+    assert holm({"x": 0.03, "y": 0.04}, 0.05) == {"x": False, "y": False}  # the smaller fails: nothing rejected
+    assert holm({"x": 0.001, "y": 0.2, "z": 0.02}, 0.05) == {"x": True, "z": True, "y": False}
+
+
+def test_arms_configs_are_checked_before_any_run(tmp_path: Path) -> None:
+    learning = load_learning()
+    config = learning.parse_config(["--config", str(ROOT / "examples" / "learning_3.yaml"), "--only_arms", "d", "a"])
+    assert list(config.arms) == ["d", "a", "c", "b"] and config.only_arms == ["d", "a"]
+    assert config.arms["a"] == learning.Arm(method="oracle_sft")
+    assert config.arms["b"].advantage_estimator == "rft" and config.arms["b"].oracle_prefix_schedule == "0:2,6:1,12:0"
+    assert config.arms["d"] == learning.Arm(oracle_prefix_schedule="0:2,6:1,12:0", oracle_prefix_success=0.7)
+    assert config.arms["c"] == learning.Arm()
+    assert (config.comparisons, config.secondary_comparisons, config.robustness_drop_items) == (
+        ["d-a", "d-c"], ["d-b"], [24, 118])
+    assert (config.steps, config.learning_rate, config.hard_eval_samples, config.primary_items) == (
+        20, 1e-5, 32, "hard")
+    runs = learning.training_runs(config)
+    assert [run.name for run in runs] == ["d-seed0", "d-seed1", "a-seed0", "a-seed1", "c-seed0", "c-seed1",
+                                          "b-seed0", "b-seed1"]
+    b = next(run for run in runs if run.name == "b-seed1")
+    command = learning.run_command(config, b)
+    assert command[command.index("--advantage_estimator") + 1] == "rft" and "--oracle_prefix_schedule" in command
+    assert command[command.index("--seed") + 1] == "1" and str(b.folder) == "runs/learning_3/b/seed1"
+    c = learning.run_command(config, next(run for run in runs if run.name == "c-seed0"))
+    assert "--advantage_estimator" not in c and "--oracle_prefix_schedule" not in c
+    for argv, message in (
+        (["--arms", '{"a": {"method": "dagger"}}'], "method is one of"),
+        (["--arms", '{"a": {"estimator": "rft"}}'], "an arm's fields are"),
+        (["--arms", '{"a": {"method": "oracle_sft", "advantage_estimator": "rft"}}'], "takes no estimator"),
+        (["--arms", '{"x-y": {}}'], "may not contain '-'"),
+        (["--arms", '{"a": {}}', "--comparisons", "a-z"], "names an arm not in arms"),
+        (["--arms", '{"a": {}}', "--only_arms", "z"], "only_arms"),
+        (["--arms", '{"a": {}}', "--oracle_prefix_schedule", "0:1"], "each arm sets its own"),
+        (["--comparisons", "a-b"], "names an arm not in arms"),
+        (["--item_split", "random"], "unknown item_split"),
+    ):
+        with pytest.raises(SystemExit, match=message):
+            learning.parse_config(argv)
+
+
+def test_the_scalinginter_gate_is_registered_and_decided_by_its_rule(tmp_path: Path) -> None:
+    learning = load_learning()
+    config = learning.parse_config(["--config", str(ROOT / "examples" / "scalinginter_gate.yaml")])
+    assert (config.env_id, config.warmup_items, config.held_out_train_items, config.clone_steps) == (
+        "AgentGym/TextCraft-Depth2-v0", 128, 59, 128)
+    assert (config.max_turns, config.eval_samples, config.seeds, config.start_success_range,
+            config.start_min_items_solved) == (20, 8, [], [0.1, 0.6], 25)
+    small = learning.ExperimentConfig(env_id="AgentGym/TextCraft-Depth2-v0", item_split="shuffled", warmup_items=4,
+                                      held_out_train_items=3, items_file=str(tmp_path / "items.json"))
+    items = learning.load_items(small)
+    order = np.random.default_rng(0).permutation(250)
+    from agentgym_envs import get_task
+
+    train = [int(i) for i in get_task(small.env_id).split("train")]
+    assert items["warmup_and_rl"] == [train[i] for i in order[:4]]
+    assert items["held_out_train"] == [train[i] for i in order[4:7]] and len(items["test"]) == 41
+    assert all(3 <= items["oracle_actions"][str(i)] <= 12 for i in items["warmup_and_rl"] + items["held_out_train"])
+    gate = learning.ExperimentConfig(start_success_range=[0.1, 0.6], start_min_items_solved=2)
+    outcomes = {"i1": [1, 0, 0, 0], "i2": [0, 1, 0, 0], "i3": [0, 0, 0, 0]}  # 2 of 12: 16.7%, 2 items solved
+    assert learning.start_gate(gate, outcomes) == {
+        "rule": "passes iff 10% <= success <= 60% and at least 2 of the 3 held-out items solved at least once",
+        "success": 2 / 12, "items": 3, "items_solved_at_least_once": 2, "passes": True}
+    assert not learning.start_gate(gate, {**outcomes, "i2": [0, 0, 0, 0], "i1": [1, 1, 0, 0]})["passes"]
+
+
+def test_arms_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
+    """Arms from one start, in two parts: an oracle_sft arm, then an RFT arm with a reverse curriculum; the
+    report's primary comparison with Holm, per-arm tests against the start, fingerprints of every model."""
+    base = save_tiny(tmp_path / "tiny")
+    config = tmp_path / "arms.yaml"
+    config.write_text(json.dumps({  # JSON is YAML
+        "env_id": TEXTCRAFT, "base_model": str(base), "out_dir": str(tmp_path / "exp"),
+        "items_file": str(tmp_path / "items.json"), "warmup_items": 4, "clone_steps": 1, "seeds": [0], "steps": 2,
+        "groups_per_step": 1, "group_size": 2, "max_draw_batches": 1, "max_turns": 2, "eval_samples": 2,
+        "eval_limit": 1, "eval_batch_size": 8, "engine": "hf", "max_turn_tokens": 12, "max_context_tokens": 2048,
+        "rl_items": "multi_ingredient", "hard_eval_samples": 3, "primary_items": "hard",
+        "non_inferiority_margin": 0.05, "curve_steps": 1, "curve_samples": 2, "control_temperatures": [],
+        "control_sampling_seeds": [], "arms": {"b": {"advantage_estimator": "rft", "oracle_prefix_schedule": "0:1,1:0"},
+                                               "a": {"method": "oracle_sft"}},
+        "comparisons": ["b-a"], "robustness_drop_items": [],
+        "results_file": str(tmp_path / "arms.json"), "plot_file": str(tmp_path / "arms.png")}))
+    command = [sys.executable, str(ROOT / "examples" / "learning.py"), "--config", str(config)]
+    part1 = run_offline([*command, "--only_arms", "a"], tmp_path, timeout=900)
+    assert part1.returncode == 0, part1.stdout[-3000:] + part1.stderr[-3000:]
+    first = json.loads((tmp_path / "arms.json").read_text())
+    assert set(first["models"]) == {"start", "a-seed0"} and first["analysis"]["primary"] == {}
+    assert not (tmp_path / "exp" / "b").exists(), "part 1 trains only its arms"
+    inputs = json.loads((tmp_path / "exp" / "a" / "seed0" / "stage_inputs.json").read_text())
+    from agentgym_trl.models import weights_fingerprint
+
+    assert inputs["weights"] == weights_fingerprint(tmp_path / "exp" / "start"), "cloned from the kept start"
+    assert inputs["clone"]["clone_lr_schedule"] == "constant" and inputs["clone"]["clone_steps"] == 2
+    items = json.loads((tmp_path / "items.json").read_text())
+    multi = [i for i in items["warmup_and_rl"] if items["oracle_actions"][str(i)] > 2]
+    assert inputs["items"] == {TEXTCRAFT: multi}
+
+    part2 = run_offline(command, tmp_path, timeout=1200)
+    assert part2.returncode == 0, part2.stdout[-3000:] + part2.stderr[-3000:]
+    assert "training a-seed0" not in part2.stdout and "evaluating a-seed0" not in part2.stdout
+    result = json.loads((tmp_path / "arms.json").read_text())
+    assert set(result["models"]) == {"start", "a-seed0", "b-seed0"}
+    for name, folder in (("start", "start"), ("a-seed0", "a/seed0"), ("b-seed0", "b/seed0")):
+        assert result["weights"][name] == weights_fingerprint(tmp_path / "exp" / folder)
+    assert result["arms"]["b"]["runs"] == ["b-seed0"] and result["arms"]["a"]["method"] == "oracle_sft"
+    run_b, run_a = result["runs"]["b-seed0"], result["runs"]["a-seed0"]
+    assert run_b["advantage_estimator"] == "rft" and "--oracle_prefix_schedule" in run_b["command"]
+    assert run_a["method"] == "oracle_sft" and run_a["steps"] == 2 and run_a["train_wall_s"] > 0
+    assert set(result["learning_curves"]) == {"b-seed0"}, "curves of the RL runs"
+    analysis = result["analysis"]
+    primary = analysis["primary"]["b-a"]
+    assert primary["within_item_permutation"]["items"] == len(result["hard_items"])
+    assert isinstance(primary["holm_rejected"], bool) and "supported" in primary
+    assert set(analysis["secondary"]["arm_vs_start"]) == {"a", "b"}
+    assert set(analysis["secondary"]["non_inferiority"]["per_arm"]) == {"a", "b"}
+    assert (tmp_path / "arms.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| **b-a** (primary) |" in part2.stdout

@@ -65,7 +65,11 @@ def test_a_warm_up_is_reused_only_for_the_inputs_it_was_made_from(tmp_path) -> N
               "clone": clone, "bf16": False, "seed": 0, "merged_first_turn": False, "items": None}
     (warmup / STAGE_INPUTS_FILE).write_text(json.dumps(inputs))
     env_ids = ["AgentGym/TextCraft-Depth1-v0"]
-    assert behaviour_clone(str(first), env_ids, warmup, stage, False, 0) == str(warmup)  # same inputs: reused
+    # same inputs: reused (recorded before clone_lr_schedule existed: made with its default, cosine)
+    assert behaviour_clone(str(first), env_ids, warmup, stage, False, 0) == str(warmup)
+    with pytest.raises(ValueError, match="differs in clone"):
+        behaviour_clone(str(first), env_ids, warmup, StageArguments(clone_episodes=4, clone_lr_schedule="constant"),
+                        False, 0)
     with pytest.raises(ValueError, match="differs in model, weights"):
         behaviour_clone(str(second), env_ids, warmup, stage, False, 0)
     with pytest.raises(ValueError, match="differs in clone"):

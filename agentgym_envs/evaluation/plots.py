@@ -427,6 +427,8 @@ def plot_learning(result: Mapping[str, Any], path: str | os.PathLike, window: in
     fig, axes = plt.subplots(1, 4 if curves else 3, figsize=(21 if curves else 16, 4.2))
     prefix_axis = None
     for index, (name, run) in enumerate(result.get("runs", {}).items()):
+        if "curve" not in run:  # a cloning arm's run: no episodes played
+            continue
         colour = ENV_COLOURS[index % len(ENV_COLOURS)]
         curve = run["curve"]
         steps = curve["step"]

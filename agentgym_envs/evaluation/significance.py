@@ -168,3 +168,83 @@ def control_report(result: Mapping[str, Any]) -> dict[str, Any]:
                             for name, run in runs.items()
                             if run["sampling_seed"] != 0 and run["model"] in result["models"]}
     return report
+
+
+def holm(p_values: Mapping[str, float], alpha: float) -> dict[str, bool]:
+    """Holm's step-down correction: the i-th smallest p (from 0, of m) is rejected iff it is below alpha / (m - i)
+    and every smaller p was rejected. Family-wise error at most alpha over the tests."""
+    order = sorted(p_values, key=lambda name: p_values[name])
+    rejected, going = {}, True
+    for i, name in enumerate(order):
+        going = going and p_values[name] < alpha / (len(order) - i)
+        rejected[name] = going
+    return rejected
+
+
+def arm_pair(pair: str) -> tuple[str, str]:
+    """``"d-a"``: arm d against arm a (d minus a)."""
+    this, _, other = pair.partition("-")
+    if not this or not other:
+        raise ValueError(f"an arm comparison is 'x-y' (arm x against arm y), got {pair!r}")
+    return this, other
+
+
+def arms_report(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The analysis of arms trained from one start (``docs/learning_protocol_3.md``), from the result file alone.
+
+    * ``primary``: each of ``comparisons`` ("x-y"), seeds pooled per arm, on the primary items (every held-out
+      item, or the hard ones): the within-item permutation test of x minus y, then Holm over the comparisons at
+      ``family_alpha``; ``supported`` iff rejected and x > y. Arms not yet evaluated in both seeds are left out.
+    * ``secondary``: each of ``secondary_comparisons`` the same way (no correction); each arm against the start on
+      the primary items; each arm alone per seed; each primary comparison without ``robustness_drop_items``;
+      non-inferiority of each arm on the easy items when the result names a ``non_inferiority_margin``.
+    """
+    models, items, hard = result["models"], list(result["items"]), list(result.get("hard_items", []))
+    tested = hard if result.get("primary_items") == "hard" else items
+    done = {arm: [models[run] for run in spec["runs"]] for arm, spec in result["arms"].items()
+            if all(run in models for run in spec["runs"])}
+    arms = {arm: pooled(runs) for arm, runs in done.items()}
+    start = models["start"]
+    alpha = result.get("family_alpha", 0.05)
+    report: dict[str, Any] = {
+        "family_alpha": alpha, "on": result.get("primary_items", "held_out"), "items": len(tested),
+        "rule": "each arm's seeds pooled per item; T = mean over items of (x rate - y rate); two-sided within-item "
+                "permutation p; Holm over the primary comparisons",
+        "success": {name: success_summary(model, items, hard) for name, model in models.items()},
+        "arm_success": {arm: success_summary(outcomes, items, hard) for arm, outcomes in arms.items()},
+    }
+
+    def against(pair: str, keys: Sequence[str]) -> dict[str, Any] | None:
+        this, other = arm_pair(pair)
+        if this not in arms or other not in arms:
+            return None
+        return comparison(arms[other], arms[this], keys)
+
+    primary = {pair: test for pair in result.get("comparisons", []) if (test := against(pair, tested))}
+    rejected = holm({pair: test["within_item_permutation"]["p_value"] for pair, test in primary.items()}, alpha)
+    for pair, test in primary.items():
+        test["holm_rejected"] = rejected[pair]
+        test["supported"] = rejected[pair] and test["within_item_permutation"]["difference"] > 0
+    report["primary"] = primary
+    secondary: dict[str, Any] = {
+        "comparisons": {pair: test for pair in result.get("secondary_comparisons", [])
+                        if (test := against(pair, tested))},
+        "arm_vs_start": {arm: comparison(start, outcomes, tested) for arm, outcomes in arms.items()},
+        "run_vs_start": {run: comparison(start, models[run], tested)
+                         for arm in arms for run in result["arms"][arm]["runs"]},
+    }
+    dropped = set(result.get("robustness_drop_items", []))  # item keys
+    if dropped:
+        kept = [key for key in tested if key not in dropped]
+        secondary["without_items"] = {"dropped": sorted(dropped & set(tested)), "comparisons": {
+            pair: test for pair in primary if (test := against(pair, kept))}}
+    margin = result.get("non_inferiority_margin")
+    if margin:
+        easy = [key for key in items if key not in set(hard)]
+        secondary["non_inferiority"] = {"items": len(easy), "margin": margin, "per_arm": {}}
+        for arm, outcomes in arms.items():
+            change = comparison(start, outcomes, easy)
+            secondary["non_inferiority"]["per_arm"][arm] = {
+                **change, "holds": change["difference_interval"]["bca_low"] > -margin}
+    report["secondary"] = secondary
+    return report
