@@ -92,9 +92,11 @@ class ModelAgent(BaseAgent):
         if engine == "vllm-process":
             from transformers import GenerationConfig
 
-            from agentgym_trl.engines.vllm_process import EngineOptions
+            from agentgym_trl.engines.vllm_process import EngineOptions, kv_cache_gb_for
 
             options = engine_options or EngineOptions(max_model_len=max_context_tokens, max_num_seqs=batch_size)
+            if engine_options is None:  # a cache that holds the whole batch: nothing preempted and recomputed
+                options.kv_cache_gb = kv_cache_gb_for(path, batch_size, max_context_tokens, options.dtype)
             generation_config = GenerationConfig.from_pretrained(path)
             network = None
         else:

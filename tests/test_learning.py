@@ -259,57 +259,6 @@ def test_experiment_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     assert "$ " not in again.stdout and "evaluating" not in again.stdout, "a finished experiment reruns nothing"
 
 
-def test_second_experiment_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
-    """The options of the second experiment from a --config file: the gate per oracle prefix (and --gate_only),
-    RL on the multi-ingredient items with a reverse curriculum, hard items at their own K, kept checkpoints
-    evaluated into a learning curve, the primary test on the hard items and non-inferiority on the easy ones."""
-    base = save_tiny(tmp_path / "tiny")
-    config = tmp_path / "learning_2.yaml"
-    config.write_text(json.dumps({  # JSON is YAML
-        "env_id": TEXTCRAFT, "base_model": str(base), "out_dir": str(tmp_path / "exp"),
-        "items_file": str(tmp_path / "items.json"), "warmup_items": 4, "clone_steps": 1, "seeds": [0], "steps": 2,
-        "groups_per_step": 1, "group_size": 2, "max_draw_batches": 1, "max_turns": 2, "eval_samples": 2,
-        "eval_limit": 1, "eval_batch_size": 8, "engine": "hf", "max_turn_tokens": 12, "max_context_tokens": 2048,
-        "rl_items": "multi_ingredient", "oracle_prefix_schedule": "0:1,1:0", "hard_eval_samples": 3,
-        "primary_items": "hard", "non_inferiority_margin": 0.05, "curve_steps": 1, "curve_samples": 2,
-        "gate_samples": 2, "gate_prefixes": [0, 1], "control_temperatures": [], "control_sampling_seeds": [],
-        "protocol": "docs/learning_protocol_2.md",
-        "results_file": str(tmp_path / "learning_2.json"), "plot_file": str(tmp_path / "learning_2.png")}))
-    command = [sys.executable, str(ROOT / "examples" / "learning.py"), "--config", str(config)]
-    gate = run_offline([*command, "--gate_only", "true"], tmp_path, timeout=600)
-    assert gate.returncode == 0, gate.stdout[-3000:] + gate.stderr[-3000:]
-    assert not (tmp_path / "exp" / "eval" / "start").exists(), "--gate_only evaluates nothing else"
-    run = run_offline(command, tmp_path, timeout=1200)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    result = json.loads((tmp_path / "learning_2.json").read_text())
-    items = json.loads((tmp_path / "items.json").read_text())
-    multi = [i for i in items["warmup_and_rl"] if items["oracle_actions"][str(i)] > 2]
-    assert multi and result["rl_items"] == [f"{TEXTCRAFT}:{i}" for i in multi]
-    assert json.loads((tmp_path / "exp" / "rl_items.json").read_text()) == {TEXTCRAFT: multi}
-    assert set(result["gate"]["per_prefix"]) == {"0", "1"} and result["gate"]["items"] == multi
-    assert f"start weights {result['gate']['start_weights']}" in gate.stdout
-    assert all(len(o) == 2 for p in result["gate"]["per_prefix"].values() for o in p["outcomes"].values())
-    gate_k1 = [json.loads(line) for line in (tmp_path / "exp" / "eval" / "gate" / "k1" / "trajectories.jsonl")
-               .read_text().splitlines()]
-    assert all(len(record["prefix_actions"]) == 1 for record in gate_k1)
-    assert len(result["hard_items"]) == 2 and len(result["items"]) == 4  # one easy and one hard item per part
-    for name in ("start", "seed0"):
-        assert {len(result["models"][name][key]) for key in result["hard_items"]} == {3}
-        assert {len(o) for key, o in result["models"][name].items() if key not in result["hard_items"]} == {2}
-    curve = result["runs"]["seed0"]["curve"]
-    assert curve["oracle_prefix_k"] == [1, 0] and "success_k1" in curve
-    assert "--oracle_prefix_schedule" in result["runs"]["seed0"]["command"]
-    assert [point["step"] for point in result["learning_curves"]["seed0"]["steps"]] == [1, 2]
-    from agentgym_trl.models import weights_fingerprint
-
-    assert [point["weights"] for point in result["learning_curves"]["seed0"]["steps"]] == [
-        weights_fingerprint(tmp_path / "exp" / "seed0" / f"checkpoint-{step}") for step in (1, 2)]
-    analysis = result["analysis"]
-    assert analysis["primary"]["on"] == "hard" and analysis["primary"]["items"] == 2
-    assert analysis["non_inferiority"]["items"] == 2 and "holds" in analysis["non_inferiority"]
-    assert "controls" not in result and (tmp_path / "learning_2.png").read_bytes()[:4] == b"\x89PNG"
-
-
 def test_the_second_experiments_config_parses_as_registered(tmp_path: Path) -> None:
     """examples/learning_2.yaml holds docs/learning_protocol_2.md's settings; the command line still wins."""
     learning = load_learning()
@@ -416,8 +365,11 @@ def test_the_scalinginter_gate_is_registered_and_decided_by_its_rule(tmp_path: P
 
 
 def test_arms_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
-    """Arms from one start, in two parts: an oracle_sft arm, then an RFT arm with a reverse curriculum; the
-    report's primary comparison with Holm, per-arm tests against the start, fingerprints of every model."""
+    """The second and third experiments' options from a --config file: the gate per oracle prefix (--gate_only),
+    then arms from one start in two parts (an oracle_sft arm, then an RFT arm with a reverse curriculum on the
+    multi-ingredient items), hard items at their own K, kept checkpoints evaluated into a learning curve, the
+    primary comparison with Holm on the hard items, each arm against the start, non-inferiority on the easy ones,
+    and every model's fingerprint as its evaluations recorded it."""
     base = save_tiny(tmp_path / "tiny")
     config = tmp_path / "arms.yaml"
     config.write_text(json.dumps({  # JSON is YAML
@@ -429,9 +381,12 @@ def test_arms_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
         "non_inferiority_margin": 0.05, "curve_steps": 1, "curve_samples": 2, "control_temperatures": [],
         "control_sampling_seeds": [], "arms": {"b": {"advantage_estimator": "rft", "oracle_prefix_schedule": "0:1,1:0"},
                                                "a": {"method": "oracle_sft"}},
-        "comparisons": ["b-a"], "robustness_drop_items": [],
+        "comparisons": ["b-a"], "robustness_drop_items": [], "gate_samples": 2, "gate_prefixes": [0, 1],
         "results_file": str(tmp_path / "arms.json"), "plot_file": str(tmp_path / "arms.png")}))
     command = [sys.executable, str(ROOT / "examples" / "learning.py"), "--config", str(config)]
+    gate = run_offline([*command, "--gate_only", "true"], tmp_path, timeout=600)
+    assert gate.returncode == 0, gate.stdout[-3000:] + gate.stderr[-3000:]
+    assert not (tmp_path / "exp" / "eval" / "start").exists(), "--gate_only evaluates nothing else"
     part1 = run_offline([*command, "--only_arms", "a"], tmp_path, timeout=900)
     assert part1.returncode == 0, part1.stdout[-3000:] + part1.stderr[-3000:]
     first = json.loads((tmp_path / "arms.json").read_text())
@@ -458,11 +413,27 @@ def test_arms_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     assert run_b["advantage_estimator"] == "rft" and "--oracle_prefix_schedule" in run_b["command"]
     assert run_a["method"] == "oracle_sft" and run_a["steps"] == 2 and run_a["train_wall_s"] > 0
     assert set(result["learning_curves"]) == {"b-seed0"}, "curves of the RL runs"
+    assert [point["weights"] for point in result["learning_curves"]["b-seed0"]["steps"]] == [
+        weights_fingerprint(tmp_path / "exp" / "b" / "seed0" / f"checkpoint-{step}") for step in (1, 2)]
+    assert run_b["curve"]["oracle_prefix_k"] == [1, 0] and "success_k1" in run_b["curve"]
+    assert result["rl_items"] == [f"{TEXTCRAFT}:{i}" for i in multi]
+    assert json.loads((tmp_path / "exp" / "rl_items.json").read_text()) == {TEXTCRAFT: multi}
+    assert set(result["gate"]["per_prefix"]) == {"0", "1"} and result["gate"]["items"] == multi
+    assert f"start weights {result['gate']['start_weights']}" in gate.stdout
+    gate_k1 = [json.loads(line) for line in (tmp_path / "exp" / "eval" / "gate" / "k1" / "trajectories.jsonl")
+               .read_text().splitlines()]
+    assert all(len(record["prefix_actions"]) == 1 for record in gate_k1)
+    assert len(result["hard_items"]) == 2 and len(result["items"]) == 4  # one easy and one hard item per part
+    for name in result["models"]:
+        assert {len(result["models"][name][key]) for key in result["hard_items"]} == {3}
+        assert {len(o) for key, o in result["models"][name].items() if key not in result["hard_items"]} == {2}
     analysis = result["analysis"]
     primary = analysis["primary"]["b-a"]
     assert primary["within_item_permutation"]["items"] == len(result["hard_items"])
     assert isinstance(primary["holm_rejected"], bool) and "supported" in primary
     assert set(analysis["secondary"]["arm_vs_start"]) == {"a", "b"}
+    assert analysis["on"] == "hard" and analysis["items"] == 2
+    assert analysis["secondary"]["non_inferiority"]["items"] == 2
     assert set(analysis["secondary"]["non_inferiority"]["per_arm"]) == {"a", "b"}
     assert (tmp_path / "arms.png").read_bytes()[:4] == b"\x89PNG"
     assert "| **b-a** (primary) |" in part2.stdout

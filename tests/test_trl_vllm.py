@@ -12,6 +12,7 @@ The stand-ins cover what a CPU cannot reach (tensor parallelism, sleep mode, col
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -138,6 +139,19 @@ def test_the_engine_process_never_rounds_its_cache_size() -> None:
     assert kv_cache_space(3.0) == "3"
     with pytest.raises(EngineError, match="whole number of GiB"):
         kv_cache_space(0.25)
+
+
+def test_an_evaluations_engine_cache_holds_its_whole_batch(tmp_path) -> None:
+    """SmolLM2-135M's shape: 2 x 30 layers x 3 heads x 64 = 23,040 bytes a token in bf16 (twice in fp32)."""
+    from agentgym_trl.engines.vllm_process import kv_cache_gb_for
+
+    (tmp_path / "config.json").write_text(json.dumps({"num_hidden_layers": 30, "num_attention_heads": 9,
+                                                      "num_key_value_heads": 3, "hidden_size": 576}))
+    assert kv_cache_gb_for(tmp_path, 64, 1536, "bfloat16") == 3  # 2.1 GiB: the Depth-1 experiments' evaluations
+    assert kv_cache_gb_for(tmp_path, 64, 3072, "bfloat16") == 5  # 4.2 GiB: 20-turn Depth-2 episodes
+    assert kv_cache_gb_for(tmp_path, 64, 3072, "float32", memory=64 * 2**30) == 9  # 8.4 GiB in fp32
+    assert kv_cache_gb_for(tmp_path, 64, 3072, "float32", memory=24 * 2**30) == 6  # held to a quarter of the RAM
+    assert kv_cache_gb_for(tmp_path, 1, 128, "bfloat16") == 1  # never below vLLM's smallest
 
 
 @pytest.mark.usefixtures("vllm_importable")

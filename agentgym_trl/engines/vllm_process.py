@@ -690,6 +690,26 @@ def kv_cache_space(gib: float) -> str:
     return str(int(gib))
 
 
+def kv_cache_gb_for(model: str | Path, sequences: int, tokens: int, dtype: str, memory: int | None = None) -> int:
+    """Whole GiB of key/value cache that hold ``sequences`` contexts of ``tokens`` at once, so that a batch is never
+    preempted and recomputed; at least 1, at most a quarter of ``memory`` (bytes; default: this machine's RAM).
+
+    vLLM's CPU engine starts with 1 GiB here (``EngineOptions``): SmolLM2-135M's 23 KB a token in bf16 make that
+    about 46k tokens, enough for 64 six-turn TextCraft episodes but not for 64 twenty-turn ones, whose turns then
+    ran about 5x slower (recomputed after each preemption)."""
+    import json
+    import math
+
+    config = json.loads((Path(model) / "config.json").read_text(encoding="utf-8"))
+    config = config.get("text_config", config)
+    heads = config.get("num_key_value_heads") or config["num_attention_heads"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    per_token = 2 * config["num_hidden_layers"] * heads * head_dim * (4 if dtype == "float32" else 2)
+    if memory is None:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(1, min(math.ceil(sequences * tokens * per_token / 2**30), memory // 4 // 2**30))
+
+
 def cpu_list() -> str:
     """The cores this process may run on, as vLLM's thread binding wants them (``0,1``)."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
