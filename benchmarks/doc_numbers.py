@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 PAGES = ("README.md", "docs/results.md", "docs/training.md", "docs/engines.md", "docs/evaluation.md",
-         "docs/development.md")
+         "docs/development.md", "docs/learning_protocol_3.md")
 MARKED = re.compile(r"<!--q:(?P<name>[\w.@-]+)-->(?P<text>.*?)<!--/q-->", re.S)
 
 
@@ -185,6 +185,20 @@ def skill_gain_quotes(skill: dict) -> list[Quote]:
     remade = result("learning_controls")["controls"]["analysis"]["success"]
     quotes.append(Quote("learning_controls.start_t05.hard", f"{pct(remade['start@T0.5']['hard']['mean'])}%", both))
     return quotes
+
+
+def gate_quotes() -> list[Quote]:
+    """The ScalingInter gate (scalinginter_gate.json): the depth-2 start at 20 turns and the registered rule's
+    decision."""
+    gate = result("scalinginter_gate")
+    decision, start = gate["start_gate"], gate["analysis"]["success"]["start"]["held_out"]
+    pages = ("docs/results.md", "docs/learning_protocol_3.md")
+    return [Quote("scalinginter_gate.success", f"{pct(decision['success'])}% "
+                                               f"{interval(start, 'bca_low', 'bca_high')}", pages),
+            Quote("scalinginter_gate.solved", f"{decision['items_solved_at_least_once']} of {decision['items']}",
+                  pages),
+            Quote("scalinginter_gate.decision", "passes" if decision["passes"] else "fails", pages),
+            Quote("scalinginter_gate.weights", f"`{gate['weights']['start']}`", pages)]
 
 
 def main_job_quotes() -> list[Quote]:
@@ -400,8 +414,8 @@ def cpu_class_quotes() -> list[Quote]:
 
 def quotes() -> dict[str, Quote]:
     """Every quote, by name."""
-    every = (learning_quotes() + skill_quotes() + main_job_quotes() + comparison_quotes() + speed_quotes()
-             + cpu_class_quotes())
+    every = (learning_quotes() + skill_quotes() + gate_quotes() + main_job_quotes() + comparison_quotes()
+             + speed_quotes() + cpu_class_quotes())
     named = {quote.name: quote for quote in every}
     assert len(named) == len(every), "two quotes share a name"
     return named

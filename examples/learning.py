@@ -81,7 +81,8 @@ ARM_METHODS = ("grpo", "oracle_sft")
 @dataclass(frozen=True)
 class Arm:
     """One way of training the start. ``grpo``: the RL loop on the RL items (dynamic sampling, the experiment's
-    groups and budget) with this advantage estimator and, optionally, a reverse curriculum; ``oracle_sft``: more
+    groups) with this advantage estimator and, optionally, a reverse curriculum and a staged turn budget
+    (ScalingInter-RL; else the experiment's ``max_turns``); ``oracle_sft``: more
     cloning of the RL items' oracle episodes at the RL arms' optimizer steps, learning rate and constant schedule.
     An experiment without ``arms`` has one ``grpo`` arm, from its own fields."""
 
@@ -89,6 +90,7 @@ class Arm:
     advantage_estimator: str = "grpo"
     oracle_prefix_schedule: str | None = None
     oracle_prefix_success: float | None = None
+    max_turns_schedule: str | None = None  # the trainer's option: 'step:turns,...' (evaluations keep max_turns)
 
     def __post_init__(self) -> None:
         if self.method not in ARM_METHODS:
@@ -96,7 +98,8 @@ class Arm:
         if self.advantage_estimator not in ESTIMATORS:
             raise ValueError(f"an arm's advantage_estimator is one of {list(ESTIMATORS)}, got "
                              f"{self.advantage_estimator!r}")
-        if self.method == "oracle_sft" and (self.advantage_estimator != "grpo" or self.oracle_prefix_schedule):
+        if self.method == "oracle_sft" and (self.advantage_estimator != "grpo" or self.oracle_prefix_schedule
+                                            or self.max_turns_schedule):
             raise ValueError("an oracle_sft arm clones whole oracle episodes: it takes no estimator or curriculum")
 
     @property
@@ -158,8 +161,9 @@ class ExperimentConfig:
     gate_only: bool = field(default=False, metadata={"help": "make the start, run the gate, report it, and stop"})
     arms: dict | str | None = field(default=None, metadata={
         "help": "named arms, each trained once per seed from the start: {name: {method: grpo | oracle_sft, "
-                "advantage_estimator, oracle_prefix_schedule, oracle_prefix_success}} (a YAML mapping in --config, "
-                "JSON here); models are named <arm>-seed<N>. Default: one GRPO arm from the fields above (seed<N>)"})
+                "advantage_estimator, oracle_prefix_schedule, oracle_prefix_success, max_turns_schedule}} (a YAML "
+                "mapping in --config, JSON here); models are named <arm>-seed<N>. Default: one GRPO arm from the "
+                "fields above (seed<N>)"})
     comparisons: list[str] = field(default_factory=list, metadata={
         "help": "with arms: the primary tests, 'x-y' = arm x against arm y (seeds pooled, on primary_items), "
                 "Holm-corrected at family_alpha"})
@@ -345,7 +349,8 @@ def run_command(config: ExperimentConfig, run: ArmRun) -> list[str]:
     estimator = run.arm.advantage_estimator
     return grpo_command(settings, [
         "--train_items_file", str(Path(config.out_dir) / "rl_items.json"),
-        "--max_turns", str(config.max_turns),
+        *(["--max_turns_schedule", run.arm.max_turns_schedule] if run.arm.max_turns_schedule
+          else ["--max_turns", str(config.max_turns)]),
         "--dynamic_sampling", "true", "--dynamic_sampling_max_batches", str(config.max_draw_batches),
         "--warmup_steps", "0",
         "--use_vllm", str(config.engine == "vllm").lower(),

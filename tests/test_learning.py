@@ -324,6 +324,12 @@ def test_arms_configs_are_checked_before_any_run(tmp_path: Path) -> None:
     assert command[command.index("--seed") + 1] == "1" and str(b.folder) == "runs/learning_3/b/seed1"
     c = learning.run_command(config, next(run for run in runs if run.name == "c-seed0"))
     assert "--advantage_estimator" not in c and "--oracle_prefix_schedule" not in c
+    assert c[c.index("--max_turns") + 1] == "6" and "--max_turns_schedule" not in c
+    staged = learning.ArmRun("staged-seed0", "staged", learning.Arm(max_turns_schedule="0:8,10:12,20:20"), 0,
+                             Path("runs/x/staged/seed0"))
+    staged_command = learning.run_command(config, staged)
+    assert staged_command[staged_command.index("--max_turns_schedule") + 1] == "0:8,10:12,20:20"
+    assert "--max_turns" not in staged_command, "the trainer takes one of the two"
     for argv, message in (
         (["--arms", '{"a": {"method": "dagger"}}'], "method is one of"),
         (["--arms", '{"a": {"estimator": "rft"}}'], "an arm's fields are"),
