@@ -198,7 +198,34 @@ def gate_quotes() -> list[Quote]:
             Quote("scalinginter_gate.solved", f"{decision['items_solved_at_least_once']} of {decision['items']}",
                   pages),
             Quote("scalinginter_gate.decision", "passes" if decision["passes"] else "fails", pages),
-            Quote("scalinginter_gate.weights", f"`{gate['weights']['start']}`", pages)]
+            Quote("scalinginter_gate.weights", f"`{gate['weights']['start']}`", ("docs/learning_protocol_3.md",))]
+
+
+def p_after_sign(text: str) -> str:
+    """``permutation_p``'s text after "p": "< 1e-05" as it is, a value as "= 0.03"."""
+    return text if text.startswith("<") else f"= {text}"
+
+
+def arms_quotes() -> list[Quote]:
+    """The third experiment (learning_3.json): the kept start, and each arm evaluated so far against it (secondary;
+    the primary comparisons are quoted once every arm is evaluated)."""
+    arms = result("learning_3")
+    analysis = arms["analysis"]
+    pages = ("docs/results.md",)
+    quotes = [Quote("learning_3.start_weights", f"`{arms['weights']['start']}`", ("docs/learning_protocol_3.md",)),
+              Quote("learning_3.start.hard", f"{pct(analysis['success']['start']['hard']['mean'])}%", pages)]
+    for arm, success in analysis["arm_success"].items():
+        change = analysis["secondary"]["arm_vs_start"][arm]
+        easy = analysis["secondary"]["non_inferiority"]["per_arm"][arm]["difference_interval"]
+        quotes += [Quote(f"learning_3.{arm}.hard", f"{pct(success['hard']['mean'])}% "
+                                                   f"{interval(success['hard'], 'bca_low', 'bca_high')}", pages),
+                   Quote(f"learning_3.{arm}.vs_start",
+                         f"{num(100 * change['difference_interval']['mean'], 1, signed=True)} points "
+                         f"{interval(change['difference_interval'], 'bca_low', 'bca_high', signed=True)}, "
+                         f"p {p_after_sign(permutation_p(change['within_item_permutation']))}", pages),
+                   Quote(f"learning_3.{arm}.easy", f"{num(100 * easy['mean'], 1, signed=True)} "
+                                                   f"{interval(easy, 'bca_low', 'bca_high', signed=True)}", pages)]
+    return quotes
 
 
 def main_job_quotes() -> list[Quote]:
@@ -414,8 +441,8 @@ def cpu_class_quotes() -> list[Quote]:
 
 def quotes() -> dict[str, Quote]:
     """Every quote, by name."""
-    every = (learning_quotes() + skill_quotes() + gate_quotes() + main_job_quotes() + comparison_quotes()
-             + speed_quotes() + cpu_class_quotes())
+    every = (learning_quotes() + skill_quotes() + gate_quotes() + arms_quotes() + main_job_quotes()
+             + comparison_quotes() + speed_quotes() + cpu_class_quotes())
     named = {quote.name: quote for quote in every}
     assert len(named) == len(every), "two quotes share a name"
     return named
