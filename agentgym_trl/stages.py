@@ -60,6 +60,11 @@ class StageArguments:
             raise ValueError(f"clone_lr_schedule must be cosine or constant, got {self.clone_lr_schedule!r}")
 
 
+def clone_settings(stage: StageArguments) -> dict[str, Any]:
+    """The warm-up's own settings (the ``clone_`` fields), as a stage's inputs record them."""
+    return {name: value for name, value in asdict(stage).items() if name.startswith("clone_")}
+
+
 def held_out_success(model: str, env_ids: list[str], out_dir: str | os.PathLike, stage: StageArguments,
                      max_turns: int, max_turn_tokens: int, max_context_tokens: int, bf16: bool,
                      merged_first_turn: bool = False, engine: str = "hf", engine_options: Any = None,
@@ -113,7 +118,7 @@ def behaviour_clone(model: str, env_ids: list[str], out_dir: str | os.PathLike, 
     from agentgym_trl.sft import encoder_for, load_or_collect, save_sft_checkpoint, token_stats, tokenize_conversations
 
     target = Path(out_dir)
-    clone = {name: value for name, value in asdict(stage).items() if name.startswith("clone_")}
+    clone = clone_settings(stage)
     inputs = {"model": str(model), "weights": weights_fingerprint(model) if Path(model).exists() else None,
               "env_ids": list(env_ids), "clone": clone, "bf16": bool(bf16), "seed": seed,
               "merged_first_turn": merged_first_turn, "items": items}
@@ -170,8 +175,7 @@ def check_stage_inputs(folder: Path, inputs: dict[str, Any]) -> None:
         raise ValueError(f"{folder} holds a warm-up whose inputs are not recorded ({STAGE_INPUTS_FILE}); delete it or "
                          "give another --output_dir")
     if isinstance(recorded.get("clone"), dict):  # recorded before a setting existed: it was made with its default
-        recorded["clone"] = {**asdict(StageArguments()), **recorded["clone"]}
-        recorded["clone"] = {name: value for name, value in recorded["clone"].items() if name.startswith("clone_")}
+        recorded["clone"] = {**clone_settings(StageArguments()), **recorded["clone"]}
     normalised = json.loads(json.dumps(inputs, default=str))
     changed = sorted(key for key in set(recorded) | set(normalised) if recorded.get(key) != normalised.get(key))
     if changed:

@@ -64,6 +64,11 @@ def permutation_p(test: dict) -> str:
     return f"< {1 / test['resamples']:.2g}" if test["p_value"] <= floor * 1.000001 else f"{test['p_value']:.2g}"
 
 
+def p_after_sign(text: str) -> str:
+    """``permutation_p``'s text after "p": "< 1e-05" as it is, a value as "= 0.03"."""
+    return text if text.startswith("<") else f"= {text}"
+
+
 def learning_quotes() -> list[Quote]:
     """The first learning experiment (learning.json) and its re-make with zero-training controls."""
     from agentgym_trl.experiments import controls_table, markdown_table
@@ -181,7 +186,7 @@ def skill_gain_quotes(skill: dict) -> list[Quote]:
                      both),
                Quote("learning_2.without_top_two",
                      f"{num(100 * diff['mean'], 1, signed=True)} points {interval(diff, 'bca_low', 'bca_high', True)}, "
-                     f"p = {permutation_p(without['within_item_permutation'])}", both)]
+                     f"p {p_after_sign(permutation_p(without['within_item_permutation']))}", both)]
     remade = result("learning_controls")["controls"]["analysis"]["success"]
     quotes.append(Quote("learning_controls.start_t05.hard", f"{pct(remade['start@T0.5']['hard']['mean'])}%", both))
     return quotes
@@ -199,11 +204,6 @@ def gate_quotes() -> list[Quote]:
                   pages),
             Quote("scalinginter_gate.decision", "passes" if decision["passes"] else "fails", pages),
             Quote("scalinginter_gate.weights", f"`{gate['weights']['start']}`", ("docs/learning_protocol_3.md",))]
-
-
-def p_after_sign(text: str) -> str:
-    """``permutation_p``'s text after "p": "< 1e-05" as it is, a value as "= 0.03"."""
-    return text if text.startswith("<") else f"= {text}"
 
 
 def arms_quotes() -> list[Quote]:

@@ -50,8 +50,8 @@ from transformers import HfArgumentParser  # noqa: E402
 import agentgym_envs  # noqa: E402
 from agentgym_envs.evaluation.metrics import item_successes, outcome_lists  # noqa: E402
 from agentgym_envs.evaluation.records import load_run  # noqa: E402
-from agentgym_envs.evaluation.significance import arm_pair  # noqa: E402
 from agentgym_envs.evaluation.runner import EvalError, recorded_agent  # noqa: E402
+from agentgym_envs.evaluation.significance import arm_pair  # noqa: E402
 from agentgym_trl.estimators import ESTIMATORS  # noqa: E402
 from agentgym_trl.experiments import (  # noqa: E402
     TRAINED_MARK,
@@ -60,11 +60,11 @@ from agentgym_trl.experiments import (  # noqa: E402
     controls_table,
     evaluate_resumable,
     grpo_command,
+    interval_text,
     is_trained,
     logged_steps,
     make_start,
     mark_trained,
-    interval_text,
     markdown_table,
     p_text,
     train_once,
@@ -231,15 +231,20 @@ def oracle_length(env: gym.Env, item: int) -> int:
     raise RuntimeError(f"the oracle did not finish item {item} in 50 actions")
 
 
+def oracle_lengths(env_id: str, items: list[int]) -> dict[int, int]:
+    """``oracle_length`` of each item, played on one env."""
+    env = gym.make(env_id, max_episode_steps=60)
+    try:
+        return {item: oracle_length(env, item) for item in items}
+    finally:
+        env.close()
+
+
 def split_items(config: ExperimentConfig, seed: int = 0) -> dict:
     """Train items split per shape, in proportion (largest remainders), into warm-up items and held-out items."""
     spec = agentgym_envs.get_task(config.env_id)
     train, test = [int(i) for i in spec.split("train")], [int(i) for i in spec.split("test")]
-    env = gym.make(config.env_id, max_episode_steps=60)
-    try:
-        shape = {item: oracle_length(env, item) for item in train + test}
-    finally:
-        env.close()
+    shape = oracle_lengths(config.env_id, train + test)
     strata: dict[int, list[int]] = defaultdict(list)
     for item in train:
         strata[shape[item]].append(item)
@@ -271,17 +276,13 @@ def shuffled_items(config: ExperimentConfig, seed: int = 0) -> dict:
     ``held_out_train_items`` (0: all the rest) held out with the whole test split."""
     spec = agentgym_envs.get_task(config.env_id)
     train, test = [int(i) for i in spec.split("train")], [int(i) for i in spec.split("test")]
+    if len(train) < config.warmup_items + config.held_out_train_items:
+        sys.exit(f"{config.env_id} has {len(train)} train items, fewer than {config.warmup_items} + "
+                 f"{config.held_out_train_items}")
     order = [train[i] for i in np.random.default_rng(seed).permutation(len(train))]
     held_out = order[config.warmup_items:]
     held_out = held_out[:config.held_out_train_items] if config.held_out_train_items else held_out
-    if len(order) < config.warmup_items + config.held_out_train_items:
-        sys.exit(f"{config.env_id} has {len(train)} train items, fewer than {config.warmup_items} + "
-                 f"{config.held_out_train_items}")
-    env = gym.make(config.env_id, max_episode_steps=60)
-    try:
-        shape = {item: oracle_length(env, item) for item in order[:config.warmup_items] + held_out + test}
-    finally:
-        env.close()
+    shape = oracle_lengths(config.env_id, order[:config.warmup_items] + held_out + test)
     return {
         "env_id": config.env_id,
         "how": f"the first {config.warmup_items} train items of numpy default_rng({seed}).permutation to the warm-up, "

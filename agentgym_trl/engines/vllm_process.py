@@ -26,7 +26,9 @@ each token by the trainer's over the engine's probability, and its ``sampling/*`
 from __future__ import annotations
 
 import atexit
+import json
 import logging
+import math
 import os
 import secrets
 import shutil
@@ -697,9 +699,6 @@ def kv_cache_gb_for(model: str | Path, sequences: int, tokens: int, dtype: str, 
     vLLM's CPU engine starts with 1 GiB here (``EngineOptions``): SmolLM2-135M's 23 KB a token in bf16 make that
     about 46k tokens, enough for 64 six-turn TextCraft episodes but not for 64 twenty-turn ones, whose turns then
     ran about 5x slower (recomputed after each preemption)."""
-    import json
-    import math
-
     config = json.loads((Path(model) / "config.json").read_text(encoding="utf-8"))
     config = config.get("text_config", config)
     heads = config.get("num_key_value_heads") or config["num_attention_heads"]
