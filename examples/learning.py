@@ -202,6 +202,8 @@ class ExperimentConfig:
     def __post_init__(self) -> None:
         """``arms`` as ``Arm``s, checked with the comparisons that name them (a bad one fails before any run)."""
         arms = json.loads(self.arms) if isinstance(self.arms, str) else self.arms
+        if arms is not None and not isinstance(arms, dict):
+            raise ValueError(f"arms is a mapping of arm names to their fields, got {type(arms).__name__}")
         try:
             self.arms = {str(name): arm if isinstance(arm, Arm) else Arm(**(arm or {}))
                          for name, arm in (arms or {}).items()}

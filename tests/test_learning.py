@@ -332,6 +332,9 @@ def test_arms_configs_are_checked_before_any_run(tmp_path: Path) -> None:
     assert "--max_turns" not in staged_command, "the trainer takes one of the two"
     for argv, message in (
         (["--arms", '{"a": {"method": "dagger"}}'], "method is one of"),
+        (["--arms", '["a", "b"]'], "arms is a mapping of arm names"),
+        (["--arms", '{"a": 5}'], "an arm's fields are"),
+        (["--arms", '{"a": '], "Expecting value"),
         (["--arms", '{"a": {"estimator": "rft"}}'], "an arm's fields are"),
         (["--arms", '{"a": {"method": "oracle_sft", "advantage_estimator": "rft"}}'], "takes no estimator"),
         (["--arms", '{"x-y": {}}'], "may not contain '-'"),
