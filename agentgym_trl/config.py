@@ -501,9 +501,11 @@ class GenerationOptions:
                                 "Default: bfloat16 on a GPU or a CPU with AVX512-BF16, float32 on other CPUs (where "
                                 "bf16 is emulated); `agentgym doctor` says which this machine gets."}
     )
-    vllm_kv_cache_gb: float = field(
-        default=1.0, metadata={"help": "With use_vllm on CPU: GiB of the engine's key/value cache, a whole number "
-                              "(vLLM's CPU backend takes whole GiB)."}
+    vllm_kv_cache_gb: float | None = field(
+        default=None, metadata={"help": "With use_vllm on CPU: GiB of the engine's key/value cache, a whole number "
+                               "(vLLM's CPU backend takes whole GiB). Default: enough for a whole rollout batch at "
+                               "max_context_tokens (at least 1, at most a quarter of the RAM), so no episode is "
+                               "preempted and recomputed."}
     )
     vllm_enforce_eager: bool = field(
         default=True,

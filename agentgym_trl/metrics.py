@@ -27,6 +27,7 @@ REWARD = "agent/reward"
 VALID_ACTION_RATE = "agent/valid_action_rate"
 BUDGET = "agent/max_turns"  # the step's turn budget
 TURNS_MEAN = "agent/turns_mean"
+TURNS_PLAYED = "agent/turns_played"  # every turn the step played, all processes and discarded refills included
 ROLLOUT_S = "agent/rollout_s"
 MODEL_TOKENS_MEAN = "agent/model_tokens_mean"
 CUT_TURN_FRAC = "agent/cut_turn_frac"

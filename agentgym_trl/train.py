@@ -419,15 +419,17 @@ def main(argv: list[str] | None = None):
     return trainer
 
 
-def stage_engine(args: AgentGRPOConfig, stage_args: StageArguments) -> dict[str, Any]:
-    """How the stage evaluations sample: with the engine training uses where it can evaluate alone (the vLLM engine
-    process, shared with training), else HF ``generate`` (TRL's vLLM lives inside the trainer, which does not
-    exist before training and is gone after it)."""
+def stage_engine(args: AgentGRPOConfig, stage_args: StageArguments, model: str) -> dict[str, Any]:
+    """How the stage evaluations of ``model`` sample: with the engine training uses where it can evaluate alone (the
+    vLLM engine process, shared with training), else HF ``generate`` (TRL's vLLM lives inside the trainer, which
+    does not exist before training and is gone after it)."""
     if args.engine_kind != "vllm-process":
         return {}
+    from agentgym_trl.agent import resolve_model_path
     from agentgym_trl.engines.vllm_process import EngineOptions
 
-    return dict(engine="vllm-process", engine_options=EngineOptions.from_config(args, engine_slots(args, stage_args)))
+    options = EngineOptions.from_config(args, engine_slots(args, stage_args), resolve_model_path(model))
+    return dict(engine="vllm-process", engine_options=options)
 
 
 def evaluate_stage(name: str, model: str, args: AgentGRPOConfig, stage_args: StageArguments, state: Any,
@@ -436,7 +438,7 @@ def evaluate_stage(name: str, model: str, args: AgentGRPOConfig, stage_args: Sta
     from agentgym_trl.stages import held_out_success
 
     if stage_args.eval_items and state.is_main_process:
-        engine = stage_engine(args, stage_args)
+        engine = stage_engine(args, stage_args, model)
         sampler = "the vLLM engine process" if engine else "HF generate"
         print(f"\n== evaluating the {name} model on {stage_args.eval_items} test items per env ({sampler}) ==",
               file=sys.stderr)

@@ -70,6 +70,7 @@ from agentgym_trl.fast_training import (
 from agentgym_trl.features import TrainingFeature, TrainStep, active_features
 from agentgym_trl.metrics import (
     SKIPPED_ROWS_FRAC,
+    TURNS_PLAYED,
     WEIGHT_SYNC_S,
     MetricsFileCallback,
     episode_stats,
@@ -550,6 +551,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         fallbacks = sum(t.template_fallbacks for t in result.trajectories)
         values = {**rollout_metrics(stats), **timing_metrics(result.total_s, result.generation_s, result.env_s,
                                                               fallbacks, result.prefilled_tokens)}
+        values[TURNS_PLAYED] = float(sum(gather_object([result.turns_played])))  # what the step cost, in turns
         for name, value in values.items():
             self._metrics[mode][name].append(value)
 

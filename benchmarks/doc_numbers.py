@@ -207,8 +207,8 @@ def gate_quotes() -> list[Quote]:
 
 
 def arms_quotes() -> list[Quote]:
-    """The third experiment (learning_3.json): the kept start, and each arm evaluated so far against it (secondary;
-    the primary comparisons are quoted once every arm is evaluated)."""
+    """The third experiment (learning_3.json): the kept start, each arm evaluated so far against it (secondary),
+    and each registered comparison (with Holm's decision for the primary ones) once both its arms are evaluated."""
     arms = result("learning_3")
     analysis = arms["analysis"]
     pages = ("docs/results.md",)
@@ -225,6 +225,15 @@ def arms_quotes() -> list[Quote]:
                          f"p {p_after_sign(permutation_p(change['within_item_permutation']))}", pages),
                    Quote(f"learning_3.{arm}.easy", f"{num(100 * easy['mean'], 1, signed=True)} "
                                                    f"{interval(easy, 'bca_low', 'bca_high', signed=True)}", pages)]
+    tests = {**analysis["primary"], **analysis["secondary"]["comparisons"]}
+    for pair, test in tests.items():  # the registered comparisons, once both arms are evaluated
+        change = test["difference_interval"]
+        quotes.append(Quote(f"learning_3.{pair}", f"{num(100 * change['mean'], 1, signed=True)} points "
+                                                  f"{interval(change, 'bca_low', 'bca_high', signed=True)}, p "
+                                                  f"{p_after_sign(permutation_p(test['within_item_permutation']))}",
+                            pages))
+        if pair in analysis["primary"]:
+            quotes.append(Quote(f"learning_3.{pair}.holm", "rejects" if test["holm_rejected"] else "keeps", pages))
     return quotes
 
 

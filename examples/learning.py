@@ -170,6 +170,9 @@ class ExperimentConfig:
     secondary_comparisons: list[str] = field(default_factory=list, metadata={
         "help": "with arms: further 'x-y' tests, reported without correction"})
     family_alpha: float = field(default=0.05, metadata={"help": "with arms: the family-wise error of comparisons"})
+    primary_test: str = field(default="items", metadata={
+        "help": "with arms: the test that decides each comparison: items (within-item permutation, each arm's seeds "
+                "pooled per item) | seeds (exact permutation over the seeds' labels, each seed one replicate)"})
     robustness_drop_items: list[int] = field(default_factory=list, metadata={
         "help": "with arms: each primary comparison again without these held-out items"})
     only_arms: list[str] = field(default_factory=list, metadata={
@@ -564,7 +567,8 @@ def run_record(config: ExperimentConfig, items: dict, run: ArmRun) -> dict:
     keys = {"success": "agent/success", "drawn_success": "dynamic/drawn_success",
             "groups_drawn": "dynamic/groups_drawn", "groups_kept": "dynamic/groups_kept",
             "cap_hit": "dynamic/cap_hit", "idle_step": "train/idle_step", "turns": "agent/turns_mean",
-            "valid_action_rate": "agent/valid_action_rate", "step_s": "step_time"}
+            "valid_action_rate": "agent/valid_action_rate", "step_s": "step_time",
+            "turns_played": "agent/turns_played"}
     prefixes = sorted({key for row in rows for key in row if key.startswith("agent/success_k")})
     if any("curriculum/oracle_prefix_k" in row for row in rows):  # the reverse curriculum: k and success per k
         keys |= {"oracle_prefix_k": "curriculum/oracle_prefix_k", **{key.split("/")[1]: key for key in prefixes}}
@@ -577,6 +581,8 @@ def run_record(config: ExperimentConfig, items: dict, run: ArmRun) -> dict:
         "seed": run.seed,
         "steps": len(rows),
         "episodes_played": int(drawn * config.group_size),
+        # every turn of every episode played, discarded groups included (None: a run from before it was logged)
+        "turns_played": int(sum(curve["turns_played"])) if all(t is not None for t in curve["turns_played"]) else None,
         "train_wall_s": round(sum(s or 0 for s in curve["step_s"]), 1),
         "curve": curve,
     }
@@ -658,6 +664,7 @@ def report(config: ExperimentConfig) -> dict:
         result["comparisons"] = config.comparisons
         result["secondary_comparisons"] = config.secondary_comparisons
         result["family_alpha"] = config.family_alpha
+        result["primary_test"] = config.primary_test
         result["robustness_drop_items"] = [keys[i] for i in config.robustness_drop_items if i in keys]
         result["analysis"] = arms_report(result)
     else:
@@ -708,8 +715,11 @@ def arms_table(result: dict) -> str:
                      f"{p_text(change['within_item_permutation'])} |")
     for pair, test in analysis["primary"].items():
         holm = "rejects" if test["holm_rejected"] else "keeps"
+        seeds = test["seed_permutation"]
+        p_value = (p_text(test["within_item_permutation"]) if analysis["test"] == "within_item_permutation" else
+                   f"seed-level p = {seeds['p_value']:.3g} ({seeds['relabellings']} relabellings)")
         lines.append(f"| **{pair}** (primary) | | | | {interval_text(test['difference_interval'], signed=True)} | "
-                     f"{p_text(test['within_item_permutation'])}, Holm {holm} H0 |")
+                     f"{p_value}, Holm {holm} H0 |")
     return "\n".join(lines)
 
 
@@ -733,7 +743,7 @@ def parse_config(argv: list[str] | None = None) -> ExperimentConfig:
     except ValueError as error:  # ExperimentConfig's own checks (arms, comparisons, the gate's range)
         sys.exit(str(error))
     choices = {"engine": ("vllm", "hf"), "rl_items": ("all", "multi_ingredient"), "primary_items": ("held_out", "hard"),
-               "item_split": ("per_shape", "shuffled")}
+               "item_split": ("per_shape", "shuffled"), "primary_test": ("items", "seeds")}
     for name, allowed in choices.items():
         if getattr(config, name) not in allowed:
             sys.exit(f"unknown {name} {getattr(config, name)!r}; choose {' or '.join(allowed)}")

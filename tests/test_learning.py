@@ -373,6 +373,88 @@ def test_the_scalinginter_gate_is_registered_and_decided_by_its_rule(tmp_path: P
     assert not learning.start_gate(gate, {**outcomes, "i2": [0, 0, 0, 0], "i1": [1, 1, 0, 0]})["passes"]
 
 
+def seed_outcomes(rates: list[float], samples: int = 10) -> list[dict[str, list[int]]]:
+    """One model per seed, each with one item whose success rate is the given one."""
+    return [{"i": [1] * round(rate * samples) + [0] * (samples - round(rate * samples))} for rate in rates]
+
+
+def test_the_seed_level_test_is_exact_over_every_relabelling() -> None:
+    """The registered seed-level test re-derived: over all 8! orders of the 8 seeds, the share whose first four
+    (read as ``staged``) differ from the last four by at least |T| is the p over the 70 relabellings."""
+    from agentgym_envs.evaluation.significance import seed_permutation_test
+
+    staged, fixed = [0.5, 0.6, 0.7, 0.8], [0.1, 0.2, 0.3, 0.4]
+    test = seed_permutation_test(seed_outcomes(staged), seed_outcomes(fixed), ["i"])
+    assert test["difference"] == pytest.approx(0.4) and test["relabellings"] == 70
+    assert test["p_value"] == pytest.approx(2 / 70), "only the observed split and its mirror are as extreme"
+    assert test["seed_success"] == {"these": staged, "others": fixed}
+    for these, others in (([0.1, 0.4, 0.5, 0.8], [0.2, 0.3, 0.6, 0.7]), ([0.3, 0.5, 0.6, 0.6], [0.2, 0.3, 0.4, 0.7])):
+        values = these + others
+        observed = np.mean(these) - np.mean(others)
+        orders = list(itertools.permutations(values))
+        extreme = sum(abs(np.mean(order[:4]) - np.mean(order[4:])) >= abs(observed) - 1e-12 for order in orders)
+        test = seed_permutation_test(seed_outcomes(these), seed_outcomes(others), ["i"])
+        assert test["p_value"] == pytest.approx(extreme / len(orders))
+    assert seed_permutation_test(seed_outcomes([0.9]), seed_outcomes([0.1]), ["i"])["p_value"] == 1.0, (
+        "one seed an arm: the two labellings are equally extreme, so two seeds can never reject")
+    with pytest.raises(ValueError, match="at least one seed"):
+        seed_permutation_test([], seed_outcomes([0.1]), ["i"])
+
+
+def test_an_arms_report_decides_by_the_registered_test_and_counts_each_arms_cost() -> None:
+    from agentgym_envs.evaluation.significance import arms_report
+
+    staged, fixed = seed_outcomes([0.5, 0.6, 0.7, 0.8]), seed_outcomes([0.1, 0.2, 0.3, 0.4])
+    models = {"start": seed_outcomes([0.1])[0], **{f"staged-seed{i}": m for i, m in enumerate(staged)},
+              **{f"fixed-seed{i}": m for i, m in enumerate(fixed)}}
+    runs = {name: {"steps": 30, "episodes_played": 32, "turns_played": 100 + i, "train_wall_s": 60.0}
+            for i, name in enumerate(models) if name != "start"}
+    result = {"models": models, "items": ["i"], "runs": runs, "comparisons": ["staged-fixed"],
+              "arms": {arm: {"runs": [f"{arm}-seed{i}" for i in range(4)]} for arm in ("staged", "fixed")}}
+    by_items = arms_report(result)
+    by_seeds = arms_report({**result, "primary_test": "seeds"})
+    assert by_items["test"] == "within_item_permutation" and by_seeds["test"] == "seed_permutation"
+    items_test, seeds_test = by_items["primary"]["staged-fixed"], by_seeds["primary"]["staged-fixed"]
+    assert seeds_test["seed_permutation"]["p_value"] == pytest.approx(2 / 70)
+    assert seeds_test["holm_rejected"] and seeds_test["supported"], "2/70 < 0.05, staged above fixed"
+    assert items_test["within_item_permutation"] == seeds_test["within_item_permutation"], "both tests, always"
+    assert by_seeds["secondary"]["cost"] == {
+        "staged": {"runs": 4, "steps": 120, "episodes_played": 128, "turns_played": 400 + 10, "train_wall_s": 240.0},
+        "fixed": {"runs": 4, "steps": 120, "episodes_played": 128, "turns_played": 400 + 26, "train_wall_s": 240.0}}
+    runs["fixed-seed0"]["turns_played"] = None  # a run from before turns were logged
+    assert arms_report(result)["secondary"]["cost"]["fixed"]["turns_played"] is None
+
+
+def test_the_third_experiments_analysis_recomputes_from_its_file_alone() -> None:
+    """A second reader's check of learning_3.json: the registered tests, computed again from the per-item outcomes,
+    the arms and the runs' records it holds, give the analysis it states, number for number."""
+    from agentgym_envs.evaluation.significance import arms_report
+
+    result = json.loads((ROOT / "benchmarks" / "results" / "learning_3.json").read_text(encoding="utf-8"))
+    assert json.loads(json.dumps(arms_report(result))) == result["analysis"]
+
+
+def test_the_scalinginter_test_config_is_the_registered_design() -> None:
+    """examples/scalinginter_test.yaml as docs/learning_protocol_3.md registers it, on the gate's start."""
+    learning = load_learning()
+    config = learning.parse_config(["--config", str(ROOT / "examples" / "scalinginter_test.yaml")])
+    gate = learning.parse_config(["--config", str(ROOT / "examples" / "scalinginter_gate.yaml")])
+    same_start = ("env_id", "out_dir", "items_file", "item_split", "warmup_items", "held_out_train_items",
+                  "clone_steps", "clone_learning_rate", "clone_max_length", "max_turns", "eval_samples",
+                  "max_context_tokens", "temperature", "max_turn_tokens", "engine")
+    assert {name: getattr(config, name) for name in same_start} == {name: getattr(gate, name) for name in same_start}
+    assert (config.rl_items, config.seeds, config.steps, config.learning_rate, config.groups_per_step,
+            config.group_size, config.max_draw_batches) == ("all", [0, 1, 2, 3], 30, 1e-5, 2, 8, 4)
+    assert config.arms == {"fixed": learning.Arm(), "staged": learning.Arm(max_turns_schedule="0:8,10:12,20:20")}
+    assert (config.comparisons, config.primary_test, config.family_alpha) == (["staged-fixed"], "seeds", 0.05)
+    fixed, staged = (learning.run_command(config, run) for run in learning.training_runs(config)[::4])
+    assert fixed[fixed.index("--max_turns") + 1] == "20" and "--max_turns_schedule" not in fixed
+    assert staged[staged.index("--max_turns_schedule") + 1] == "0:8,10:12,20:20" and "--max_turns" not in staged
+    assert "--oracle_prefix_schedule" not in fixed + staged and "--advantage_estimator" not in fixed + staged
+    with pytest.raises(SystemExit, match="unknown primary_test 'both'"):
+        learning.parse_config(["--config", str(ROOT / "examples" / "scalinginter_test.yaml"), "--primary_test", "both"])
+
+
 def test_arms_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     """The second and third experiments' options from a --config file: the gate per oracle prefix (--gate_only),
     then arms from one start in two parts (an oracle_sft arm, then an RFT arm with a reverse curriculum on the
@@ -440,6 +522,11 @@ def test_arms_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     primary = analysis["primary"]["b-a"]
     assert primary["within_item_permutation"]["items"] == len(result["hard_items"])
     assert isinstance(primary["holm_rejected"], bool) and "supported" in primary
+    assert analysis["test"] == "within_item_permutation", "the default: seeds pooled per item"
+    assert primary["seed_permutation"]["relabellings"] == 2, "one seed an arm: the seed-level test rides along"
+    assert run_b["turns_played"] >= run_b["episodes_played"], "every episode plays at least one turn"
+    cost = analysis["secondary"]["cost"]
+    assert cost["b"]["turns_played"] == run_b["turns_played"] and cost["a"]["turns_played"] is None
     assert set(analysis["secondary"]["arm_vs_start"]) == {"a", "b"}
     assert analysis["on"] == "hard" and analysis["items"] == 2
     assert analysis["secondary"]["non_inferiority"]["items"] == 2

@@ -154,6 +154,24 @@ def test_an_evaluations_engine_cache_holds_its_whole_batch(tmp_path) -> None:
     assert kv_cache_gb_for(tmp_path, 1, 128, "bfloat16") == 1  # never below vLLM's smallest
 
 
+def test_the_trainers_engine_cache_holds_its_rollout_batch_unless_set(tmp_path) -> None:
+    """A training engine sized like an evaluation's: 16 depth-2 episodes of 3,072 tokens need 1.05 GiB, so 2;
+    a size the config names wins; a model without config.json (a hub id) gets vLLM's smallest, 1 GiB. An engine
+    with a larger cache serves a request for a smaller one (one engine for a job's evaluations and training)."""
+    (tmp_path / "config.json").write_text(json.dumps({"num_hidden_layers": 30, "num_attention_heads": 9,
+                                                      "num_key_value_heads": 3, "hidden_size": 576}))
+    config = make_config(tmp_path, use_vllm=True, vllm_engine="process", max_context_tokens=3072,
+                         vllm_dtype="bfloat16")
+    assert config.vllm_kv_cache_gb is None
+    assert EngineOptions.from_config(config, 16, tmp_path).kv_cache_gb == 2
+    assert EngineOptions.from_config(config, 64, tmp_path).kv_cache_gb == 5
+    assert EngineOptions.from_config(config, 16, "some/hub-id").kv_cache_gb == 1
+    named = make_config(tmp_path, use_vllm=True, vllm_engine="process", max_context_tokens=3072, vllm_kv_cache_gb=3)
+    assert EngineOptions.from_config(named, 64, tmp_path).kv_cache_gb == 3
+    larger, smaller = EngineOptions.from_config(config, 64, tmp_path), EngineOptions.from_config(config, 16, tmp_path)
+    assert larger.covers(smaller) and not smaller.covers(larger)
+
+
 @pytest.mark.usefixtures("vllm_importable")
 @pytest.mark.parametrize(("overrides", "message"), [
     *BAD_VALUES,

@@ -165,7 +165,7 @@ def _check_values(config: Any) -> None:
 def _check_process(config: Any, changed: set[str]) -> None:
     _check_values(config)
     space = config.vllm_kv_cache_gb
-    if not isinstance(space, (int, float)) or space < 1 or space != int(space):
+    if space is not None and (not isinstance(space, (int, float)) or space < 1 or space != int(space)):
         raise ValueError(f"vllm_kv_cache_gb must be a whole number of GiB, at least 1, got {space!r}: vLLM's CPU "
                          "backend reads its key/value cache size (VLLM_CPU_KVCACHE_SPACE) as an integer of GiB, so "
                          "any other value would be rounded")

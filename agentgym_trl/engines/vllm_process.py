@@ -111,23 +111,29 @@ class EngineOptions:
     request_timeout_s: float = 1800.0
 
     @classmethod
-    def from_config(cls, config: Any, slots: int) -> EngineOptions:
+    def from_config(cls, config: Any, slots: int, model: str | Path | None = None) -> EngineOptions:
         """How the trainer starts it (the ``vllm_*`` fields of an ``AgentGRPOConfig``): context and batch sized for
-        ``slots`` episodes at once."""
-        return cls(python=config.vllm_python, dtype=config.vllm_dtype,
-                   max_model_len=config.vllm_max_model_length or config.max_context_tokens,
-                   model_impl=config.vllm_model_impl, max_num_seqs=max(1, slots), kv_cache_gb=config.vllm_kv_cache_gb,
-                   gpu_memory_utilization=config.vllm_gpu_memory_utilization,
-                   enforce_eager=config.vllm_enforce_eager, seed=config.seed)
+        ``slots`` episodes at once; with ``vllm_kv_cache_gb`` unset, a key/value cache that holds them all at the
+        context limit (``kv_cache_gb_for`` of ``model``'s layers; 1 GiB when ``model`` has no config.json)."""
+        options = cls(python=config.vllm_python, dtype=config.vllm_dtype,
+                      max_model_len=config.vllm_max_model_length or config.max_context_tokens,
+                      model_impl=config.vllm_model_impl, max_num_seqs=max(1, slots),
+                      gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+                      enforce_eager=config.vllm_enforce_eager, seed=config.seed)
+        if config.vllm_kv_cache_gb is not None:
+            options.kv_cache_gb = config.vllm_kv_cache_gb
+        elif model is not None and (Path(model) / "config.json").is_file():
+            options.kv_cache_gb = kv_cache_gb_for(model, options.max_num_seqs, options.max_model_len, options.dtype)
+        return options
 
     def __post_init__(self) -> None:
         if self.dtype is None:
             self.dtype = default_engine_dtype()
 
     def covers(self, wanted: EngineOptions) -> bool:
-        """Whether an engine started with these options serves ``wanted`` as well (a longer context or more
-        sequences at once do; any other difference needs a new engine)."""
-        sizes = ("max_model_len", "max_num_seqs")
+        """Whether an engine started with these options serves ``wanted`` as well (a longer context, more
+        sequences at once or a larger cache do; any other difference needs a new engine)."""
+        sizes = ("max_model_len", "max_num_seqs", "kv_cache_gb")
         same = all(getattr(self, name) == getattr(wanted, name) for name in vars(self) if name not in sizes)
         return same and all(getattr(self, name) >= getattr(wanted, name) for name in sizes)
 
