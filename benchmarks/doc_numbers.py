@@ -232,7 +232,7 @@ def arms_quotes() -> list[Quote]:
                                                   f"{interval(change, 'bca_low', 'bca_high', signed=True)}, p "
                                                   f"{p_after_sign(permutation_p(test['within_item_permutation']))}",
                             pages))
-        if pair in analysis["primary"]:
+        if pair in analysis["primary"] and test["holm_rejected"] is not None:  # once the family is complete
             quotes.append(Quote(f"learning_3.{pair}.holm", "rejects" if test["holm_rejected"] else "keeps", pages))
     return quotes
 

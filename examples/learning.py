@@ -714,7 +714,8 @@ def arms_table(result: dict) -> str:
                      f"{interval_text(change['difference_interval'], signed=True)} | "
                      f"{p_text(change['within_item_permutation'])} |")
     for pair, test in analysis["primary"].items():
-        holm = "rejects" if test["holm_rejected"] else "keeps"
+        holm = {True: "rejects", False: "keeps", None: "waits for " + ", ".join(analysis["primary_waiting_for"]) +
+                " to decide on"}[test["holm_rejected"]]
         seeds = test["seed_permutation"]
         p_value = (p_text(test["within_item_permutation"]) if analysis["test"] == "within_item_permutation" else
                    f"seed-level p = {seeds['p_value']:.3g} ({seeds['relabellings']} relabellings)")

@@ -421,6 +421,11 @@ def test_an_arms_report_decides_by_the_registered_test_and_counts_each_arms_cost
     assert by_seeds["secondary"]["cost"] == {
         "staged": {"runs": 4, "steps": 120, "episodes_played": 128, "turns_played": 400 + 10, "train_wall_s": 240.0},
         "fixed": {"runs": 4, "steps": 120, "episodes_played": 128, "turns_played": 400 + 26, "train_wall_s": 240.0}}
+    waiting = arms_report({**result, "comparisons": ["staged-fixed", "staged-other"], "primary_test": "seeds",
+                           "arms": {**result["arms"], "other": {"runs": ["other-seed0"]}}})
+    assert waiting["primary_waiting_for"] == ["staged-other"] and by_seeds["primary_waiting_for"] == []
+    assert waiting["primary"]["staged-fixed"]["holm_rejected"] is None, "Holm decides on the whole family only"
+    assert waiting["primary"]["staged-fixed"]["supported"] is None
     runs["fixed-seed0"]["turns_played"] = None  # a run from before turns were logged
     assert arms_report(result)["secondary"]["cost"]["fixed"]["turns_played"] is None
 

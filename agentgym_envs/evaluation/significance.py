@@ -228,7 +228,8 @@ def arms_report(result: Mapping[str, Any]) -> dict[str, Any]:
       x minus y by the result's ``primary_test``, the within-item permutation test with each arm's seeds pooled
       (``items``, the default) or the exact seed-level test with each seed one replicate (``seeds``), then Holm
       over the comparisons at ``family_alpha``; ``supported`` iff rejected and x > y. Every comparison carries
-      both tests (the one not chosen is secondary). Arms not yet evaluated in every seed are left out.
+      both tests (the one not chosen is secondary). Arms not yet evaluated in every seed are left out, and
+      while a primary comparison waits for its arms (``primary_waiting_for``) none is decided (None).
     * ``secondary``: each of ``secondary_comparisons`` the same way (no correction); each arm against the start on
       the primary items; each arm alone per seed; each primary comparison without ``robustness_drop_items``;
       non-inferiority of each arm on the easy items when the result names a ``non_inferiority_margin``; what
@@ -261,11 +262,14 @@ def arms_report(result: Mapping[str, Any]) -> dict[str, Any]:
                 "seed_permutation": seed_permutation_test(done[this], done[other], keys)}
 
     primary = {pair: test for pair in result.get("comparisons", []) if (test := against(pair, tested))}
-    rejected = holm({pair: test[chosen]["p_value"] for pair, test in primary.items()}, alpha)
+    # Holm's thresholds depend on the whole family: no decision until every primary comparison has its arms
+    waiting = [pair for pair in result.get("comparisons", []) if pair not in primary]
+    rejected = {} if waiting else holm({pair: test[chosen]["p_value"] for pair, test in primary.items()}, alpha)
     for pair, test in primary.items():
-        test["holm_rejected"] = rejected[pair]
-        test["supported"] = rejected[pair] and test[chosen]["difference"] > 0
+        test["holm_rejected"] = rejected.get(pair)
+        test["supported"] = None if waiting else rejected[pair] and test[chosen]["difference"] > 0
     report["primary"] = primary
+    report["primary_waiting_for"] = waiting
     secondary: dict[str, Any] = {
         "comparisons": {pair: test for pair in result.get("secondary_comparisons", [])
                         if (test := against(pair, tested))},
