@@ -225,6 +225,16 @@ def arms_quotes() -> list[Quote]:
                          f"p {p_after_sign(permutation_p(change['within_item_permutation']))}", pages),
                    Quote(f"learning_3.{arm}.easy", f"{num(100 * easy['mean'], 1, signed=True)} "
                                                    f"{interval(easy, 'bca_low', 'bca_high', signed=True)}", pages)]
+    for name, success in analysis["success"].items():  # each trained model alone: the seeds' spread
+        if name != "start":
+            quotes.append(Quote(f"learning_3.{name}.hard", f"{pct(success['hard']['mean'])}%", pages))
+    for arm, cost in analysis["secondary"].get("cost", {}).items():
+        quotes.append(Quote(f"learning_3.{arm}.train_min", f"{num(cost['train_wall_s'] / 60, 1)} minutes", pages))
+        if cost["episodes_played"] is not None:
+            quotes.append(Quote(f"learning_3.{arm}.episodes", f"{cost['episodes_played']:,} episodes", pages))
+    for pair, test in analysis["secondary"].get("without_items", {}).get("comparisons", {}).items():
+        change = num(100 * test["difference_interval"]["mean"], 1, signed=True)
+        quotes.append(Quote(f"learning_3.{pair}.without", f"{change} points", pages))
     tests = {**analysis["primary"], **analysis["secondary"]["comparisons"]}
     for pair, test in tests.items():  # the registered comparisons, once both arms are evaluated
         change = test["difference_interval"]
@@ -232,6 +242,10 @@ def arms_quotes() -> list[Quote]:
                                                   f"{interval(change, 'bca_low', 'bca_high', signed=True)}, p "
                                                   f"{p_after_sign(permutation_p(test['within_item_permutation']))}",
                             pages))
+        seeds = test["seed_permutation"]
+        quotes.append(Quote(f"learning_3.{pair}.seed_level", f"{seeds['relabellings']} relabellings and cannot reject "
+                                                             f"anything (it gives p = {num(seeds['p_value'], 2)}"
+                            if seeds["p_value"] >= 0.05 else f"p = {num(seeds['p_value'], 2)}", pages))
         if pair in analysis["primary"] and test["holm_rejected"] is not None:  # once the family is complete
             quotes.append(Quote(f"learning_3.{pair}.holm", "rejects" if test["holm_rejected"] else "keeps", pages))
     return quotes
