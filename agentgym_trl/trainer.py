@@ -240,7 +240,7 @@ class AgentGRPOTrainer(GRPOTrainer):
                 base, os.path.join(self.args.output_dir, "vllm-engine-start")))
         args = self.args
         slots = max(args.per_device_train_batch_size * args.steps_per_generation, args.per_device_eval_batch_size)
-        engine = shared_engine(folder, EngineOptions.from_config(args, slots))
+        engine = shared_engine(folder, EngineOptions.from_config(args, slots, folder))
         # TRL calls its sync_weights() when the step changed
         self.vllm_generation = EngineWeightSync(engine, self._unwrapped_model, self._record_weight_sync)
         self._last_loaded_step = -1

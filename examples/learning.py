@@ -51,7 +51,7 @@ import agentgym_envs  # noqa: E402
 from agentgym_envs.evaluation.metrics import item_successes, outcome_lists  # noqa: E402
 from agentgym_envs.evaluation.records import load_run  # noqa: E402
 from agentgym_envs.evaluation.runner import EvalError, recorded_agent  # noqa: E402
-from agentgym_envs.evaluation.significance import arm_pair  # noqa: E402
+from agentgym_envs.evaluation.significance import PRIMARY_TESTS, arm_pair  # noqa: E402
 from agentgym_trl.estimators import ESTIMATORS  # noqa: E402
 from agentgym_trl.experiments import (  # noqa: E402
     TRAINED_MARK,
@@ -744,7 +744,7 @@ def parse_config(argv: list[str] | None = None) -> ExperimentConfig:
     except ValueError as error:  # ExperimentConfig's own checks (arms, comparisons, the gate's range)
         sys.exit(str(error))
     choices = {"engine": ("vllm", "hf"), "rl_items": ("all", "multi_ingredient"), "primary_items": ("held_out", "hard"),
-               "item_split": ("per_shape", "shuffled"), "primary_test": ("items", "seeds")}
+               "item_split": ("per_shape", "shuffled"), "primary_test": tuple(PRIMARY_TESTS)}
     for name, allowed in choices.items():
         if getattr(config, name) not in allowed:
             sys.exit(f"unknown {name} {getattr(config, name)!r}; choose {' or '.join(allowed)}")

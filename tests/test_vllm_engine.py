@@ -183,10 +183,15 @@ def test_a_killed_engine_raises_instead_of_hanging(tmp_path) -> None:
 
 @needs_engine
 @pytest.mark.parametrize("estimator", ["grpo", "gae", "remax"])
-def test_trainer_trains_with_the_engine_and_syncs_it_every_step(tmp_path, estimator) -> None:
+def test_trainer_trains_with_the_engine_and_syncs_it_every_step(tmp_path, estimator, monkeypatch) -> None:
     from datasets import Dataset
 
     from agentgym_trl import AgentGRPOConfig, AgentGRPOTrainer
+    from agentgym_trl.engines import vllm_process
+
+    sized = []  # the cache is sized from the policy's own folder, for the engine's batch at the context limit
+    monkeypatch.setattr(vllm_process, "kv_cache_gb_for",
+                        lambda model, sequences, tokens, dtype: sized.append((sequences, tokens)) or 1)
 
     extra = {"gae": dict(value_head="shared"), "remax": {}, "grpo": {}}[estimator]
     args = AgentGRPOConfig(output_dir=str(tmp_path / "run"), env_ids=[COUNTDOWN], max_turns=3, max_turn_tokens=12,
@@ -197,6 +202,7 @@ def test_trainer_trains_with_the_engine_and_syncs_it_every_step(tmp_path, estima
     tokenizer = tiny_tokenizer("chatml")
     trainer = AgentGRPOTrainer(vllm_ready_model(), args=args, processing_class=tokenizer,
                                train_dataset=Dataset.from_list([{"env_id": COUNTDOWN, "item_id": i} for i in range(8)]))
+    assert sized == [(trainer.vllm_engine.options.max_num_seqs, 400)], "vllm_kv_cache_gb unset: sized to the batch"
     loads = trainer.vllm_engine.stats.weight_loads
     trainer.train()
     logs = [log for log in trainer.state.log_history if "agent/max_turns" in log]
