@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentgym_envs.evaluation.metrics import item_successes, success_interval, summarize
+from agentgym_envs.evaluation.metrics import half_up, item_successes, success_interval, summarize
 from agentgym_envs.evaluation.records import load_run
 from agentgym_envs.evaluation.runner import SUMMARY_FILE, plan_jobs
 from agentgym_trl import metrics
@@ -227,21 +227,21 @@ def training_curve(rows: Sequence[Mapping[str, Any]], keys: Mapping[str, str] = 
 
 def percent_text(result: Mapping[str, float]) -> str:
     """A success with its interval: "41.2% [35.0, 47.5]"."""
-    return f"{result['mean'] * 100:.1f}% [{result['low'] * 100:.1f}, {result['high'] * 100:.1f}]"
+    return f"{half_up(result['mean'] * 100)}% [{half_up(result['low'] * 100)}, {half_up(result['high'] * 100)}]"
 
 
 def change_text(change: Mapping[str, float]) -> str:
     """A paired change: "+6.1 points [+2.0, +10.3], p = 0.004"."""
-    return (f"{change['difference'] * 100:+.1f} points [{change['low'] * 100:+.1f}, {change['high'] * 100:+.1f}], "
-            f"p = {change['p_value']:.3f}")
+    return (f"{half_up(change['difference'] * 100, signed=True)} points [{half_up(change['low'] * 100, signed=True)}, "
+            f"{half_up(change['high'] * 100, signed=True)}], p = {change['p_value']:.3f}")
 
 
 def interval_text(interval: Mapping[str, float], signed: bool = False) -> str:
     """A BCa interval (``significance.mean_interval``) as a rate "41.2% [35.0, 47.5]", or as a change (``signed``)
     in points "+6.1 [+2.0, +10.3]"."""
-    sign, unit = ("+", "") if signed else ("", "%")
-    return (f"{interval['mean'] * 100:{sign}.1f}{unit} [{interval['bca_low'] * 100:{sign}.1f}, "
-            f"{interval['bca_high'] * 100:{sign}.1f}]")
+    unit = "" if signed else "%"
+    mean, low, high = (half_up(interval[key] * 100, signed=signed) for key in ("mean", "bca_low", "bca_high"))
+    return f"{mean}{unit} [{low}, {high}]"
 
 
 def p_text(test: Mapping[str, float]) -> str:

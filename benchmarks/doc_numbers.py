@@ -16,8 +16,9 @@ import json
 import re
 import sys
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
+
+from agentgym_envs.evaluation.metrics import half_up
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -44,10 +45,7 @@ def result(name: str) -> dict:
     return json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8"))
 
 
-def num(x: float, digits: int = 1, signed: bool = False) -> str:
-    """``x`` rounded half up to ``digits`` places, as the docs print it."""
-    text = str(Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
-    return ("+" if signed and not text.startswith("-") else "") + text
+num = half_up  # rounded half up, as the tables quoted here round too (a file's 14.35 is 14.4)
 
 
 def pct(x: float) -> str:

@@ -143,7 +143,7 @@ def test_learning_report_pools_the_seeds_as_registered(tmp_path: Path) -> None:
     hard_table = experiments.markdown_table(hard_primary).splitlines()
     pooled_on_hard = hard_primary["analysis"]["hard_items"]["pooled"]["difference_interval"]
     assert "change vs start on the hard items" in hard_table[0]
-    assert f"| {pooled_on_hard['mean'] * 100:+.1f} [" in hard_table[-1], \
+    assert f"| {experiments.half_up(pooled_on_hard['mean'] * 100, signed=True)} [" in hard_table[-1], \
         "the primary row's change is on the items its p is on"
     plot = plot_learning(result, tmp_path / "learning.png")
     assert (tmp_path / "learning.png").read_bytes()[:4] == b"\x89PNG" and plot.files == [tmp_path / "learning.png"]
@@ -428,6 +428,21 @@ def test_an_arms_report_decides_by_the_registered_test_and_counts_each_arms_cost
     assert waiting["primary"]["staged-fixed"]["supported"] is None
     runs["fixed-seed0"]["turns_played"] = None  # a run from before turns were logged
     assert arms_report(result)["secondary"]["cost"]["fixed"]["turns_played"] is None
+
+
+def test_tables_and_quotes_round_one_number_alike() -> None:
+    """A table printed by a report and an inline quote of docs/results.md round half up alike: learning_3.json's
+    (a) upper bound 0.3125 is 31.3 in both (Python's format would print 31.2, half to even)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from doc_numbers import interval as quoted_interval
+
+    bound = {"mean": 0.203125, "bca_low": 0.10511363636363635, "bca_high": 0.3125}
+    quoted = f"20.3% {quoted_interval(bound, 'bca_low', 'bca_high')}"
+    assert experiments.interval_text(bound) == "20.3% [10.5, 31.3]" == quoted
+    assert experiments.interval_text({"mean": -0.00025, "bca_low": -0.0125, "bca_high": 0.0125}, signed=True) == \
+        "-0.0 [-1.3, +1.3]"
+    assert experiments.change_text({"difference": 0.0625, "low": 0.0125, "high": 0.1135, "p_value": 0.0042}) == \
+        "+6.3 points [+1.3, +11.4], p = 0.004"
 
 
 def test_the_third_experiments_analysis_recomputes_from_its_file_alone() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import numpy as np
@@ -190,6 +191,14 @@ COLUMNS = (
     ("tokens", "tokens", "{:.0f}"),
     ("cut_turns", "cut turns", "{:d}"),
 )
+
+
+def half_up(x: float, digits: int = 1, signed: bool = False) -> str:
+    """``x`` rounded half up to ``digits`` places, as people round and as every table and quote here prints a
+    number: 31.25 gives 31.3 (Python's format rounds the binary value half to even, 31.2), so a table and an inline
+    quote of one number never disagree."""
+    text = str(Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+    return ("+" if signed and not text.startswith("-") else "") + text
 
 
 def _cell(value: Any, style: str) -> str:
