@@ -239,7 +239,7 @@ def arms_quotes() -> list[Quote]:
         quotes.append(Quote(f"learning_3.{pair}", f"{num(100 * change['mean'], 1, signed=True)} points "
                                                   f"{interval(change, 'bca_low', 'bca_high', signed=True)}, p "
                                                   f"{p_after_sign(permutation_p(test['within_item_permutation']))}",
-                            pages))
+                            ("README.md", *pages) if pair in analysis["primary"] else pages))  # README: the claims
         seeds = test["seed_permutation"]
         quotes.append(Quote(f"learning_3.{pair}.seed_level", f"{seeds['relabellings']} relabellings and cannot reject "
                                                              f"anything (it gives p = {num(seeds['p_value'], 2)}"
