@@ -230,6 +230,15 @@ def arms_quotes() -> list[Quote]:
         quotes.append(Quote(f"learning_3.{arm}.train_min", f"{num(cost['train_wall_s'] / 60, 1)} minutes", pages))
         if cost["episodes_played"] is not None:
             quotes.append(Quote(f"learning_3.{arm}.episodes", f"{cost['episodes_played']:,} episodes", pages))
+    for arm, declared in arms["arms"].items():  # each RL arm's training: success of all episodes drawn
+        curves = [arms["runs"][name]["curve"]["drawn_success"] for name in declared["runs"]
+                  if arms["runs"].get(name, {}).get("curve")]
+        if curves:
+            first, last = [c[0] for c in curves], [x for c in curves for x in c[-5:]]
+            spread = [pct(min(values)) if pct(min(values)) == pct(max(values)) else
+                      f"{pct(min(values))}-{pct(max(values))}" for values in (first, last)]
+            quotes.append(Quote(f"learning_3.{arm}.drawn_success",
+                                f"{spread[0]}% at the first step and {spread[1]}% over the last five", pages))
     for pair, test in analysis["secondary"].get("without_items", {}).get("comparisons", {}).items():
         change = num(100 * test["difference_interval"]["mean"], 1, signed=True)
         quotes.append(Quote(f"learning_3.{pair}.without", f"{change} points", pages))
