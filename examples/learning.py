@@ -27,6 +27,12 @@ Steps, each skipped when its output exists:
    computes the registered tests from that file alone (``learning_report``; with arms, ``arms_report``).
    With ``start_success_range`` the report also says whether the start passes a registered gate on its
    success (the ScalingInter gate: ``examples/scalinginter_gate.yaml``).
+
+An experiment longer than one machine's life resumes from committed files: run it again with
+``--keep_committed true``. It re-makes the start (on a new machine of the same CPU class the same command re-made
+protocol 3's start bit for bit) and trains and evaluates only the models ``results_file`` lacks; every model it
+holds keeps its committed record. The report stops unless the start in ``out_dir`` shows the committed start's
+fingerprint and every new evaluation ran the committed settings.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ from agentgym_trl.experiments import (  # noqa: E402
     write_results,
 )
 from agentgym_trl.fast_training import bf16_is_fast  # noqa: E402
+from agentgym_trl.models import weights_fingerprint  # noqa: E402
 from agentgym_trl.stages import StageArguments, behaviour_clone  # noqa: E402
 
 
@@ -178,6 +185,9 @@ class ExperimentConfig:
     only_arms: list[str] = field(default_factory=list, metadata={
         "help": "with arms: train and evaluate only these arms in this call (a part of the protocol; empty: all); "
                 "the report covers every arm evaluated so far"})
+    only_seeds: list[int] = field(default_factory=list, metadata={
+        "help": "train and evaluate only these seeds in this call (a part of the protocol; empty: all); the "
+                "report covers every seed evaluated so far"})
     sft_batch_size: int = field(default=2, metadata={"help": "conversations per step of an oracle_sft arm"})
     clone_learning_rate: float = field(default=5e-5, metadata={"help": "the start's warm-up (cosine schedule)"})
     clone_max_length: int = field(default=1024, metadata={"help": "tokens kept of each warm-up conversation"})
@@ -199,6 +209,11 @@ class ExperimentConfig:
     control_greedy_trained: bool = field(default=True, metadata={
         "help": "with 0 in control_temperatures: the trained models greedy too, to compare with the greedy start"})
     report_only: bool = False
+    keep_committed: bool = field(default=False, metadata={
+        "help": "resume on another machine from committed files: every model results_file holds keeps its record "
+                "there (outcomes, weights, run record, learning curve) and is not trained or evaluated again; the "
+                "others are trained and evaluated from the start re-made in out_dir, which must show the committed "
+                "start's fingerprint"})
     results_file: str = "benchmarks/results/learning.json"
     plot_file: str = "docs/learning.png"
 
@@ -221,6 +236,8 @@ class ExperimentConfig:
                 raise ValueError(f"comparison {pair!r} names an arm not in arms {list(self.arms)}")
         if any(arm not in self.arms for arm in self.only_arms):
             raise ValueError(f"only_arms {self.only_arms} names an arm not in arms {list(self.arms)}")
+        if any(seed not in self.seeds for seed in self.only_seeds):
+            raise ValueError(f"only_seeds {self.only_seeds} names a seed not in seeds {self.seeds}")
         if self.start_success_range and len(self.start_success_range) != 2:
             raise ValueError(f"start_success_range is [low, high], got {self.start_success_range}")
 
@@ -588,6 +605,9 @@ def run_record(config: ExperimentConfig, items: dict, run: ArmRun) -> dict:
     }
 
 
+EVAL_SETTINGS = ("temperature", "engine", "bf16", "max_turn_tokens", "max_context_tokens")  # what an evaluation ran
+
+
 def model_agent(config: ExperimentConfig, items: dict, name: str) -> dict:
     """What evaluated model ``name``, as its evaluation runs recorded it when they ran (``runner.recorded_agent``):
     the fingerprint of the weights read from the folder evaluated, the temperature, engine, token limits and
@@ -608,13 +628,24 @@ def report(config: ExperimentConfig) -> dict:
     from agentgym_envs.evaluation.plots import plot_learning
 
     items = load_items(config)
-    models = {"start": outcomes(config, items, "start")}
+    committed = committed_results(config)
+    kept = [name for name in ["start", *(run.name for run in training_runs(config))]
+            if name in committed.get("models", {})]
+    if set(committed.get("models", {})) - set(kept):  # rewriting the file without them would lose them
+        sys.exit(f"keep_committed: {config.results_file} holds {sorted(set(committed['models']) - set(kept))}, "
+                 f"which this config does not name (train a part with only_arms / only_seeds, not seeds)")
+    models = {"start": committed["models"]["start"] if "start" in kept else outcomes(config, items, "start")}
     runs = {}
     for run in training_runs(config):
-        if evaluated(config, items, run.name):
+        if run.name in kept:
+            models[run.name], runs[run.name] = committed["models"][run.name], committed["runs"][run.name]
+        elif evaluated(config, items, run.name):
             models[run.name] = outcomes(config, items, run.name)
             runs[run.name] = run_record(config, items, run)
-    agents = {name: model_agent(config, items, name) for name in models}
+    agents = {name: model_agent(config, items, name) for name in models if name not in kept}
+    check_kept(config, committed, kept, agents)
+    weights = {name: committed["weights"][name] if name in kept else agents[name].get("weights") for name in models}
+    start_agent = committed["eval"] if "start" in kept else agents["start"]
     held_out = [i for _, _, ids, _ in eval_parts(config, items) for i in ids]
     keys = {i: f"{items['env_id']}:{i}" for i in held_out}  # "env id:item id", as outcomes() names them
     hard_keys = [keys[i] for i in hard(items, held_out)]
@@ -635,11 +666,12 @@ def report(config: ExperimentConfig) -> dict:
         "start_command": f"examples/learning.py (make_start: {len(items['warmup_and_rl'])} warm-up items, "
                          f"{config.clone_steps} steps, seed 0)",
         # read from each evaluation's run.json, written when it ran: which weights gave these outcomes
-        "weights": {name: agent.get("weights") for name, agent in agents.items()},
+        "weights": weights,
         "eval": {"max_turns": config.max_turns, "sampling_seed": 0, "top_k": 0, "top_p": 1.0,
-                 **{key: agents["start"].get(key) for key in ("temperature", "engine", "bf16", "max_turn_tokens",
-                                                              "max_context_tokens")}},
+                 **{key: start_agent.get(key) for key in EVAL_SETTINGS}},
     }
+    if kept:
+        result["kept_from_committed"] = {"file": config.results_file, "models": kept}
     if config.hard_eval_samples:
         result["hard_k"] = config.hard_eval_samples
     if config.primary_items != "held_out":
@@ -648,10 +680,11 @@ def report(config: ExperimentConfig) -> dict:
         result["non_inferiority_margin"] = config.non_inferiority_margin
     if config.rl_items != "all":
         result["rl_items"] = [f"{items['env_id']}:{i}" for i in rl_item_ids(config, items)]
-    gate = gate_record(config, items)
+    gate = gate_record(config, items) or committed.get("gate")
     if gate:
         result["gate"] = gate
-    curves = {run.name: curve_record(config, run) for run in training_runs(config)}
+    curves = {run.name: committed.get("learning_curves", {}).get(run.name, {}) if run.name in kept
+              else curve_record(config, run) for run in training_runs(config)}
     curves = {name: curve for name, curve in curves.items() if curve}
     if curves:
         result["learning_curves"] = curves
@@ -679,6 +712,8 @@ def report(config: ExperimentConfig) -> dict:
             "weights": {name: model_agent(config, items, name).get("weights") for name in controls},
         }
         result["controls"]["analysis"] = control_report(result)
+    elif committed.get("controls"):  # gone with a lost machine: the committed ones, as committed
+        result["controls"] = committed["controls"]
     write_results(config.results_file, result)
     plot_learning(result, Path(config.plot_file))
     print(arms_table(result) if config.arms else markdown_table(result))
@@ -687,6 +722,42 @@ def report(config: ExperimentConfig) -> dict:
     if "controls" in result:
         print(controls_table(result))
     return result
+
+
+def committed_results(config: ExperimentConfig) -> dict:
+    """With ``keep_committed``: the results file as committed (empty without it or without the file). Its models
+    are reported as recorded there, never re-run, so a resumed experiment's analysis keeps every model it had."""
+    path = Path(config.results_file)
+    if not config.keep_committed or not path.is_file():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def check_start(config: ExperimentConfig, committed: dict) -> None:
+    """A start re-made on another machine must be the committed one (checked before any training, and again by the
+    report): runs from two starts do not pool."""
+    start, expected = start_model(config), committed.get("weights", {}).get("start")
+    if expected and start.is_dir() and (found := weights_fingerprint(start)) != expected:
+        sys.exit(f"keep_committed: the start in {start} ({found}) is not the committed start ({expected}); runs from "
+                 f"two starts do not pool")
+
+
+def check_kept(config: ExperimentConfig, committed: dict, kept: list[str], agents: dict[str, dict]) -> None:
+    """Models kept from the committed file pool with new ones only from the same start, evaluated alike: the start
+    in out_dir must show the committed start's fingerprint, and every new evaluation the committed settings."""
+    if not kept:
+        return
+    start = start_model(config)
+    if agents and not start.is_dir():
+        sys.exit(f"keep_committed: {sorted(agents)} trained from a start that is gone from {start}; it cannot be "
+                 f"checked against the committed one")
+    check_start(config, committed)
+    for name, agent in agents.items():
+        differ = {key: (agent.get(key), committed["eval"].get(key)) for key in EVAL_SETTINGS
+                  if agent.get(key) != committed["eval"].get(key)}
+        if differ:
+            sys.exit(f"keep_committed: {name} was evaluated otherwise than the committed models: {differ} "
+                     f"(new, committed)")
 
 
 def start_gate(config: ExperimentConfig, start: dict[str, list[int]]) -> dict:
@@ -759,6 +830,8 @@ def main(argv: list[str] | None = None) -> dict:
     if not config.report_only:
         began = time.time()
         clone_start(config, items)
+        committed = committed_results(config)
+        check_start(config, committed)
         if config.gate_samples:
             run_gate(config, items)
             if config.gate_only:
@@ -766,9 +839,12 @@ def main(argv: list[str] | None = None) -> dict:
                 print(f"start weights {record['start_weights']}; per k:", json.dumps(
                     {k: {n: v for n, v in p.items() if n != "outcomes"} for k, p in record["per_prefix"].items()}))
                 return record
-        evaluate(config, items, "start", start_model(config))
+        kept = set(committed.get("models", {}))  # reported as committed (keep_committed), not run again
+        if "start" not in kept:
+            evaluate(config, items, "start", start_model(config))
         for run in training_runs(config):
-            if config.only_arms and run.arm_name not in config.only_arms:
+            if (config.only_arms and run.arm_name not in config.only_arms or run.name in kept
+                    or config.only_seeds and run.seed not in config.only_seeds):
                 continue
             train_run(config, items, run)
             evaluate(config, items, run.name, run.folder)

@@ -8,6 +8,7 @@ import importlib.util
 import itertools
 import json
 import os
+import shutil
 import sys
 from math import comb
 from pathlib import Path
@@ -340,6 +341,7 @@ def test_arms_configs_are_checked_before_any_run(tmp_path: Path) -> None:
         (["--arms", '{"x-y": {}}'], "may not contain '-'"),
         (["--arms", '{"a": {}}', "--comparisons", "a-z"], "names an arm not in arms"),
         (["--arms", '{"a": {}}', "--only_arms", "z"], "only_arms"),
+        (["--seeds", "0", "1", "--only_seeds", "2"], "only_seeds"),
         (["--arms", '{"a": {}}', "--oracle_prefix_schedule", "0:1"], "each arm sets its own"),
         (["--comparisons", "a-b"], "names an arm not in arms"),
         (["--item_split", "random"], "unknown item_split"),
@@ -553,3 +555,27 @@ def test_arms_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     assert set(analysis["secondary"]["non_inferiority"]["per_arm"]) == {"a", "b"}
     assert (tmp_path / "arms.png").read_bytes()[:4] == b"\x89PNG"
     assert "| **b-a** (primary) |" in part2.stdout
+
+    # A lost machine: the start's and (a)'s folders are gone, and (b) was not yet committed. Run again with
+    # --keep_committed, it re-makes nothing it has, keeps the committed records, reads (b) from its folders and
+    # recomputes the same analysis; a start that is not the committed one stops it.
+    learning = load_learning()
+    committed = json.loads(json.dumps(result))
+    for key in ("models", "runs", "weights", "learning_curves"):
+        del committed[key]["b-seed0"]
+    (tmp_path / "arms.json").write_text(json.dumps(committed))
+    for folder in ("eval/start", "eval/a-seed0", "a"):
+        shutil.rmtree(tmp_path / "exp" / folder)
+    argv = ["--config", str(config), "--keep_committed", "true"]
+    kept = json.loads(json.dumps(learning.main([*argv, "--only_seeds", "0"])))
+    assert kept["kept_from_committed"] == {"file": str(tmp_path / "arms.json"), "models": ["start", "a-seed0"]}
+    assert not (tmp_path / "exp" / "eval" / "start").exists() and not (tmp_path / "exp" / "a").exists()
+    for key in ("models", "runs", "weights", "eval", "learning_curves", "analysis"):
+        assert kept[key] == result[key], key
+    with pytest.raises(SystemExit, match=r"holds \['a-seed0', 'b-seed0'\], which this config does not"):
+        learning.main([*argv, "--report_only", "true", "--seeds", "1"])  # a rewrite would drop seed 0's models
+    other_start = {**committed, "weights": {**committed["weights"], "start": "0000000000000000"}}
+    (tmp_path / "arms.json").write_text(json.dumps(other_start))
+    for call in (argv, [*argv, "--report_only", "true"]):  # before any training, and in the report
+        with pytest.raises(SystemExit, match="not the committed start"):
+            learning.main(call)
