@@ -631,9 +631,10 @@ def report(config: ExperimentConfig) -> dict:
     committed = committed_results(config)
     kept = [name for name in ["start", *(run.name for run in training_runs(config))]
             if name in committed.get("models", {})]
-    if set(committed.get("models", {})) - set(kept):  # rewriting the file without them would lose them
-        sys.exit(f"keep_committed: {config.results_file} holds {sorted(set(committed['models']) - set(kept))}, "
-                 f"which this config does not name (train a part with only_arms / only_seeds, not seeds)")
+    unnamed = sorted(set(committed.get("models", {})) - set(kept))
+    if unnamed:  # rewriting the file without them would lose them
+        sys.exit(f"keep_committed: {config.results_file} holds {unnamed}, which this config does not name (train "
+                 f"a part with only_arms / only_seeds, not seeds)")
     models = {"start": committed["models"]["start"] if "start" in kept else outcomes(config, items, "start")}
     runs = {}
     for run in training_runs(config):
